@@ -37,7 +37,7 @@ export class CohortError extends Error {
  * - `records-digest-mismatch`: `completion.recordsSha256` differs from the SHA-256 of records.ndjson.
  * - `manifest-digest-mismatch`: `completion.manifestSha256` differs from the SHA-256 of manifest.json.
  * - `spec-digest-mismatch`: `manifest.specSha256` differs from the SHA-256 of the canonical JSON of `manifest.spec`.
- * - `records-after-completion`: bytes follow the last record counted by `completion.json`.
+ * - `records-changed`: records.ndjson changed while `recoverLedger` worked on it (a writer is still running).
  */
 export type LedgerVerifyCode =
   | "manifest-missing"
@@ -55,7 +55,7 @@ export type LedgerVerifyCode =
   | "records-digest-mismatch"
   | "manifest-digest-mismatch"
   | "spec-digest-mismatch"
-  | "records-after-completion";
+  | "records-changed";
 
 /**
  * A ledger failed verification (or recovery refused to touch it). `line` is the 1-based line number
@@ -69,12 +69,15 @@ export class LedgerVerifyError extends CohortError {
   readonly line?: number;
   /** Expected vs found, one sentence. */
   readonly detail: string;
+  /** Byte offset in records.ndjson of the first byte of the line at fault, when one line is at fault. */
+  readonly byteOffset?: number;
 
-  constructor(code: LedgerVerifyCode, runDir: string, detail: string, line?: number) {
+  constructor(code: LedgerVerifyCode, runDir: string, detail: string, line?: number, byteOffset?: number) {
     super(code, `ledger ${runDir}: ${code}${line !== undefined ? ` at line ${line}` : ""}: ${detail}`);
     this.runDir = runDir;
     this.detail = detail;
     if (line !== undefined) this.line = line;
+    if (byteOffset !== undefined) this.byteOffset = byteOffset;
   }
 }
 
@@ -108,4 +111,121 @@ export class LedgerClosedError extends CohortError {
   }
 }
 
+/**
+ * Bad input to the ledger API (code `ledger-input-invalid`): a manifest or completion field of the
+ * wrong shape, a reserved or non-JSON record field, a secret too short to redact reliably, or a record
+ * that would carry a registered secret outside a string value. `path` is the dotted path of the field.
+ * Never latches the writer: the call is refused and nothing is written.
+ */
+export class LedgerInputError extends CohortError {
+  /** Dotted path of the offending field, e.g. `manifest.createdAt`, `record.fields.seq`. */
+  readonly path: string;
+  constructor(path: string, reason: string) {
+    super("ledger-input-invalid", `${path}: ${reason}`);
+    this.path = path;
+  }
+}
+
 // ---- other runtime modules: add error classes below this line ----
+
+// ---- runtime/core/spec.ts, scheduler.ts, backends (cohort runtime core) ----
+
+/** One problem in a RunSpec: `path` is the field path (`roles[2].needs[0]`, "" for the whole document). */
+export interface SpecIssue {
+  readonly path: string;
+  readonly reason: string;
+}
+
+/**
+ * A RunSpec was refused (code `spec-invalid`) before any side effect. `path`/`reason` describe the first
+ * problem; `issues` lists all of them in document order. The message is `<path>: <reason>` of the first.
+ */
+export class SpecError extends CohortError {
+  /** Field path of the first problem, e.g. `roles[2].needs[0]`; "" when the document itself is at fault. */
+  readonly path: string;
+  /** Why, e.g. `unknown role "db" (known: router, agent)`. */
+  readonly reason: string;
+  /** Every problem found (at least one). */
+  readonly issues: readonly SpecIssue[];
+
+  constructor(issues: readonly SpecIssue[]) {
+    const first = issues[0] ?? { path: "", reason: "invalid RunSpec" };
+    const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : "";
+    super("spec-invalid", `${first.path === "" ? "" : `${first.path}: `}${first.reason}${more}`);
+    this.path = first.path;
+    this.reason = first.reason;
+    this.issues = issues.length > 0 ? issues : [first];
+  }
+}
+
+/**
+ * A member did not become ready before a deadline (code `member-start-timeout`): its own
+ * (`memberTimeout` or the role's `readiness.timeout`) or the roster's (`startupTimeout`).
+ */
+export class MemberStartTimeoutError extends CohortError {
+  readonly member: string;
+  readonly backend: string;
+  /** Which deadline fired: `memberTimeout`, `roles[i].readiness.timeout` or `startupTimeout`. */
+  readonly deadline: string;
+  readonly timeoutMs: number;
+  constructor(member: string, backend: string, deadline: string, timeoutMs: number, message: string) {
+    super("member-start-timeout", message);
+    this.member = member;
+    this.backend = backend;
+    this.deadline = deadline;
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** A member exited when it should have kept running (code `member-exited`): before ready, or while the roster was held. */
+export class MemberExitedError extends CohortError {
+  readonly member: string;
+  readonly backend: string;
+  readonly exitCode: number | null;
+  readonly signal: string | null;
+  /** Last lines of the member's output (secrets redacted), "" if none. */
+  readonly outputTail: string;
+  constructor(
+    member: string,
+    backend: string,
+    message: string,
+    details: { exitCode?: number | null; signal?: string | null; outputTail?: string },
+  ) {
+    super("member-exited", message);
+    this.member = member;
+    this.backend = backend;
+    this.exitCode = details.exitCode ?? null;
+    this.signal = details.signal ?? null;
+    this.outputTail = details.outputTail ?? "";
+  }
+}
+
+/** The backend could not start a member (code `member-start-failed`), e.g. its command does not exist. */
+export class MemberStartError extends CohortError {
+  readonly member: string;
+  readonly backend: string;
+  constructor(member: string, backend: string, message: string, options?: { cause?: unknown }) {
+    super("member-start-failed", message, options);
+    this.member = member;
+    this.backend = backend;
+  }
+}
+
+/** A backend cannot run here, or no backend has that name (code `backend-unavailable`). */
+export class BackendUnavailableError extends CohortError {
+  readonly backend: string;
+  constructor(backend: string, message: string, options?: { cause?: unknown }) {
+    super("backend-unavailable", message, options);
+    this.backend = backend;
+  }
+}
+
+/** The run was interrupted by a signal to the runtime (code `run-interrupted`). */
+export class RunInterruptedError extends CohortError {
+  /** `SIGINT`, `SIGTERM`, `SIGHUP` or another reason given to the scheduler. */
+  readonly signal: string;
+  constructor(signal: string) {
+    super("run-interrupted", `run interrupted by ${signal}`);
+    this.signal = signal;
+  }
+}

@@ -1,0 +1,168 @@
+/**
+ * Verification and recovery of a run ledger (DESIGN.md "Ledger"; format in ./ledger.ts).
+ *
+ * `verifyLedger` checks everything the format promises and throws a {@link LedgerVerifyError} with a
+ * stable `code` for the first violation. `recoverLedger` repairs exactly one kind of damage, a torn
+ * final line (what a crash in the middle of a `write()` can leave), the way etcd's WAL repair does
+ * (https://github.com/etcd-io/etcd/blob/main/server/storage/wal/repair.go): the torn bytes are copied
+ * aside, the file is truncated at the last complete record and fsynced. Any other damage is refused.
+ */
+import * as fs from "node:fs";
+import * as fsp from "node:fs/promises";
+import * as path from "node:path";
+import { writeFileAtomic, fsyncDir } from "./atomic";
+import { LedgerVerifyError } from "./errors";
+import {
+  LEDGER_FILES,
+  type Outcome,
+  canonicalJson,
+  isRfc3339,
+  parseCompletion,
+  parseManifest,
+  readOptional,
+  sha256Hex,
+  splitLines,
+} from "./ledger";
+
+/** Result of a successful {@link verifyLedger}. */
+export interface VerifyReport {
+  ok: true;
+  runId: string;
+  /** Number of records (= last seq). */
+  records: number;
+  /** completion.json exists (and matches). */
+  complete: boolean;
+  /** completion.outcome, or null without a completion (crashed or still running). */
+  outcome: Outcome | null;
+}
+
+/**
+ * Verify a run directory:
+ * 1. manifest.json exists, parses and has the required fields; its `specSha256` matches the spec;
+ * 2. every line of records.ndjson is a JSON object terminated by `\n`, no blank lines;
+ * 3. `seq` runs 1, 2, 3, … without gaps; `at` is RFC 3339; `elapsedMs` is a number that never decreases;
+ *    `kind` is a non-empty string; `member`, if present, a string;
+ * 4. `prev` of line 1 is the SHA-256 of manifest.json's bytes, `prev` of line n the SHA-256 of line n-1's bytes;
+ * 5. if completion.json exists: it parses, its outcome/firstFailure are consistent, and `records`,
+ *    `recordsSha256`, `manifestSha256` match the files.
+ * A missing records.ndjson without completion reads as zero records.
+ * @throws {LedgerVerifyError} on the first violation, with `code`, `line` (1-based, when one line is
+ *   at fault) and `detail` (expected vs found).
+ */
+export async function verifyLedger(runDir: string): Promise<VerifyReport> {
+  const dir = path.resolve(runDir);
+  const manifestBytes = await readOptional(path.join(dir, LEDGER_FILES.manifest));
+  if (manifestBytes === undefined) throw new LedgerVerifyError("manifest-missing", dir, `${LEDGER_FILES.manifest} does not exist`);
+  const manifest = parseManifest(dir, manifestBytes);
+  let specSha: string;
+  try {
+    specSha = sha256Hex(canonicalJson(manifest.spec, "manifest.spec"));
+  } catch (err) {
+    throw new LedgerVerifyError("manifest-invalid", dir, (err as Error).message);
+  }
+  if (specSha !== manifest.specSha256)
+    throw new LedgerVerifyError("spec-digest-mismatch", dir, `manifest.specSha256 is ${manifest.specSha256} but the canonical JSON of manifest.spec hashes to ${specSha}`);
+  const manifestSha = sha256Hex(manifestBytes);
+
+  const completionBytes = await readOptional(path.join(dir, LEDGER_FILES.completion));
+  const recordBytes = await readOptional(path.join(dir, LEDGER_FILES.records));
+  if (recordBytes === undefined && completionBytes !== undefined)
+    throw new LedgerVerifyError("records-missing", dir, `${LEDGER_FILES.records} does not exist but ${LEDGER_FILES.completion} does`);
+  const bytes = recordBytes ?? Buffer.alloc(0);
+
+  let expectedPrev = manifestSha;
+  let lastElapsed = 0;
+  let count = 0;
+  for (const line of splitLines(dir, bytes, completionBytes !== undefined)) {
+    const n = line.number;
+    const r = line.value as Record<string, unknown>;
+    const bad = (code: "record-invalid" | "seq-gap" | "seq-mismatch" | "hash-chain-broken", detail: string): LedgerVerifyError =>
+      new LedgerVerifyError(code, dir, detail, n, line.offset);
+    if (!("seq" in r)) throw bad("record-invalid", `expected seq ${n}, found no seq field`);
+    if (typeof r.seq !== "number" || !Number.isInteger(r.seq)) throw bad("seq-mismatch", `expected seq ${n}, found ${JSON.stringify(r.seq)}`);
+    if (r.seq > n) throw bad("seq-gap", `expected seq ${n}, found ${r.seq}: ${r.seq - n} record(s) missing before it`);
+    if (r.seq < n) throw bad("seq-mismatch", `expected seq ${n}, found ${r.seq}: a duplicated or reordered record`);
+    if (typeof r.prev !== "string") throw bad("record-invalid", `expected prev to be a SHA-256 hex string, found ${JSON.stringify(r.prev)}`);
+    if (r.prev !== expectedPrev)
+      throw bad(
+        "hash-chain-broken",
+        n === 1
+          ? `expected prev = SHA-256 of ${LEDGER_FILES.manifest} (${expectedPrev}), found ${r.prev}: the manifest was altered or the records belong to another run`
+          : `expected prev = SHA-256 of line ${n - 1} (${expectedPrev}), found ${r.prev}: line ${n - 1} was altered or line ${n} does not follow it`,
+      );
+    if (!isRfc3339(r.at)) throw bad("record-invalid", `expected at to be an RFC 3339 date-time, found ${JSON.stringify(r.at)}`);
+    if (typeof r.elapsedMs !== "number" || !Number.isFinite(r.elapsedMs) || r.elapsedMs < 0)
+      throw bad("record-invalid", `expected elapsedMs to be a non-negative number, found ${JSON.stringify(r.elapsedMs)}`);
+    if (r.elapsedMs < lastElapsed) throw bad("record-invalid", `expected elapsedMs >= ${lastElapsed} (monotonic), found ${r.elapsedMs}`);
+    if (typeof r.kind !== "string" || r.kind === "") throw bad("record-invalid", `expected kind to be a non-empty string, found ${JSON.stringify(r.kind)}`);
+    if ("member" in r && typeof r.member !== "string") throw bad("record-invalid", `expected member to be a string, found ${JSON.stringify(r.member)}`);
+    lastElapsed = r.elapsedMs;
+    expectedPrev = sha256Hex(line.bytes);
+    count = n;
+  }
+
+  if (completionBytes === undefined) return { ok: true, runId: manifest.runId, records: count, complete: false, outcome: null };
+  const completion = parseCompletion(dir, completionBytes);
+  if (completion.records !== count)
+    throw new LedgerVerifyError("count-mismatch", dir, `${LEDGER_FILES.completion} says ${completion.records} records, ${LEDGER_FILES.records} has ${count}`);
+  const recordsSha = sha256Hex(bytes);
+  if (completion.recordsSha256 !== recordsSha)
+    throw new LedgerVerifyError("records-digest-mismatch", dir, `${LEDGER_FILES.completion} recordsSha256 is ${completion.recordsSha256}, ${LEDGER_FILES.records} hashes to ${recordsSha}`);
+  if (completion.manifestSha256 !== manifestSha)
+    throw new LedgerVerifyError("manifest-digest-mismatch", dir, `${LEDGER_FILES.completion} manifestSha256 is ${completion.manifestSha256}, ${LEDGER_FILES.manifest} hashes to ${manifestSha}`);
+  return { ok: true, runId: manifest.runId, records: count, complete: true, outcome: completion.outcome };
+}
+
+/** Result of {@link recoverLedger}. */
+export interface RecoverReport {
+  /** A torn final line was cut. */
+  recovered: boolean;
+  /** Bytes removed from the end of records.ndjson (0 when nothing was cut). */
+  truncatedBytes: number;
+  /** Where the cut bytes were kept: `<runDir>/records.ndjson.torn-<UTC yyyymmddThhmmssmmmZ>`. */
+  movedTo?: string;
+}
+
+/**
+ * Repair a ledger whose ONLY damage is a torn final line (no trailing `\n`, or an unparsable last
+ * line, in a ledger without completion): copy the torn bytes to `records.ndjson.torn-<ts>`
+ * (atomically), truncate records.ndjson to the end of the last complete record, fsync it and the
+ * directory, and verify again. A ledger that verifies is left untouched (`recovered: false`).
+ * Must not be run while the run's writer is still alive.
+ * @throws {LedgerVerifyError} any other damage (the file is not touched), or `records-changed` if
+ *   records.ndjson changed during recovery.
+ */
+export async function recoverLedger(runDir: string): Promise<RecoverReport> {
+  const dir = path.resolve(runDir);
+  let torn: LedgerVerifyError;
+  try {
+    await verifyLedger(dir);
+    return { recovered: false, truncatedBytes: 0 };
+  } catch (err) {
+    if (!(err instanceof LedgerVerifyError) || err.code !== "torn-final-line" || err.byteOffset === undefined) throw err;
+    torn = err;
+  }
+  const recordsPath = path.join(dir, LEDGER_FILES.records);
+  const offset = torn.byteOffset!;
+  const handle = await fsp.open(recordsPath, fs.constants.O_RDWR);
+  let cut: number;
+  let movedTo: string;
+  try {
+    const { size } = await handle.stat();
+    const tail = Buffer.alloc(size - offset);
+    await handle.read(tail, 0, tail.length, offset);
+    cut = tail.length;
+    movedTo = path.join(dir, `${LEDGER_FILES.records}.torn-${new Date().toISOString().replace(/[-:.]/g, "")}`);
+    await writeFileAtomic(movedTo, tail, { noClobber: true });
+    const now = await handle.stat();
+    if (now.size !== size)
+      throw new LedgerVerifyError("records-changed", dir, `${LEDGER_FILES.records} grew from ${size} to ${now.size} bytes during recovery: is the run's writer still alive?`);
+    await handle.truncate(offset);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await fsyncDir(dir);
+  await verifyLedger(dir);
+  return { recovered: true, truncatedBytes: cut, movedTo };
+}
