@@ -1,0 +1,280 @@
+import { describe, expect, it } from "vitest";
+import { SpecError } from "../../runtime/core/errors";
+import { compileRunSpec, filePathProblem, loadRunSpec, parseRunSpecText, validateRunSpec } from "../../runtime/core/spec";
+
+const base = { apiVersion: "cohort-lab/v1", kind: "Cohort", name: "society" };
+const role = (name: string, extra: Record<string, unknown> = {}) => ({ name, app: { command: ["sh", "-c", "exit 0"] }, ...extra });
+
+/** The issues of the SpecError thrown by validating `doc`, as "path: reason" lines. */
+function issuesOf(doc: unknown): string[] {
+  try {
+    validateRunSpec(doc);
+  } catch (error) {
+    expect(error).toBeInstanceOf(SpecError);
+    return (error as SpecError).issues.map((issue) => (issue.path === "" ? issue.reason : `${issue.path}: ${issue.reason}`));
+  }
+  throw new Error("expected a SpecError");
+}
+
+describe("validateRunSpec: defaults (withDefaults)", () => {
+  it("fills every default in one place", () => {
+    const spec = validateRunSpec({ ...base, roles: [role("router")] });
+    expect(spec).toEqual({
+      ...base,
+      startupTimeout: "5m",
+      memberTimeout: "60s",
+      admissionTimeout: "1h",
+      hold: "0s",
+      concurrency: 64,
+      stopGracePeriod: "10s",
+      roles: [
+        {
+          name: "router",
+          replicas: 1,
+          needs: [],
+          app: { command: ["sh", "-c", "exit 0"], env: {}, image: "", files: {}, secretEnv: [], port: true },
+          readiness: { tcp: {} },
+          resources: {},
+        },
+      ],
+    });
+  });
+
+  it("reads the DESIGN.md example (YAML) and compiles it", () => {
+    const compiled = loadRunSpec(`
+apiVersion: cohort-lab/v1
+kind: Cohort
+name: society
+startupTimeout: 2m
+memberTimeout: 60s
+admissionTimeout: 1h
+hold: 10s
+concurrency: 64
+roles:
+  - name: router
+    replicas: 1
+    app:
+      command: ["sh", "-c", "exec python3 -m http.server \\"$COHORT_PORT\\" --bind 127.0.0.1"]
+      env: {}
+      image: ""
+    readiness: { http: { path: / } }
+    resources: { cpu: 100m, memory: 128Mi }
+  - name: agent
+    replicas: 30
+    needs: [router]
+    app: { command: [sleep, "1000"] }
+    readiness: { tcp: {}, timeout: 90s }
+`);
+    expect(compiled).toMatchObject({
+      name: "society",
+      startupTimeoutMs: 120_000,
+      admissionTimeoutMs: 3_600_000,
+      holdMs: 10_000,
+      stopGraceMs: 10_000,
+      concurrency: 64,
+      size: 31,
+      levels: [["router"], ["agent"]],
+    });
+    expect(compiled.roles[0]).toMatchObject({
+      name: "router",
+      level: 0,
+      dependants: ["agent"],
+      members: ["router-0"],
+      readiness: { kind: "http", path: "/", port: null },
+      memberTimeoutMs: 60_000,
+      memberTimeoutField: "memberTimeout",
+      resources: { cpu: "100m", memory: "128Mi" },
+    });
+    expect(compiled.roles[1]).toMatchObject({
+      name: "agent",
+      level: 1,
+      needs: ["router"],
+      members: Array.from({ length: 30 }, (_, i) => `agent-${i}`),
+      readiness: { kind: "tcp", port: null },
+      memberTimeoutMs: 90_000,
+      memberTimeoutField: "roles[1].readiness.timeout",
+    });
+  });
+
+  it("reads JSON too", () => {
+    const compiled = loadRunSpec(JSON.stringify({ ...base, roles: [role("a", { readiness: { log: { pattern: "ready" } } })] }));
+    expect(compiled.roles[0]!.readiness).toEqual({ kind: "log", pattern: "ready" });
+  });
+});
+
+describe("validateRunSpec: refusals name the field and the reason", () => {
+  it("size 0", () => {
+    expect(issuesOf({ ...base, roles: [] })).toEqual(["roles: must list at least one role (a cohort of size 0 is refused)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 0 })] })).toEqual([
+      "roles[0].replicas: must be at least 1 (a cohort of size 0 is refused); got 0",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual([
+      "roles: the cohort has 20000 members; the runtime accepts at most 10000",
+    ]);
+  });
+
+  it("durations: unit-less, negative, zero timeouts", () => {
+    expect(issuesOf({ ...base, memberTimeout: 90, hold: "-5s", startupTimeout: "0s", stopGracePeriod: "10", roles: [role("a")] })).toEqual([
+      'startupTimeout: must be greater than zero; got "0s"',
+      'memberTimeout: a duration needs a unit (ms, s, m or h), e.g. "90s"; got 90',
+      'hold: a duration cannot be negative; got "-5s"',
+      'stopGracePeriod: a duration needs a unit (ms, s, m or h), e.g. "10s"; got "10"',
+    ]);
+  });
+
+  it("graph: unknown needs, self-loop, duplicate names, cycles with the full path", () => {
+    expect(issuesOf({ ...base, roles: [role("router"), role("agent"), role("tool", { needs: ["db"] })] })).toEqual([
+      'roles[2].needs[0]: unknown role "db" (known: router, agent, tool)',
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { needs: ["a"] })] })).toEqual(['roles[0].needs[0]: role "a" needs itself']);
+    expect(issuesOf({ ...base, roles: [role("a"), role("a")] })).toEqual(['roles[1].name: duplicate role name "a" (first defined at roles[0])']);
+    expect(issuesOf({ ...base, roles: [role("a", { needs: ["b"] }), role("b", { needs: ["c"] }), role("c", { needs: ["a"] })] })).toEqual([
+      "roles[2].needs[0]: dependency cycle: a -> b -> c -> a",
+    ]);
+  });
+
+  it("readiness: exactly one probe, a port to probe, a valid regex", () => {
+    expect(issuesOf({ ...base, roles: [role("a", { readiness: { tcp: {}, http: {} } })] })).toEqual([
+      "roles[0].readiness: set exactly one probe: http, tcp, exec or log; got http, tcp",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { readiness: { timeout: "5s" } })] })).toEqual([
+      "roles[0].readiness: set exactly one probe: http, tcp, exec or log",
+    ]);
+    expect(issuesOf({ ...base, roles: [{ name: "a", app: { command: ["x"], port: false }, readiness: { http: { path: "/" } } }] })).toEqual([
+      "roles[0].readiness.http: no port to probe: app.port is false, so the member has no COHORT_PORT; set readiness.http.port, use an exec or log probe, or remove app.port: false",
+    ]);
+    expect(issuesOf({ ...base, roles: [{ name: "a", app: { command: ["x"], port: false } }] })).toEqual([
+      "roles[0].readiness: no port to probe: app.port is false, so the member has no COHORT_PORT; set readiness.tcp.port, use an exec or log probe, or remove app.port: false",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { readiness: { log: { pattern: "([a-" } } })] })).toEqual([
+      "roles[0].readiness.log.pattern: invalid regular expression: /([a-/: Unterminated character class",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { readiness: { http: { path: "health" } } })] })).toEqual([
+      'roles[0].readiness.http.path: must start with "/"',
+    ]);
+  });
+
+  it("shape: unknown fields, wrong types, names, concurrency", () => {
+    expect(
+      issuesOf({ ...base, apiVersion: "v1", name: "Society", concurrency: 0, extra: 1, roles: [{ name: "a_b", app: { comand: ["x"] }, replicas: 1.5 }] }),
+    ).toEqual([
+      'apiVersion: must be "cohort-lab/v1"',
+      'name: name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
+      "concurrency: must be at least 1; got 0",
+      'roles[0].name: a role name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
+      "roles[0].replicas: expected an integer, got number 1.5",
+      "roles[0].app.command: required",
+      "roles[0].app.comand: unknown field",
+      "extra: unknown field",
+    ]);
+    expect(issuesOf({ ...base, name: "a".repeat(40), roles: [role("a")] })).toEqual([
+      "name: must be at most 39 characters (a DNS-1123 label leaving room for the run id suffix)",
+    ]);
+    expect(issuesOf({ ...base, roles: [{ name: "a", app: { command: [] } }] })).toEqual([
+      "roles[0].app.command: must have at least one element (the program)",
+    ]);
+  });
+
+  it("env, secrets, files, image, resources", () => {
+    expect(
+      issuesOf({
+        ...base,
+        roles: [
+          {
+            name: "a",
+            app: {
+              command: ["agent", "--token=$(TOKEN)", "$$(TOKEN) is fine", "--x=$(DERIVED)"],
+              env: { COHORT_PORT: "1", DERIVED: "Bearer $(TOKEN)", PLAIN: "x" },
+              secretEnv: ["TOKEN", "PLAIN", "COHORT_X", "TOKEN"],
+              files: { "../etc/passwd": "x", "/abs": "x", "ok/file.txt": "x", "output.log": "x", "a//b": "x" },
+              image: "ghcr.io/x/agent:latest",
+            },
+            readiness: { exec: { command: ["check", "$(TOKEN)"] } },
+            resources: { cpu: "lots" },
+          },
+        ],
+      }),
+    ).toEqual([
+      'roles[0].resources.cpu: must be a Kubernetes quantity such as 100m, 1, 128Mi, 1Gi',
+    ]);
+    expect(
+      issuesOf({
+        ...base,
+        roles: [
+          {
+            name: "a",
+            app: {
+              command: ["agent", "--token=$(TOKEN)", "$$(TOKEN) is fine", "--x=$(DERIVED)"],
+              env: { COHORT_PORT: "1", DERIVED: "Bearer $(TOKEN)", PLAIN: "x" },
+              secretEnv: ["TOKEN", "PLAIN", "COHORT_X", "TOKEN"],
+              files: { "../etc/passwd": "x", "/abs": "x", "ok/file.txt": "x", "output.log": "x", "a//b": "x" },
+              image: "ghcr.io/x/agent:latest",
+            },
+            readiness: { exec: { command: ["check", "$(TOKEN)"] } },
+          },
+        ],
+      }),
+    ).toEqual([
+      "roles[0].app.env.COHORT_PORT: names starting with COHORT_ are set by the runtime",
+      'roles[0].app.secretEnv[1]: "PLAIN" is also set in app.env; a secret\'s value is generated by the runtime',
+      "roles[0].app.secretEnv[2]: names starting with COHORT_ are set by the runtime",
+      'roles[0].app.secretEnv[3]: "TOKEN" is listed twice',
+      "roles[0].app.command[1]: references $(TOKEN), which holds a secret; a command line is visible to every local user (ps, /proc), so read the secret from the environment instead",
+      "roles[0].app.command[3]: references $(DERIVED), which holds a secret; a command line is visible to every local user (ps, /proc), so read the secret from the environment instead",
+      "roles[0].readiness.exec.command[1]: references $(TOKEN), which holds a secret; a command line is visible to every local user (ps, /proc), so read the secret from the environment instead",
+      'roles[0].app.files["../etc/passwd"]: path traversal refused: ".." segments are not allowed',
+      'roles[0].app.files["/abs"]: file path must be relative to the member\'s directory; absolute paths are refused',
+      'roles[0].app.files["output.log"]: "output.log" is written by the runtime',
+      'roles[0].app.files["a//b"]: file path must not have empty or "." segments',
+      'roles[0].app.image: must be pinned by digest (name@sha256:<64 hex>); got "ghcr.io/x/agent:latest"',
+    ]);
+  });
+
+  it("member ids stay DNS-1123 labels", () => {
+    const name = "r".repeat(62);
+    expect(issuesOf({ ...base, roles: [role(name, { replicas: 10 })] })).toEqual([
+      `roles[0].name: member id "${name}-9" would be longer than 63 characters; shorten the role name`,
+    ]);
+  });
+
+  it("the error message is the first issue, with a count of the rest", () => {
+    expect(() => validateRunSpec({ ...base, roles: [role("a", { needs: ["x", "y"] })] })).toThrow(
+      'roles[0].needs[0]: unknown role "x" (known: a) (and 1 more)',
+    );
+  });
+});
+
+describe("parseRunSpecText", () => {
+  it("refuses non-YAML, non-mappings and duplicate keys", () => {
+    expect(() => parseRunSpecText("[1, 2]")).toThrow("a RunSpec must be a mapping (apiVersion, kind, name, roles); got an array");
+    expect(() => parseRunSpecText("name: a\nname: b\n")).toThrow(/^not valid YAML or JSON: Map keys must be unique/);
+    expect(() => parseRunSpecText("{ bad")).toThrow(/^not valid YAML or JSON: /);
+  });
+});
+
+describe("filePathProblem", () => {
+  it.each([
+    ["config/app.json", undefined],
+    [".env", undefined],
+    ["a/../b", 'path traversal refused: ".." segments are not allowed'],
+    ["./a", 'file path must not have empty or "." segments'],
+    ["a\\b", "file path must not contain NUL or backslash"],
+  ])("%j", (file, problem) => {
+    expect(filePathProblem(file)).toBe(problem);
+  });
+});
+
+describe("compileRunSpec", () => {
+  it("levels a three-level graph and keeps declaration order within a level", () => {
+    const compiled = compileRunSpec(
+      validateRunSpec({ ...base, roles: [role("leaf", { needs: ["mid", "db"] }), role("mid", { needs: ["router"] }), role("router"), role("db")] }),
+    );
+    expect(compiled.levels).toEqual([["router", "db"], ["mid"], ["leaf"]]);
+    expect(compiled.roles.map((r) => [r.name, r.level, r.dependants])).toEqual([
+      ["leaf", 2, []],
+      ["mid", 1, ["leaf"]],
+      ["router", 0, ["mid"]],
+      ["db", 0, ["leaf"]],
+    ]);
+  });
+});
