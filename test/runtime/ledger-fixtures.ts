@@ -1,0 +1,90 @@
+/** Shared helpers for the ledger tests: temp run directories and deterministic clocks. */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { LedgerWriter, type LedgerWriterOptions, type LedgerManifest } from "../../runtime/core/ledger";
+
+/** A fresh temp directory; the run directory inside it does not exist yet. */
+export function tempRunDir(name = "run"): string {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-ledger-test-"));
+  return path.join(root, name);
+}
+
+/** The three-level cohort used by several tests: router(1) <- agent(2) <- ui(1). */
+export const THREE_LEVEL_SPEC = {
+  apiVersion: "cohort-lab/v1",
+  kind: "Cohort",
+  name: "society",
+  roles: [
+    { name: "router", replicas: 1, app: { command: ["router"] } },
+    { name: "agent", replicas: 2, needs: ["router"], app: { command: ["agent"] } },
+    { name: "ui", replicas: 1, needs: ["agent"], app: { command: ["ui"] } },
+  ],
+};
+
+export function manifestFor(spec: unknown = THREE_LEVEL_SPEC): Omit<LedgerManifest, "specSha256"> {
+  return {
+    runId: "society-20260102T030405Z-abc123",
+    profile: "host",
+    backend: "process",
+    spec,
+    tools: { node: "24.0.0", "cohort-lab": "0.1.0" },
+    createdAt: "2026-01-02T03:04:05.000Z",
+    runtimePid: 4242,
+  };
+}
+
+/** A manual clock: `set(ms)` moves both the monotonic and the wall clock (wall = 2026-01-02T03:04:05Z + ms). */
+export function manualClock(): { opts: Pick<LedgerWriterOptions, "now" | "wallClock">; set(ms: number): void } {
+  let t = 0;
+  return {
+    opts: { now: () => t, wallClock: () => new Date(Date.UTC(2026, 0, 2, 3, 4, 5) + t) },
+    set(ms: number) {
+      t = ms;
+    },
+  };
+}
+
+/**
+ * Write a ledger of `n` records (`run-started`, then `member-started` for `agent-0..`) and optionally
+ * complete it. Returns the run directory and the writer.
+ */
+export async function buildLedger(n: number, opts: { complete?: boolean; dir?: string } = {}): Promise<{ dir: string; writer: LedgerWriter }> {
+  const dir = opts.dir ?? tempRunDir();
+  const clock = manualClock();
+  const writer = await LedgerWriter.open(dir, manifestFor(), { ...clock.opts, fsync: "none" });
+  for (let i = 1; i <= n; i++) {
+    clock.set(i * 10);
+    void writer.append(i === 1 ? "run-started" : "member-started", i === 1 ? {} : { member: `agent-${i - 2}`, pid: 1000 + i, port: 20000 + i });
+  }
+  if (opts.complete) {
+    clock.set(n * 10 + 5);
+    await writer.complete({ outcome: "succeeded", firstFailure: null, phasesMs: { startup: n * 10 } });
+  } else {
+    await writer.close();
+  }
+  return { dir, writer };
+}
+
+/** Lines of records.ndjson (without the final empty string after the last `\n`). */
+export function recordLines(dir: string): string[] {
+  const text = fs.readFileSync(path.join(dir, "records.ndjson"), "utf8");
+  const lines = text.split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+
+export function writeRecordLines(dir: string, lines: string[], trailingNewline = true): void {
+  fs.writeFileSync(path.join(dir, "records.ndjson"), lines.join("\n") + (trailingNewline ? "\n" : ""));
+}
+
+/** Every file's bytes in a directory tree, as latin1 strings (for leak scans). */
+export function allFileContents(dir: string): Array<{ file: string; text: string }> {
+  const out: Array<{ file: string; text: string }> = [];
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+    if (!entry.isFile()) continue;
+    const file = path.join(entry.parentPath, entry.name);
+    out.push({ file, text: fs.readFileSync(file).toString("utf8") });
+  }
+  return out;
+}
