@@ -284,6 +284,27 @@ describe("LedgerWriter redaction", () => {
     await expect(verifyLedger(dir)).resolves.toMatchObject({ records: 2, complete: true, outcome: "failed" });
   });
 
+  it("with hundreds of secrets, each is found wherever it sits and other text is left exactly as it was", async () => {
+    const dir = tempRunDir();
+    const w = await LedgerWriter.open(dir, manifestFor());
+    const secrets = Array.from({ length: 300 }, (_, i) => createHash("sha256").update(`s${i}`).digest("base64url").slice(0, 8 + (i % 30)));
+    for (const s of secrets) w.redact(s);
+    const expected: string[] = [];
+    for (let i = 0; i < 200; i++) {
+      const s = secrets[(i * 7) % secrets.length]!;
+      const before = `pre-${i}-`.repeat(i % 5);
+      const after = `-post ${i}`;
+      const text = i % 3 === 0 ? `${before}${after}` : `${before}${s}${after}`;
+      expected.push(i % 3 === 0 ? text : `${before}[redacted]${after}`);
+      await w.append("member-exited", { member: `agent-${i}`, outputTail: text });
+    }
+    await w.close();
+    const tails = recordLines(dir).map((l) => JSON.parse(l).outputTail as string);
+    expect(tails).toEqual(expected);
+    const files = allFileContents(dir);
+    for (const s of secrets) for (const { text } of files) expect(text.includes(s)).toBe(false);
+  });
+
   it("refuses secrets too short to redact reliably", async () => {
     const w = await LedgerWriter.open(tempRunDir(), manifestFor());
     expect(() => w.redact("short")).toThrow("secret: a secret must be at least 8 characters to be redacted reliably (got 5)");
