@@ -188,3 +188,48 @@ export const toolchain: ToolchainPins = {
     },
   },
 };
+
+// ------------------------------------------------------------------------------------------------
+// host profile members (stacks/members.ts): stock server programs from npm, run unmodified
+// ------------------------------------------------------------------------------------------------
+
+/** A stock program from npm that the `host` profile runs as cohort members. */
+export interface NpmMemberProgramPin {
+  /** npm package name; also its folder under `node_modules/`. */
+  readonly npmPackage: string;
+  /** Exact version; `package.json` pins the same string (checked by test/unit/config-members.test.ts). */
+  readonly version: string;
+  /** Path of the program's entry script inside the package, run with the Node binary of the Pulumi program. */
+  readonly entry: string;
+  /** The package's `engines.node` range at this version (what the program needs). */
+  readonly nodeRange: string;
+  /** Where the package and its documentation live. */
+  readonly source: string;
+}
+
+/**
+ * Member programs of the `host` profile.
+ *
+ * Sources:
+ * - openclaw: https://www.npmjs.com/package/openclaw/v/2026.9.6 (`npm view openclaw@2026.9.6 engines bin`);
+ *   `openclaw.mjs` is its `bin` entry. Gateway flags and config keys checked against
+ *   `openclaw gateway run --help` and `openclaw config schema` of this version.
+ * - http-server: https://www.npmjs.com/package/http-server/v/14.1.1 (`bin/http-server` is its `bin` entry).
+ */
+export const hostMembers = {
+  openclaw: {
+    npmPackage: "openclaw",
+    version: "2026.9.6",
+    entry: "openclaw.mjs",
+    nodeRange: ">=24.16.0 <25 || >=26.1.0",
+    source: "https://www.npmjs.com/package/openclaw",
+  },
+  httpServer: {
+    npmPackage: "http-server",
+    version: "14.1.1",
+    entry: "bin/http-server",
+    nodeRange: ">=12",
+    source: "https://www.npmjs.com/package/http-server",
+  },
+} as const satisfies Readonly<Record<string, NpmMemberProgramPin>>;
+

@@ -1,0 +1,281 @@
+/**
+ * `CohortRun`: one run of a cohort through the bundled runtime, executed during `pulumi up`.
+ *
+ * Lifecycle (how it maps onto `@pulumi/command` `local.Command` semantics, v1.2.1,
+ * https://github.com/pulumi/pulumi-command/blob/v1.2.1/provider/pkg/provider/local/commandController.go):
+ * - **create** runs the cohort: `node <bundle> run --spec - --artifacts <root> --profile <p> --backend <b>`,
+ *   the RunSpec on stdin (nothing long or secret in a command line). The runtime admits, starts, probes,
+ *   holds and tears down the members, writes the ledger, and prints one JSON summary line on stdout,
+ *   which becomes the typed outputs. Its progress on stderr goes to a temp file; on failure only the last
+ *   stderr line (the runtime's one-line reason, naming the member) is printed, so `pulumi up` fails with it.
+ *   A failed create leaves no resource in state, so the next `up` runs the cohort again.
+ * - **triggers** = [spec digest, runtime bundle digest, artifact root, profile, backend]: any change to
+ *   what would run replaces the resource, i.e. a new run with a new ledger. Unchanged: the engine sees
+ *   no diff and nothing runs.
+ * - **update** (inputs that do not change the run, e.g. `keepLedgers` or these scripts): prints the
+ *   previous summary (`PULUMI_COMMAND_STDOUT`) again, so the run and its outputs are kept.
+ * - **delete** (destroy, or the old run after a replacement) runs the delete step stored in state with
+ *   the previous stdout in `PULUMI_COMMAND_STDOUT`: it takes the run directory (`ledgerPath`) from that
+ *   summary, runs `cohort reap <runDir>` (stops any member or runtime process the run left behind;
+ *   idempotent), and removes the run directory only when `keepLedgers` is false.
+ *
+ * The run id is chosen by the runtime (`<name>-<UTC time>-<6 hex>`), not by the program: that keeps
+ * every run's ledger directory new even when the same spec runs again after a destroy; the delete step
+ * finds it through the stored summary rather than through anything computed at program time.
+ *
+ * All steps share one shell script passed as the `interpreter` (`/bin/sh -c <script> cohort <step>`);
+ * `create`/`update`/`delete` are only the step names `cohort run`/`cohort keep`/`cohort reap`. That keeps
+ * the provider's failure message short: `exit status 1: running "cohort run":` + the reason.
+ */
+import path from "node:path";
+import * as command from "@pulumi/command";
+import * as pulumi from "@pulumi/pulumi";
+import { canonicalJson, sha256Hex } from "../runtime/core/ledger.js";
+import type { RunSpec } from "../runtime/core/spec.js";
+
+/** Outcome of a run, as in the ledger's `completion.json`. */
+export type RunOutcome = "succeeded" | "failed" | "interrupted";
+
+/** The runtime CLI's one-line JSON summary on stdout (`cohort run`). */
+export interface RunSummary {
+  /** `<cohort name>-<UTC yyyymmddThhmmssZ>-<6 hex>`. */
+  readonly runId: string;
+  readonly outcome: RunOutcome;
+  /** Members in the roster (sum of replicas). */
+  readonly size: number;
+  /** Members that became ready. */
+  readonly readyCount: number;
+  /** Milliseconds from admission until the whole roster was ready; `null` if it never was. */
+  readonly timeToReadyMs: number | null;
+  /** Absolute path of the run's ledger directory (`<artifactRoot>/<runId>`). */
+  readonly ledgerPath: string;
+  /** `null`, or the first failure: the member and a one-line reason. */
+  readonly firstFailure: { readonly member: string; readonly reason: string } | null;
+}
+
+/** Where the runtime comes from (a {@link HostProfile} satisfies it). */
+export interface CohortRuntimeRef {
+  /** Absolute path of the runtime bundle (a `.cjs` file that runs with plain Node). */
+  readonly runtimeBundlePath: pulumi.Input<string>;
+  /** Its lower-case hex SHA-256 (a trigger: a different runtime is a different run). */
+  readonly runtimeBundleSha256: pulumi.Input<string>;
+  /** Absolute path of the Node binary that runs it. */
+  readonly nodePath: pulumi.Input<string>;
+}
+
+/** How the run is executed. Only `process` exists yet (the runtime as a local child process of the provider). */
+export type CohortRunExecutor = "process";
+
+/** Arguments of {@link CohortRun}. */
+export interface CohortRunArgs {
+  /** The validated RunSpec with defaults applied (runtime/core/spec.ts `validateRunSpec`). */
+  readonly spec: RunSpec;
+  /** The runtime to run it with. */
+  readonly runtime: CohortRuntimeRef;
+  /** Absolute path of the artifact root; the ledger goes to `<artifactRoot>/<runId>`. */
+  readonly artifactRoot: string;
+  /** Profile name recorded in the ledger manifest (`--profile`). */
+  readonly profile: string;
+  /** Runtime backend (`--backend`). @default "process" */
+  readonly backend?: string;
+  /** `false`: deleting the run (destroy, replacement) removes its ledger directory too. @default true */
+  readonly keepLedgers?: boolean;
+  /** Where to look for a runtime to reap with if the bundle copy was deleted out of band. @default none */
+  readonly fallbackRuntimeBundlePath?: string;
+  /** @default "process" */
+  readonly executor?: CohortRunExecutor;
+}
+
+/** The typed outputs of a run. */
+export interface CohortRunOutputs {
+  readonly runId: pulumi.Output<string>;
+  readonly outcome: pulumi.Output<RunOutcome>;
+  readonly size: pulumi.Output<number>;
+  readonly readyCount: pulumi.Output<number>;
+  readonly timeToReadyMs: pulumi.Output<number | null>;
+  readonly ledgerPath: pulumi.Output<string>;
+}
+
+/**
+ * The shared step script (see the module doc). Inputs arrive as environment variables:
+ * `COHORT_NODE`, `COHORT_BUNDLE`, `COHORT_BUNDLE_FALLBACK`, `COHORT_ARTIFACT_ROOT`, `COHORT_PROFILE`,
+ * `COHORT_BACKEND`, `COHORT_KEEP_LEDGERS`; the provider adds `PULUMI_COMMAND_STDOUT` (previous summary).
+ */
+export const COHORT_RUN_SCRIPT = `set -u
+case "$1" in
+"cohort run")
+  log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" 2>"$log"
+  rc=$?
+  if [ "$rc" -ne 0 ]; then
+    reason=$(tail -n 1 "$log")
+    printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
+  fi
+  rm -f "$log"
+  exit "$rc"
+  ;;
+"cohort keep")
+  printf '%s' "\${PULUMI_COMMAND_STDOUT:-}"
+  ;;
+"cohort reap")
+  if [ -z "\${PULUMI_COMMAND_STDOUT:-}" ]; then exit 0; fi
+  dir=$("$COHORT_NODE" -p 'JSON.parse(process.env.PULUMI_COMMAND_STDOUT).ledgerPath') || exit 1
+  bundle=$COHORT_BUNDLE
+  if [ ! -f "$bundle" ] && [ -n "$COHORT_BUNDLE_FALLBACK" ] && [ -f "$COHORT_BUNDLE_FALLBACK" ]; then bundle=$COHORT_BUNDLE_FALLBACK; fi
+  if [ -f "$bundle" ]; then
+    "$COHORT_NODE" "$bundle" reap "$dir" >&2 || exit 1
+  elif [ -d "$dir" ]; then
+    echo "cannot reap run $dir: the runtime bundle $COHORT_BUNDLE is gone; run npm run build, then destroy again" >&2
+    exit 1
+  fi
+  if [ "$COHORT_KEEP_LEDGERS" != true ]; then rm -rf -- "$dir"; fi
+  ;;
+*)
+  echo "cohort: unknown step '$1'" >&2
+  exit 2
+  ;;
+esac
+`;
+
+/** The step names given to the provider as `create`, `update` and `delete`. */
+export const COHORT_RUN_STEPS = { create: "cohort run", update: "cohort keep", delete: "cohort reap" } as const;
+
+/**
+ * Lower-case hex SHA-256 of the canonical JSON of a RunSpec: the same digest the runtime records as
+ * `specSha256` in the ledger manifest (runtime/core/ledger.ts `canonicalJson`).
+ */
+export function runSpecSha256(spec: RunSpec): string {
+  return sha256Hex(canonicalJson(spec, "spec"));
+}
+
+/**
+ * Parses the runtime's stdout summary line.
+ *
+ * @throws {Error} naming the field when stdout is not the expected JSON object
+ */
+export function parseRunSummary(stdout: string): RunSummary {
+  const lines = stdout.split("\n").filter((line) => line.trim() !== "");
+  const last = lines.at(-1);
+  if (last === undefined) throw new Error("the cohort runtime printed no summary line on stdout");
+  let value: unknown;
+  try {
+    value = JSON.parse(last);
+  } catch {
+    throw new Error(`the cohort runtime's summary line is not JSON: ${last.slice(0, 200)}`);
+  }
+  const v = value as Record<string, unknown>;
+  const need = (field: string, ok: boolean) => {
+    if (!ok) throw new Error(`the cohort runtime's summary has no valid "${field}": ${last.slice(0, 200)}`);
+  };
+  need("runId", typeof v.runId === "string" && v.runId !== "");
+  need("outcome", v.outcome === "succeeded" || v.outcome === "failed" || v.outcome === "interrupted");
+  need("size", Number.isInteger(v.size));
+  need("readyCount", Number.isInteger(v.readyCount));
+  need("timeToReadyMs", v.timeToReadyMs === null || typeof v.timeToReadyMs === "number");
+  need("ledgerPath", typeof v.ledgerPath === "string" && path.isAbsolute(v.ledgerPath));
+  return {
+    runId: v.runId as string,
+    outcome: v.outcome as RunOutcome,
+    size: v.size as number,
+    readyCount: v.readyCount as number,
+    timeToReadyMs: v.timeToReadyMs as number | null,
+    ledgerPath: v.ledgerPath as string,
+    firstFailure: (v.firstFailure as RunSummary["firstFailure"]) ?? null,
+  };
+}
+
+/** What an executor returns: the resource that runs the cohort and its parsed summary. */
+export interface CohortExecution {
+  readonly resource: pulumi.CustomResource;
+  readonly summary: pulumi.Output<RunSummary>;
+}
+
+/** Inputs every executor gets (resolved args plus the digest). */
+export interface ExecutionPlan {
+  readonly name: string;
+  readonly args: CohortRunArgs;
+  readonly specJson: string;
+  readonly specSha256: string;
+}
+
+/**
+ * The `process` executor: the runtime runs as a child of the command provider on this machine.
+ * Kept apart from the class so other executors (a Kubernetes Job) can be added beside it.
+ */
+export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): CohortExecution {
+  const { args } = plan;
+  const backend = args.backend ?? "process";
+  const resource = new command.local.Command(
+    `${plan.name}-run`,
+    {
+      interpreter: ["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"],
+      create: COHORT_RUN_STEPS.create,
+      update: COHORT_RUN_STEPS.update,
+      delete: COHORT_RUN_STEPS.delete,
+      stdin: plan.specJson,
+      environment: {
+        COHORT_NODE: args.runtime.nodePath,
+        COHORT_BUNDLE: args.runtime.runtimeBundlePath,
+        COHORT_BUNDLE_FALLBACK: args.fallbackRuntimeBundlePath ?? "",
+        COHORT_ARTIFACT_ROOT: args.artifactRoot,
+        COHORT_PROFILE: args.profile,
+        COHORT_BACKEND: backend,
+        COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
+      },
+      triggers: [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend],
+      addPreviousOutputInEnv: true,
+      // stdout is the summary (it becomes outputs), stderr is sent to a temp file by the script.
+      logging: "none",
+    },
+    { parent },
+  );
+  return { resource, summary: resource.stdout.apply(parseRunSummary) };
+}
+
+/**
+ * One run of a cohort (token `cohortlab:runtime:CohortRun`).
+ *
+ * Children: the executor's resource; for `process`, a `command:local:Command` named `<name>-run`.
+ * A failed run fails `pulumi up` with the runtime's one-line reason naming the member.
+ */
+export class CohortRun extends pulumi.ComponentResource implements CohortRunOutputs {
+  public readonly runId: pulumi.Output<string>;
+  public readonly outcome: pulumi.Output<RunOutcome>;
+  public readonly size: pulumi.Output<number>;
+  public readonly readyCount: pulumi.Output<number>;
+  public readonly timeToReadyMs: pulumi.Output<number | null>;
+  public readonly ledgerPath: pulumi.Output<string>;
+  /** Digest of the RunSpec (equals the ledger manifest's `specSha256`). */
+  public readonly specSha256: pulumi.Output<string>;
+  /** The resource that executes the run. */
+  public readonly execution: pulumi.CustomResource;
+
+  constructor(name: string, args: CohortRunArgs, opts?: pulumi.ComponentResourceOptions) {
+    if (!path.isAbsolute(args.artifactRoot)) throw new pulumi.RunError(`CohortRun ${name}: artifactRoot must be absolute (got ${JSON.stringify(args.artifactRoot)})`);
+    const executor = args.executor ?? "process";
+    if (executor !== "process") throw new pulumi.RunError(`CohortRun ${name}: unknown executor ${JSON.stringify(executor)} (known: process)`);
+    super("cohortlab:runtime:CohortRun", name, {}, opts);
+
+    const specSha256 = runSpecSha256(args.spec);
+    const plan: ExecutionPlan = { name, args, specJson: `${JSON.stringify(args.spec)}\n`, specSha256 };
+    const execution = executeAsProcess(plan, this);
+
+    this.execution = execution.resource;
+    this.runId = execution.summary.apply((s) => s.runId);
+    this.outcome = execution.summary.apply((s) => s.outcome);
+    this.size = execution.summary.apply((s) => s.size);
+    this.readyCount = execution.summary.apply((s) => s.readyCount);
+    this.timeToReadyMs = execution.summary.apply((s) => s.timeToReadyMs);
+    this.ledgerPath = execution.summary.apply((s) => s.ledgerPath);
+    this.specSha256 = pulumi.output(specSha256);
+    this.registerOutputs({
+      runId: this.runId,
+      outcome: this.outcome,
+      size: this.size,
+      readyCount: this.readyCount,
+      timeToReadyMs: this.timeToReadyMs,
+      ledgerPath: this.ledgerPath,
+      specSha256: this.specSha256,
+    });
+  }
+}

@@ -1,0 +1,128 @@
+/**
+ * Profile dispatch: one entry per simulator profile (DESIGN.md "Profiles"), keyed by the name a stack
+ * selects with `cohort-lab:profile` (default: the stack name), and the stack-output shape every profile
+ * returns (DESIGN.md "Stack outputs", the CI contract).
+ *
+ * To add a profile: write `stacks/<profile>.ts` exporting a {@link ProfileDefinition}, import it here and
+ * add one line to {@link PROFILES}.
+ */
+import * as pulumi from "@pulumi/pulumi";
+import { host } from "./host.js";
+import { PROJECT_DIR, StackConfigError, configKey, parseStackConfig, readRawConfig, type RawConfig, type StackConfig } from "./config.js";
+
+/** The run, as every profile reports it. */
+export interface RunOutputs {
+  /** Run id, `<cohort name>-<UTC yyyymmddThhmmssZ>-<6 hex>`. */
+  readonly id: string;
+  /** `succeeded`, `failed` or `interrupted` (a failed run fails `pulumi up`, so a stack shows `succeeded`). */
+  readonly outcome: "succeeded" | "failed" | "interrupted";
+  /** Members in the roster. */
+  readonly size: number;
+  /** Members that became ready (equals `size` on success). */
+  readonly readyCount: number;
+  /** Milliseconds from admission until the whole roster was ready; `null` if it never was. */
+  readonly timeToReadyMs: number | null;
+  /** Absolute path (host) or URI (gs://, cluster profiles) of the run's ledger directory. */
+  readonly ledgerPath: string;
+}
+
+/** Queue names of cluster profiles. */
+export interface QueueNames {
+  /** Kueue ClusterQueue that holds the profile's quota. */
+  readonly clusterQueue: string;
+  /** Kueue LocalQueue that runs submit to. */
+  readonly localQueue: string;
+  /** Temporal task queue of the run workflow. */
+  readonly temporalTaskQueue: string;
+}
+
+/**
+ * Stack outputs of every profile (the CI contract; keep names and shapes stable). `index.ts` exports
+ * each field as a stack output of the same name; fields a profile does not have are left out.
+ */
+export interface StackOutputs {
+  /** The profile the stack built, e.g. `host`. */
+  readonly profile: string;
+  /** Where ledgers go: an absolute path (host, local) or a `gs://` URI (gke). */
+  readonly artifactRoot: pulumi.Input<string>;
+  /** The cohort run of this stack. */
+  readonly run: pulumi.Output<RunOutputs>;
+  /** Cluster profiles: the kube context name the cluster was written under. */
+  readonly kubeContext?: pulumi.Output<string>;
+  /** Cluster profiles: the kubeconfig (a Pulumi secret). */
+  readonly kubeconfig?: pulumi.Output<string>;
+  /** Cluster profiles: `host:port` of the Temporal frontend. */
+  readonly temporalAddress?: pulumi.Output<string>;
+  /** Cluster profiles: queue names. */
+  readonly queues?: pulumi.Output<QueueNames>;
+}
+
+/** What a profile builder gets. */
+export interface ProfileContext {
+  /** The stack name. */
+  readonly stack: string;
+  /** The Pulumi project directory. */
+  readonly projectDir: string;
+  /** The common config, validated. */
+  readonly config: StackConfig;
+  /** Every key of the `cohort-lab` namespace as stored (without the prefix), for the profile's own keys. */
+  readonly raw: RawConfig;
+}
+
+/** A profile. */
+export interface ProfileDefinition {
+  /** One line for docs and errors. */
+  readonly description: string;
+  /** Top-level `cohort-lab:` keys this profile reads besides the common ones (others are refused as unknown). */
+  readonly configKeys: readonly string[];
+  /**
+   * Validates the profile's config (throwing {@link StackConfigError} before any resource exists), then
+   * builds the profile's resources and returns the stack outputs.
+   */
+  readonly build: (ctx: ProfileContext) => StackOutputs;
+}
+
+/** Every profile by name. */
+export const PROFILES: Readonly<Record<string, ProfileDefinition>> = {
+  host,
+};
+
+/** Inputs of {@link buildStack}; defaults read the Pulumi runtime. */
+export interface BuildStackInput {
+  /** @default pulumi.getStack() */
+  readonly stack?: string;
+  /** @default readRawConfig() */
+  readonly raw?: RawConfig;
+  /** @default PROJECT_DIR */
+  readonly projectDir?: string;
+  /** @default PROFILES */
+  readonly profiles?: Readonly<Record<string, ProfileDefinition>>;
+}
+
+/**
+ * Reads and validates the stack config, picks the profile and builds it.
+ *
+ * @throws {StackConfigError} for an unknown profile (listing the known ones) or any invalid config key
+ */
+export function buildStack(input: BuildStackInput = {}): StackOutputs {
+  const stack = input.stack ?? pulumi.getStack();
+  const raw = input.raw ?? readRawConfig();
+  const projectDir = input.projectDir ?? PROJECT_DIR;
+  const profiles = input.profiles ?? PROFILES;
+  const profileName = raw.profile ?? stack;
+  const definition = Object.hasOwn(profiles, profileName) ? profiles[profileName] : undefined;
+  if (definition === undefined) {
+    const known = Object.keys(profiles).sort().join(", ");
+    throw new StackConfigError([
+      {
+        key: configKey("profile"),
+        reason:
+          raw.profile === undefined
+            ? `unset, and the stack name "${stack}" is not a profile (known profiles: ${known}); run \`pulumi config set profile <name>\` or use a stack named after a profile`
+            : `unknown profile "${profileName}" (known profiles: ${known})`,
+      },
+    ]);
+  }
+  const config = parseStackConfig(raw, { stack, projectDir, profileKeys: definition.configKeys });
+  return definition.build({ stack, projectDir, config, raw });
+}

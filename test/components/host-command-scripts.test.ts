@@ -1,0 +1,171 @@
+/**
+ * The shell steps of the host components' command resources, run for real with /bin/sh exactly as the
+ * command provider runs them (`interpreter... <step>`, environment, stdin, `PULUMI_COMMAND_STDOUT`).
+ * The runtime is a stand-in script that records how it was called (the real runtime is exercised
+ * end to end in test/e2e/host.test.ts).
+ */
+import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { describe, expect, it } from "vitest";
+import { COHORT_RUN_SCRIPT, COHORT_RUN_STEPS } from "../../components/CohortRun";
+import { RUNTIME_BUNDLE_SCRIPTS, runtimeBundlePath } from "../../components/HostProfile";
+
+const dir = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-"));
+const callLog = path.join(dir, "calls.ndjson");
+
+/** A stand-in runtime: records argv and stdin; `run` succeeds or fails depending on FAKE_FAIL. */
+const fakeRuntime = `
+const fs = require("node:fs");
+const stdin = process.argv[2] === "run" ? fs.readFileSync(0, "utf8") : "";
+fs.appendFileSync(${JSON.stringify(callLog)}, JSON.stringify({ argv: process.argv.slice(2), stdin }) + "\\n");
+if (process.argv[2] === "run") {
+  process.stderr.write("progress: admitted 2 members\\nprogress: web-0 ready\\n");
+  if (process.env.FAKE_FAIL === "1") {
+    process.stderr.write("run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\\n");
+    process.exit(1);
+  }
+  process.stdout.write(JSON.stringify({ runId: "lab-x", ledgerPath: "/tmp/lab-x" }) + "\\n");
+}
+`;
+const bundle = path.join(dir, "cohort-fake.cjs");
+writeFileSync(bundle, fakeRuntime);
+
+function calls(): { argv: string[]; stdin: string }[] {
+  if (!existsSync(callLog)) return [];
+  return readFileSync(callLog, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as { argv: string[]; stdin: string });
+}
+
+function step(name: string, env: Record<string, string>, input = "") {
+  writeFileSync(callLog, "");
+  const result = spawnSync("/bin/sh", ["-c", COHORT_RUN_SCRIPT, "cohort", name], {
+    input,
+    encoding: "utf8",
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      COHORT_NODE: process.execPath,
+      COHORT_BUNDLE: bundle,
+      COHORT_BUNDLE_FALLBACK: "",
+      COHORT_ARTIFACT_ROOT: "/artifacts",
+      COHORT_PROFILE: "host",
+      COHORT_BACKEND: "process",
+      COHORT_KEEP_LEDGERS: "true",
+      ...env,
+    },
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe("CohortRun step 'cohort run'", () => {
+  it("runs the runtime with the spec on stdin; stdout is the summary, progress stays out of stderr", () => {
+    const r = step(COHORT_RUN_STEPS.create, {}, '{"name":"lab"}\n');
+    expect(r).toEqual({ status: 0, stdout: '{"runId":"lab-x","ledgerPath":"/tmp/lab-x"}\n', stderr: "" });
+    expect(calls()).toEqual([
+      { argv: ["run", "--spec", "-", "--artifacts", "/artifacts", "--profile", "host", "--backend", "process"], stdin: '{"name":"lab"}\n' },
+    ]);
+  });
+
+  it("on failure prints only the runtime's last line (the reason naming the member) and keeps the exit status", () => {
+    const r = step(COHORT_RUN_STEPS.create, { FAKE_FAIL: "1" }, "{}");
+    expect(r).toEqual({ status: 1, stdout: "", stderr: "run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\n" });
+  });
+
+  it("leaves no temp file behind", () => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-tmp-"));
+    step(COHORT_RUN_STEPS.create, { TMPDIR: tmp }, "{}");
+    step(COHORT_RUN_STEPS.create, { TMPDIR: tmp, FAKE_FAIL: "1" }, "{}");
+    expect(readdirSync(tmp)).toEqual([]);
+  });
+});
+
+describe("CohortRun step 'cohort keep' (update)", () => {
+  it("prints the previous summary again and runs nothing", () => {
+    const r = step(COHORT_RUN_STEPS.update, { PULUMI_COMMAND_STDOUT: '{"runId":"old"}' });
+    expect(r).toEqual({ status: 0, stdout: '{"runId":"old"}', stderr: "" });
+    expect(calls()).toEqual([]);
+  });
+});
+
+describe("CohortRun step 'cohort reap' (delete)", () => {
+  const runDir = () => {
+    const d = mkdtempSync(path.join(dir, "run-"));
+    writeFileSync(path.join(d, "manifest.json"), "{}");
+    return d;
+  };
+  const summary = (ledgerPath: string) => JSON.stringify({ runId: path.basename(ledgerPath), ledgerPath });
+
+  it("reaps the run directory named by the previous summary and keeps the ledger", () => {
+    const d = runDir();
+    const r = step(COHORT_RUN_STEPS.delete, { PULUMI_COMMAND_STDOUT: summary(d) });
+    expect(r.status).toBe(0);
+    expect(calls()).toEqual([{ argv: ["reap", d], stdin: "" }]);
+    expect(existsSync(path.join(d, "manifest.json"))).toBe(true);
+  });
+
+  it("removes the run directory when keepLedgers is false", () => {
+    const d = runDir();
+    expect(step(COHORT_RUN_STEPS.delete, { PULUMI_COMMAND_STDOUT: summary(d), COHORT_KEEP_LEDGERS: "false" }).status).toBe(0);
+    expect(calls()).toEqual([{ argv: ["reap", d], stdin: "" }]);
+    expect(existsSync(d)).toBe(false);
+  });
+
+  it("does nothing without a previous summary (a run that never completed a create)", () => {
+    expect(step(COHORT_RUN_STEPS.delete, {})).toEqual({ status: 0, stdout: "", stderr: "" });
+    expect(calls()).toEqual([]);
+  });
+
+  it("uses the fallback bundle when the copy was deleted out of band", () => {
+    const d = runDir();
+    const r = step(COHORT_RUN_STEPS.delete, { PULUMI_COMMAND_STDOUT: summary(d), COHORT_BUNDLE: path.join(dir, "gone.cjs"), COHORT_BUNDLE_FALLBACK: bundle });
+    expect(r.status).toBe(0);
+    expect(calls()).toEqual([{ argv: ["reap", d], stdin: "" }]);
+  });
+
+  it("succeeds when both the bundle and the run directory are gone (nothing left to reap from)", () => {
+    const r = step(COHORT_RUN_STEPS.delete, { PULUMI_COMMAND_STDOUT: summary(path.join(dir, "never")), COHORT_BUNDLE: path.join(dir, "gone.cjs") });
+    expect(r).toEqual({ status: 0, stdout: "", stderr: "" });
+  });
+
+  it("fails, naming the fix, when the run directory exists but no runtime can reap it", () => {
+    const d = runDir();
+    const gone = path.join(dir, "gone.cjs");
+    const r = step(COHORT_RUN_STEPS.delete, { PULUMI_COMMAND_STDOUT: summary(d), COHORT_BUNDLE: gone });
+    expect(r).toEqual({ status: 1, stdout: "", stderr: `cannot reap run ${d}: the runtime bundle ${gone} is gone; run npm run build, then destroy again\n` });
+    expect(existsSync(d)).toBe(true);
+  });
+});
+
+describe("HostProfile bundle steps", () => {
+  const source = path.join(dir, "dist-cohort.cjs");
+  writeFileSync(source, "// bundle v1\n");
+  const sha = createHash("sha256").update("// bundle v1\n").digest("hex");
+
+  const run = (script: string, env: Record<string, string>) =>
+    spawnSync("/bin/sh", ["-c", script], { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", ...env } });
+
+  it("create makes the artifact root and copies the bundle to its content-addressed path; delete removes it", () => {
+    const root = path.join(dir, "root-ok");
+    const target = runtimeBundlePath(root, sha);
+    const env = { COHORT_ARTIFACT_ROOT: root, COHORT_BUNDLE_SOURCE: source, COHORT_BUNDLE_PATH: target, COHORT_BUNDLE_SHA256: sha };
+    expect(run(RUNTIME_BUNDLE_SCRIPTS.create, env).status).toBe(0);
+    expect(readFileSync(target, "utf8")).toBe("// bundle v1\n");
+    expect(readdirSync(path.dirname(target))).toEqual([path.basename(target)]);
+    expect(run(RUNTIME_BUNDLE_SCRIPTS.delete, env).status).toBe(0);
+    expect(existsSync(path.dirname(target))).toBe(false);
+    expect(existsSync(root)).toBe(true);
+    expect(run(RUNTIME_BUNDLE_SCRIPTS.delete, env).status).toBe(0);
+  });
+
+  it("create refuses a bundle whose digest changed since the program read it, leaving nothing behind", () => {
+    const root = path.join(dir, "root-bad");
+    mkdirSync(root);
+    const wrong = "0".repeat(64);
+    const target = runtimeBundlePath(root, wrong);
+    const r = run(RUNTIME_BUNDLE_SCRIPTS.create, { COHORT_ARTIFACT_ROOT: root, COHORT_BUNDLE_SOURCE: source, COHORT_BUNDLE_PATH: target, COHORT_BUNDLE_SHA256: wrong });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toBe(`${source} changed since the program read it (expected sha256 ${wrong}); run pulumi up again\n`);
+    expect(readdirSync(path.dirname(target))).toEqual([]);
+  });
+});
