@@ -2,7 +2,12 @@
  * The contract between the cohort runtime's core (scheduler, ledger) and a backend adapter
  * (`runtime/backends/<name>/`). The core never imports a backend's SDK; a backend never decides
  * ordering, deadlines or teardown order. See ../../../shared/DESIGN.md ("Principles") and STYLE.md §11.
+ *
+ * Extensions by the runtime core (all optional, so existing adapters keep compiling):
+ * `MemberPlan.readiness`, `MemberHandle.detail`, `MemberHandle.exec`, `Backend.readiness`,
+ * `Backend.endpoints`, `Backend.stats` and {@link MemberIdentity}.
  */
+import type { CompiledReadiness } from "./spec";
 
 /** One member as the core hands it to a backend: every field is resolved (no defaults left). */
 export interface MemberPlan {
@@ -32,6 +37,22 @@ export interface MemberPlan {
   readonly workDir: string;
   /** Files to write into `workDir` before start (relative path -> content). */
   readonly files: Readonly<Record<string, string>>;
+  /**
+   * The role's readiness gate, `$(VAR)`-expanded (exec command). Backends whose platform checks readiness
+   * itself (`Backend.readiness === "backend"`, e.g. a Pod readinessProbe) render it; others ignore it:
+   * the core probes the member.
+   */
+  readonly readiness?: CompiledReadiness;
+}
+
+/** A member before it is planned: what `Backend.endpoints` gets. */
+export interface MemberIdentity {
+  /** `<role>-<index>`. */
+  readonly id: string;
+  readonly role: string;
+  readonly index: number;
+  /** `false` when the role set `app.port: false` (the member gets no COHORT_PORT). */
+  readonly wantsPort: boolean;
 }
 
 /** What a backend reports about a member it started. */
@@ -65,6 +86,17 @@ export interface MemberHandle {
   onOutputLine?(listener: (line: string) => void): () => void;
   /** The last `lines` lines of output (for failure messages). */
   outputTail?(lines: number): Promise<string>;
+  /**
+   * Facts about the started member for the ledger's `member-started` record, e.g. `{ pid, pgid }`.
+   * JSON values only; never secrets.
+   */
+  readonly detail?: Readonly<Record<string, unknown>>;
+  /**
+   * Runs `command` the way an exec readiness probe runs (process backend: with the member's environment,
+   * in its directory). Resolves with the exit code (null if killed); rejects only if it cannot run at all.
+   * Must stop the command when `signal` aborts.
+   */
+  exec?(command: readonly string[], signal: AbortSignal): Promise<{ readonly exitCode: number | null }>;
 }
 
 /**
@@ -77,6 +109,19 @@ export interface Backend {
   /** Resolves if the backend can run here; rejects with `BackendUnavailableError` naming what is missing. */
   available(): Promise<void>;
   /**
+   * Who decides readiness. `"probe"` (default): the core runs the role's probe (tcp, http, exec, log)
+   * against the handle. `"backend"`: the backend emits a `ready` event per member (e.g. Pod Ready),
+   * using `MemberPlan.readiness`; the core runs no probe.
+   * @default "probe"
+   */
+  readonly readiness?: "probe" | "backend";
+  /**
+   * Optional: assigns each member the address it will listen on, before any member is planned (its
+   * peers' addresses go into COHORT_NEEDS). Members with `wantsPort: false` may be omitted. Without this
+   * method the core reserves a free loopback port per member (runtime/core/ports.ts).
+   */
+  endpoints?(members: readonly MemberIdentity[], signal: AbortSignal): Promise<ReadonlyMap<string, MemberEndpoint>>;
+  /**
    * Optional: called once with the complete roster before any `start` (cluster backends submit the
    * whole roster here for all-or-nothing admission). Resolves when the roster is admitted.
    */
@@ -87,6 +132,11 @@ export interface Backend {
   stop(member: string, graceMs: number): Promise<void>;
   /** Optional: release whole-run resources (namespace, ...) after every member is stopped. Idempotent. */
   close?(): Promise<void>;
+  /**
+   * Optional: JSON-safe counters of the run (API calls, ...), no secrets. The core records them as a
+   * `backend-stats` ledger record after `close()`.
+   */
+  stats?(): unknown;
 }
 
 /** Callback through which a backend reports member events to the core. */

@@ -1,0 +1,211 @@
+/**
+ * Readiness probes run by the core against a started member (backends with `readiness: "probe"`).
+ *
+ * - `tcp`: a TCP connect to the member's port (or the probe's `port`); ready when accepted.
+ * - `http`: `GET http://<host>:<port><path>`; ready on a 2xx or 3xx status.
+ * - `exec`: the backend runs the command (process backend: member env and directory); ready on exit 0.
+ * - `log`: a line of the member's output matches the pattern; purely event-driven (no retries), lines
+ *   already printed when the probe attaches count too (the backend replays its buffer).
+ *
+ * Retries: tcp/http/exec retry after a failed attempt with a short, growing pause: 5 ms, then x1.5 per
+ * attempt, capped at {@link MAX_RETRY_DELAY_MS} (100 ms), so a member is seen ready at most ~100 ms after
+ * it starts accepting. No ticker: each retry is one timer armed after the previous attempt ended. Each
+ * attempt has its own timeout ({@link ATTEMPT_TIMEOUT_MS}). The caller's AbortSignal stops everything
+ * (deadline, failure elsewhere, interrupt).
+ *
+ * Compare: docker compose polls dependency health every 500 ms on top of a 30 s HEALTHCHECK interval,
+ * process-compose probes every 10 s by default (research/perf-anchors.md §5).
+ */
+import * as http from "node:http";
+import * as net from "node:net";
+import type { MemberHandle } from "./backend";
+import type { CompiledReadiness } from "./spec";
+
+/** Longest pause between two probe attempts, in ms. */
+export const MAX_RETRY_DELAY_MS = 100;
+/** First pause between attempts, in ms. */
+export const FIRST_RETRY_DELAY_MS = 5;
+/** Timeout of one tcp/http attempt, in ms. */
+export const ATTEMPT_TIMEOUT_MS = 1_000;
+
+/** Live state of one probe, readable while it runs (for deadline messages). */
+export interface ProbeStatus {
+  /** Probe kind. */
+  readonly probe: CompiledReadiness["kind"];
+  /** What is probed, e.g. `tcp 127.0.0.1:40123`, `http://127.0.0.1:40123/healthz`, `exec check`, `log /ready/`. */
+  readonly target: string;
+  /** Attempts so far (log: lines seen). */
+  attempts: number;
+  /** Why the last attempt failed, e.g. `connect ECONNREFUSED 127.0.0.1:40123`, `HTTP 503`, `exit code 1`. */
+  lastError: string | null;
+}
+
+/** Timer functions the probes use (the scheduler passes its injected clock). */
+export interface ProbeTimers {
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+const defaultTimers: ProbeTimers = {
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+/** Thrown (rejected) when the probe's signal aborts. */
+export class ProbeAbortedError extends Error {
+  constructor() {
+    super("probe aborted");
+    this.name = "ProbeAbortedError";
+  }
+}
+
+/**
+ * Describes a probe without running it.
+ */
+export function probeStatus(readiness: CompiledReadiness, handle: Pick<MemberHandle, "endpoint">): ProbeStatus {
+  const host = handle.endpoint.host;
+  switch (readiness.kind) {
+    case "tcp":
+      return { probe: "tcp", target: `tcp ${host}:${readiness.port ?? handle.endpoint.port}`, attempts: 0, lastError: null };
+    case "http":
+      return { probe: "http", target: `http://${host}:${readiness.port ?? handle.endpoint.port}${readiness.path}`, attempts: 0, lastError: null };
+    case "exec":
+      return { probe: "exec", target: `exec ${readiness.command[0]}`, attempts: 0, lastError: null };
+    case "log":
+      return { probe: "log", target: `log /${readiness.pattern}/`, attempts: 0, lastError: null };
+  }
+}
+
+/**
+ * Waits until the member is ready by its readiness probe.
+ *
+ * @param status - filled in as attempts are made (create it with {@link probeStatus})
+ * @returns when the probe passed
+ * @throws {ProbeAbortedError} when `signal` aborts first
+ * @throws {Error} when the backend lacks the capability the probe needs (exec, log)
+ */
+export async function waitReady(
+  readiness: CompiledReadiness,
+  handle: MemberHandle,
+  status: ProbeStatus,
+  signal: AbortSignal,
+  timers: ProbeTimers = defaultTimers,
+): Promise<void> {
+  if (signal.aborted) throw new ProbeAbortedError();
+  if (readiness.kind === "log") return waitLogLine(readiness.pattern, handle, status, signal);
+  const attempt = attemptFor(readiness, handle, signal);
+  let delay = FIRST_RETRY_DELAY_MS;
+  for (;;) {
+    status.attempts++;
+    const error = await attempt();
+    if (signal.aborted) throw new ProbeAbortedError();
+    if (error === null) return;
+    status.lastError = error;
+    await sleep(delay, signal, timers);
+    delay = Math.min(MAX_RETRY_DELAY_MS, Math.ceil(delay * 1.5));
+  }
+}
+
+/** One attempt: resolves null on success, or the failure reason. Never rejects. */
+type Attempt = () => Promise<string | null>;
+
+function attemptFor(readiness: Exclude<CompiledReadiness, { kind: "log" }>, handle: MemberHandle, signal: AbortSignal): Attempt {
+  const host = handle.endpoint.host;
+  switch (readiness.kind) {
+    case "tcp":
+      return () => tcpAttempt(host, readiness.port ?? handle.endpoint.port, signal);
+    case "http":
+      return () => httpAttempt(host, readiness.port ?? handle.endpoint.port, readiness.path, signal);
+    case "exec": {
+      const exec = handle.exec?.bind(handle);
+      if (exec === undefined) throw new Error(`the backend cannot run exec probes (member ${handle.member})`);
+      return async () => {
+        try {
+          const { exitCode } = await exec(readiness.command, signal);
+          return exitCode === 0 ? null : exitCode === null ? "killed by a signal" : `exit code ${exitCode}`;
+        } catch (error) {
+          return (error as Error).message;
+        }
+      };
+    }
+  }
+}
+
+function tcpAttempt(host: string, port: number, signal: AbortSignal): Promise<string | null> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ host, port });
+    const done = (result: string | null): void => {
+      clearTimeout(timer);
+      signal.removeEventListener("abort", onAbort);
+      socket.destroy();
+      resolve(result);
+    };
+    const onAbort = (): void => done("aborted");
+    const timer = setTimeout(() => done(`no answer within ${ATTEMPT_TIMEOUT_MS}ms`), ATTEMPT_TIMEOUT_MS);
+    signal.addEventListener("abort", onAbort, { once: true });
+    socket.once("connect", () => done(null));
+    socket.once("error", (error) => done(error.message));
+  });
+}
+
+function httpAttempt(host: string, port: number, requestPath: string, signal: AbortSignal): Promise<string | null> {
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (result: string | null): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener("abort", onAbort);
+      request.destroy();
+      resolve(result);
+    };
+    const onAbort = (): void => done("aborted");
+    const request = http.get({ host, port, path: requestPath, agent: false, timeout: ATTEMPT_TIMEOUT_MS, headers: { "user-agent": "cohort-readiness" } }, (response) => {
+      const code = response.statusCode ?? 0;
+      response.resume();
+      done(code >= 200 && code < 400 ? null : `HTTP ${code}`);
+    });
+    request.once("timeout", () => done(`no answer within ${ATTEMPT_TIMEOUT_MS}ms`));
+    request.once("error", (error) => done(error.message));
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+function waitLogLine(pattern: string, handle: MemberHandle, status: ProbeStatus, signal: AbortSignal): Promise<void> {
+  const subscribe = handle.onOutputLine?.bind(handle);
+  if (subscribe === undefined) return Promise.reject(new Error(`the backend cannot run log probes (member ${handle.member})`));
+  const regex = new RegExp(pattern);
+  return new Promise<void>((resolve, reject) => {
+    let unsubscribe: (() => void) | undefined;
+    let settled = false;
+    const finish = (error?: Error): void => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener("abort", onAbort);
+      unsubscribe?.();
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const onAbort = (): void => finish(new ProbeAbortedError());
+    signal.addEventListener("abort", onAbort, { once: true });
+    status.lastError = "no matching line yet";
+    unsubscribe = subscribe((line) => {
+      status.attempts++;
+      if (regex.test(line)) finish();
+    });
+    if (settled) unsubscribe();
+  });
+}
+
+function sleep(ms: number, signal: AbortSignal, timers: ProbeTimers): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => {
+      timers.clearTimeout(handle);
+      reject(new ProbeAbortedError());
+    };
+    const handle = timers.setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal.addEventListener("abort", onAbort, { once: true });
+  });
+}
