@@ -1,0 +1,212 @@
+/**
+ * Starting one member as a child process in its own process group, and capturing its output.
+ *
+ * - The member's directory `<runDir>/members/<member>/` is created, `app.files` are written into it
+ *   (mode 0600, refusing to overwrite or to follow a path outside it), and it is the working directory.
+ * - The process is spawned with execa (https://github.com/sindresorhus/execa, `detached: true`, so
+ *   setsid(2) makes it the leader of a new session and process group: pgid = pid), stdin ignored.
+ * - Environment: the plan's env (COHORT_* variables, secrets, app.env) on top of a small allowlist of
+ *   the runtime's own environment ({@link INHERITED_ENV}); nothing else of the runtime's environment
+ *   (cloud credentials, tokens) reaches a member.
+ * - stdout and stderr are read line by line, member secrets are replaced with `[redacted]`, and each line
+ *   is appended to `<member dir>/output.log` (both streams, in arrival order), kept in a ring buffer of the
+ *   last {@link RING_LINES} lines (for failure messages) and handed to `log` readiness probes.
+ */
+import * as fs from "node:fs";
+import * as fsp from "node:fs/promises";
+import * as path from "node:path";
+import type { Readable } from "node:stream";
+import { execa, type ResultPromise } from "execa";
+import type { MemberPlan } from "../../core/backend";
+
+/** Names copied from the runtime's environment into every member's (when set). */
+export const INHERITED_ENV: readonly string[] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"];
+
+/** Lines kept in memory per member for `outputTail`. */
+export const RING_LINES = 200;
+/** Longest line kept in the ring buffer (longer lines are cut, with a marker). */
+const RING_LINE_CHARS = 4_000;
+/** A partial line longer than this is written out before its newline arrives. */
+const MAX_PENDING_CHARS = 64 * 1024;
+/** Replacement for a secret in member output (same text as the ledger's). */
+export const REDACTED = "[redacted]";
+
+/** The environment a member process gets. */
+export function memberEnvironment(plan: MemberPlan, parent: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of INHERITED_ENV) {
+    const value = parent[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return { ...env, ...plan.env };
+}
+
+/**
+ * Creates the member's directory and writes its files.
+ *
+ * @throws {Error} when a file path would leave the directory or a file already exists
+ */
+export async function prepareMemberDir(plan: MemberPlan): Promise<void> {
+  const root = path.resolve(plan.workDir);
+  await fsp.mkdir(root, { recursive: true, mode: 0o755 });
+  for (const [relative, content] of Object.entries(plan.files)) {
+    const target = path.resolve(root, relative);
+    if (!target.startsWith(root + path.sep)) throw new Error(`file "${relative}" would be written outside the member's directory`);
+    await fsp.mkdir(path.dirname(target), { recursive: true });
+    // O_EXCL|O_NOFOLLOW semantics: "wx" refuses an existing file or symlink at the final component.
+    await fsp.writeFile(target, content, { flag: "wx", mode: 0o600 });
+  }
+}
+
+/**
+ * Line-oriented capture of a member's stdout and stderr: redaction, output.log, ring buffer, listeners.
+ */
+export class OutputCapture {
+  private readonly file: fs.WriteStream;
+  private readonly secrets: readonly string[];
+  private readonly keep: number;
+  private readonly ring: string[] = [];
+  private readonly listeners = new Set<(line: string) => void>();
+  private open = 0;
+  private readonly closedWaiters: Array<() => void> = [];
+
+  /**
+   * @param logPath - file to append to (created if missing)
+   * @param secrets - values to replace with `[redacted]` (at least 1 character each)
+   */
+  constructor(logPath: string, secrets: readonly string[]) {
+    this.file = fs.createWriteStream(logPath, { flags: "a", mode: 0o644 });
+    this.file.on("error", () => undefined); // a full disk must not crash the runtime; the tail stays in memory
+    this.secrets = secrets.filter((secret) => secret.length > 0);
+    this.keep = Math.max(0, ...this.secrets.map((secret) => secret.length - 1));
+  }
+
+  /** Reads `stream` until it ends. */
+  attach(stream: Readable | null | undefined): void {
+    if (stream === null || stream === undefined) return;
+    this.open++;
+    stream.setEncoding("utf8");
+    let pending = "";
+    stream.on("data", (chunk: string) => {
+      pending += chunk;
+      let newline = pending.indexOf("\n");
+      while (newline !== -1) {
+        this.line(pending.slice(0, newline), true);
+        pending = pending.slice(newline + 1);
+        newline = pending.indexOf("\n");
+      }
+      if (pending.length > MAX_PENDING_CHARS) {
+        // Redact first, then keep the last (longest secret - 1) characters: a secret that is not complete
+        // yet can only start inside the kept part, so no piece of one is ever written.
+        const redacted = this.redact(pending);
+        const cut = redacted.length - this.keep;
+        this.line(redacted.slice(0, cut), false, true);
+        pending = redacted.slice(cut);
+      }
+    });
+    const finish = (): void => {
+      if (pending !== "") this.line(pending, true);
+      pending = "";
+      this.open--;
+      if (this.open === 0) for (const resolve of this.closedWaiters.splice(0)) resolve();
+    };
+    stream.once("end", finish);
+    stream.once("error", finish);
+  }
+
+  /** Resolves when every attached stream has ended, or after `timeoutMs`. */
+  closed(timeoutMs: number): Promise<void> {
+    if (this.open === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+      this.closedWaiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Subscribes to lines; the lines already in the ring buffer are replayed first. */
+  onLine(listener: (line: string) => void): () => void {
+    for (const line of [...this.ring]) listener(line);
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** The last `lines` lines (redacted), joined with `\n`. */
+  tail(lines: number): string {
+    return lines <= 0 ? "" : this.ring.slice(-lines).join("\n");
+  }
+
+  /** Flushes and closes output.log. */
+  end(): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.file.closed || this.file.destroyed) resolve();
+      else this.file.end(() => resolve());
+    });
+  }
+
+  private redact(text: string): string {
+    let out = text;
+    for (const secret of this.secrets) if (out.includes(secret)) out = out.split(secret).join(REDACTED);
+    return out;
+  }
+
+  private line(raw: string, newline: boolean, alreadyRedacted = false): void {
+    const text = alreadyRedacted ? raw : this.redact(raw);
+    if (!this.file.destroyed) this.file.write(newline ? `${text}\n` : text);
+    const kept = text.length > RING_LINE_CHARS ? `${text.slice(0, RING_LINE_CHARS)}… (${text.length} characters)` : text;
+    this.ring.push(kept);
+    if (this.ring.length > RING_LINES) this.ring.shift();
+    for (const listener of this.listeners) listener(text);
+  }
+}
+
+/** A spawned member process. */
+export interface SpawnedMember {
+  readonly pid: number;
+  readonly subprocess: ResultPromise;
+}
+
+/**
+ * Spawns the member's command in a new process group (execa `detached: true`).
+ *
+ * @returns once the process exists (the `spawn` event)
+ * @throws {Error} `cannot run "<program>": <reason>` when it cannot be spawned (ENOENT, EACCES, ...)
+ */
+export async function spawnMember(plan: MemberPlan, env: Record<string, string>, output: OutputCapture): Promise<SpawnedMember> {
+  const [file, ...args] = plan.command;
+  const subprocess = execa(file!, args, {
+    cwd: plan.workDir,
+    env,
+    extendEnv: false,
+    detached: true,
+    killDescendants: true,
+    cleanup: false, // the backend's own exit handler SIGKILLs every member group (see ./index.ts)
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    buffer: false,
+    reject: false,
+    stripFinalNewline: false,
+  });
+  subprocess.catch(() => undefined);
+  const child = subprocess.nodeChildProcess;
+  await new Promise<void>((resolve, reject) => {
+    const onSpawn = (): void => {
+      child.off("error", onError);
+      resolve();
+    };
+    const onError = (error: NodeJS.ErrnoException): void => {
+      child.off("spawn", onSpawn);
+      const reason = error.code === "ENOENT" ? "command not found (ENOENT)" : error.code === "EACCES" ? "permission denied (EACCES)" : error.message;
+      reject(new Error(`cannot run "${file}": ${reason}`));
+    };
+    child.once("spawn", onSpawn);
+    child.once("error", onError);
+  });
+  output.attach(subprocess.stdout);
+  output.attach(subprocess.stderr);
+  return { pid: child.pid!, subprocess };
+}

@@ -1,0 +1,175 @@
+/**
+ * Process-group status for the process backend: is a group still alive, which processes are in it,
+ * and what a process's environment and start time are (for `cohort reap`, which must never signal a
+ * recycled pid).
+ *
+ * Linux reads /proc (proc(5): https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html); other
+ * platforms fall back to `kill(-pgid, 0)` (kill(2)), which also counts zombies.
+ */
+import * as fs from "node:fs";
+
+/** True on platforms with /proc/<pid>/stat. */
+export const HAS_PROC = process.platform === "linux" && fs.existsSync("/proc/self/stat");
+
+/** Fields of /proc/<pid>/stat the backend uses. */
+export interface ProcStat {
+  readonly pid: number;
+  /** One-letter state: R, S, D, Z (zombie), T, ... */
+  readonly state: string;
+  readonly ppid: number;
+  readonly pgid: number;
+  readonly sid: number;
+  /** Start time in clock ticks since boot (field 22): with the pid, identifies a process uniquely. */
+  readonly startTicks: number;
+}
+
+/**
+ * Reads /proc/<pid>/stat (Linux). The command name (field 2) may contain spaces and parentheses, so
+ * fields are split after its LAST `)`.
+ *
+ * @returns undefined when the process does not exist (or /proc is unavailable)
+ */
+export function readProcStat(pid: number): ProcStat | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
+  const close = text.lastIndexOf(")");
+  if (close === -1) return undefined;
+  const fields = text.slice(close + 2).split(" ");
+  // fields[0] is field 3 (state); field N is fields[N - 3].
+  return {
+    pid,
+    state: fields[0] ?? "?",
+    ppid: Number(fields[1]),
+    pgid: Number(fields[2]),
+    sid: Number(fields[3]),
+    startTicks: Number(fields[19]),
+  };
+}
+
+/**
+ * The environment a process was started with (/proc/<pid>/environ), as NAME -> value.
+ *
+ * @returns undefined when unreadable (gone, or not ours)
+ */
+export function readProcEnviron(pid: number): Record<string, string> | undefined {
+  let raw: string;
+  try {
+    raw = fs.readFileSync(`/proc/${pid}/environ`, "utf8");
+  } catch {
+    return undefined;
+  }
+  const env: Record<string, string> = {};
+  for (const entry of raw.split("\0")) {
+    const eq = entry.indexOf("=");
+    if (eq > 0) env[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return env;
+}
+
+/** Every live process on the host (Linux), from /proc. */
+export function listProcesses(): ProcStat[] {
+  if (!HAS_PROC) return [];
+  const out: ProcStat[] = [];
+  for (const name of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = readProcStat(Number(name));
+    if (stat !== undefined) out.push(stat);
+  }
+  return out;
+}
+
+/** Processes of group `pgid` that are not zombies (Linux; elsewhere an empty list). */
+export function groupMembers(pgid: number, processes: readonly ProcStat[] = listProcesses()): ProcStat[] {
+  return processes.filter((p) => p.pgid === pgid && p.state !== "Z");
+}
+
+/**
+ * Whether any process of group `pgid` is alive. `kill(-pgid, 0)` first (one syscall); when it says
+ * the group exists on Linux, zombies (exited, not yet reaped by their new parent) do not count.
+ */
+export function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+  if (!HAS_PROC) return true;
+  return groupMembers(pgid).length > 0;
+}
+
+/**
+ * Sends `signal` to every process of group `pgid`.
+ *
+ * @returns false when the group no longer exists (ESRCH)
+ * @throws the kill(2) error for anything but ESRCH (e.g. EPERM)
+ */
+export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ESRCH") return false;
+    throw error;
+  }
+}
+
+/**
+ * Waits for process groups to become empty. There is no OS event for "every process of a group I am
+ * not the parent of has exited" (the leader's exit is an event, its children's are not), so while at
+ * least one group is awaited, ONE check runs every {@link GROUP_CHECK_INTERVAL_MS}: a `kill(-pgid, 0)`
+ * per group, and at most one /proc scan for the groups that still answer. Nothing runs when no stop is
+ * in progress.
+ */
+export const GROUP_CHECK_INTERVAL_MS = 10;
+
+export class GroupWatcher {
+  private readonly waiters = new Map<number, Array<() => void>>();
+  private timer: NodeJS.Timeout | null = null;
+
+  /** Resolves once group `pgid` has no live (non-zombie) process. */
+  waitEmpty(pgid: number): Promise<void> {
+    if (!groupAlive(pgid)) return Promise.resolve();
+    return new Promise((resolve) => {
+      const list = this.waiters.get(pgid) ?? [];
+      list.push(resolve);
+      this.waiters.set(pgid, list);
+      this.arm();
+    });
+  }
+
+  private arm(): void {
+    if (this.timer !== null || this.waiters.size === 0) return;
+    this.timer = setTimeout(() => {
+      this.timer = null;
+      this.check();
+      this.arm();
+    }, GROUP_CHECK_INTERVAL_MS);
+  }
+
+  private check(): void {
+    const answering: number[] = [];
+    for (const pgid of this.waiters.keys()) {
+      let exists = true;
+      try {
+        process.kill(-pgid, 0);
+      } catch (error) {
+        exists = (error as NodeJS.ErrnoException).code === "EPERM";
+      }
+      if (exists) answering.push(pgid);
+      else this.release(pgid);
+    }
+    if (answering.length === 0 || !HAS_PROC) return;
+    const processes = listProcesses();
+    for (const pgid of answering) if (groupMembers(pgid, processes).length === 0) this.release(pgid);
+  }
+
+  private release(pgid: number): void {
+    const list = this.waiters.get(pgid) ?? [];
+    this.waiters.delete(pgid);
+    for (const resolve of list) resolve();
+  }
+}
