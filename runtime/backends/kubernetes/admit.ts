@@ -1,0 +1,271 @@
+/**
+ * `admit()`: submit the whole roster, then wait for Kueue to admit it as one Workload.
+ *
+ * 1. Validate and render every object in memory (`render.ts`); a bad roster is refused before any call.
+ * 2. Start one list+watch per kind in the run namespace (pods and Sandboxes by the run label; the
+ *    roster's Workload by name; TriggeredScaleUp events).
+ * 3. Create the run's Secret (one write, only if some role has `secretEnv`), then every member's
+ *    Sandbox (one write each), `createConcurrency` in flight over pooled keep-alive connections.
+ * 4. Resolve once every member's pod exists and (with a LocalQueue) the Workload is `Admitted=True`.
+ *
+ * Fails fast, with Kueue's or the controller's own words, when: the Workload is Inadmissible
+ * (LocalQueue/ClusterQueue missing or inactive) or can never fit its ClusterQueue; pods are not managed
+ * by Kueue (pod integration off, namespace not selected); no pod appears for any Sandbox, or no
+ * Workload appears for the complete pod group, within `controllerStallMs`; the Agent Sandbox controller
+ * keeps failing to reconcile a Sandbox; the Workload is evicted or deactivated; `admissionTimeoutMs`
+ * passes; or `signal` aborts.
+ */
+import type { MemberPlan } from "../../core/backend.js";
+import { CohortError } from "../../core/errors.js";
+import { HttpMethod, KubeApiError } from "./client.js";
+import type { ApiCallKey } from "./counters.js";
+import { renderSandbox, renderSecret, validateRoster, type Json } from "./render.js";
+import type { Run } from "./run.js";
+import { isKueueManaged, objectRef } from "./status.js";
+import {
+  EVENT_TRIGGERED_SCALE_UP,
+  KUEUE_GROUP,
+  KUEUE_VERSION,
+  LABEL_RUN,
+  SANDBOX_GROUP,
+  SANDBOX_PLURAL,
+  SANDBOX_VERSION,
+  WORKLOAD_PLURAL,
+} from "./upstream.js";
+import { ListWatch } from "./watch.js";
+
+/**
+ * The roster was not admitted (code `admission-failed`): `reason` is one line naming the object
+ * (Workload, pod, Sandbox) and the upstream message.
+ */
+export class AdmissionError extends CohortError {
+  readonly reason: string;
+  constructor(reason: string, options?: { cause?: unknown }) {
+    super("admission-failed", `admission failed: ${reason}`, options);
+    this.reason = reason;
+  }
+}
+
+/** Collection paths in the run namespace. */
+export function paths(namespace: string): { pods: string; sandboxes: string; workloads: string; events: string; secrets: string } {
+  const ns = encodeURIComponent(namespace);
+  return {
+    pods: `/api/v1/namespaces/${ns}/pods`,
+    sandboxes: `/apis/${SANDBOX_GROUP}/${SANDBOX_VERSION}/namespaces/${ns}/${SANDBOX_PLURAL}`,
+    workloads: `/apis/${KUEUE_GROUP}/${KUEUE_VERSION}/namespaces/${ns}/${WORKLOAD_PLURAL}`,
+    events: `/api/v1/namespaces/${ns}/events`,
+    secrets: `/api/v1/namespaces/${ns}/secrets`,
+  };
+}
+
+/** Starts the run's watches and waits for their first lists. */
+async function startWatches(run: Run): Promise<void> {
+  const p = paths(run.settings.namespace);
+  const runSelector = `${LABEL_RUN}=${run.ctx.runLabel}`;
+  const options = { timeoutSeconds: run.settings.watchTimeoutSeconds };
+  const onFatal = (what: string) => (error: Error) => run.failRun(`cannot watch ${what} in namespace ${run.settings.namespace}: ${error.message}`);
+  const watches: ListWatch[] = [
+    new ListWatch(run.client, { path: p.pods, listKey: "list pods", watchKey: "watch pods", labelSelector: runSelector }, run.onPod, onFatal("pods"), options),
+    new ListWatch(
+      run.client,
+      { path: p.sandboxes, listKey: "list sandboxes.agents.x-k8s.io", watchKey: "watch sandboxes.agents.x-k8s.io", labelSelector: runSelector },
+      run.onSandbox,
+      onFatal("Sandboxes"),
+      options,
+    ),
+    new ListWatch(
+      run.client,
+      { path: p.events, listKey: "list events", watchKey: "watch events", fieldSelector: `reason=${EVENT_TRIGGERED_SCALE_UP}` },
+      run.onClusterEvent,
+      onFatal("events"),
+      options,
+    ),
+  ];
+  if (run.kueue) {
+    watches.push(
+      new ListWatch(
+        run.client,
+        { path: p.workloads, listKey: "list workloads.kueue.x-k8s.io", watchKey: "watch workloads.kueue.x-k8s.io", fieldSelector: `metadata.name=${run.settings.podGroup}` },
+        run.onWorkload,
+        onFatal("Workloads"),
+        options,
+      ),
+    );
+  }
+  run.watches = watches;
+  await Promise.all(watches.map((w) => w.start()));
+}
+
+/** Runs `task` over `items` with at most `limit` in flight; stops taking new items after the first error. */
+async function boundedEach<T>(items: readonly T[], limit: number, signal: AbortSignal, task: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failure: unknown;
+  const worker = async (): Promise<void> => {
+    while (failure === undefined && !signal.aborted && next < items.length) {
+      const item = items[next++]!;
+      try {
+        await task(item);
+      } catch (error) {
+        failure ??= error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failure !== undefined) throw failure;
+}
+
+async function create(run: Run, key: ApiCallKey, path: string, body: Json, signal: AbortSignal): Promise<void> {
+  try {
+    await run.client.request(key, HttpMethod.POST, path, { body, signal });
+  } catch (error) {
+    const retried = (error as { attempts?: number }).attempts !== undefined;
+    // A retried create that finds the object ours: the first attempt went through.
+    if (error instanceof KubeApiError && error.status === 409 && retried) return;
+    if (error instanceof KubeApiError && error.status === 409) {
+      throw new AdmissionError(`${String(body.kind)} ${objectRef(body)} already exists; refusing to adopt an object this run did not create (the run namespace must be fresh)`, { cause: error });
+    }
+    throw new AdmissionError(`creating ${String(body.kind)} ${objectRef(body)}: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/**
+ * Submits the roster and waits for admission.
+ *
+ * @throws {SpecError} when the roster cannot run on Kubernetes (nothing was created)
+ * @throws {AdmissionError} naming the cause when it is not admitted
+ */
+export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal: AbortSignal): Promise<void> {
+  if (run.phase !== "new") throw new AdmissionError(`admit() was already called (phase ${run.phase})`);
+  validateRoster(plans, run.ctx);
+  const sandboxes = plans.map((plan) => renderSandbox(plan, run.ctx));
+  const secret = renderSecret(plans, run.ctx);
+  run.setRoster(plans);
+  run.phase = "admitting";
+  run.admitStartedAt = run.now();
+  const p = paths(run.settings.namespace);
+  const ns = run.settings.namespace;
+
+  await startWatches(run);
+  const stale = [...(run.watches[1]?.objects.keys() ?? [])];
+  if (stale.length > 0) {
+    throw new AdmissionError(`namespace ${ns} already holds ${stale.length} Sandbox(es) of run ${run.ctx.runLabel} (e.g. ${stale[0]}); refusing to reuse them`);
+  }
+  if (run.runFailure !== undefined) throw new AdmissionError(run.runFailure);
+
+  const abort = new AbortController();
+  const onAbort = (): void => abort.abort(signal.reason);
+  signal.addEventListener("abort", onAbort, { once: true });
+  try {
+    if (secret !== undefined) {
+      await create(run, "create secrets", p.secrets, secret, abort.signal);
+      run.secretCreated = true;
+    }
+    await boundedEach(sandboxes, run.settings.createConcurrency, abort.signal, async (sandbox) => {
+      await create(run, "create sandboxes.agents.x-k8s.io", p.sandboxes, sandbox, abort.signal);
+      run.sandboxesCreated += 1;
+    });
+    if (signal.aborted) throw new AdmissionError(`aborted while creating Sandboxes (${run.sandboxesCreated} of ${plans.length} created)`, { cause: signal.reason });
+    run.admission.sandboxesCreatedMs = run.now() - run.admitStartedAt;
+    await waitForAdmission(run, signal);
+    run.phase = "admitted";
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
+function admissionState(run: Run): { done: boolean; problem?: string } {
+  if (run.admissionProblem !== undefined) return { done: false, problem: run.admissionProblem };
+  const kueue = run.kueue;
+  let present = 0;
+  for (const state of run.roster) {
+    if (state.pod === undefined) continue;
+    present += 1;
+    if (kueue && !isKueueManaged(state.pod)) {
+      return {
+        done: false,
+        problem:
+          `pod ${objectRef(state.pod)} is not managed by Kueue (no kueue.x-k8s.io/managed label): ` +
+          `check that Kueue's "pod" integration is enabled and that namespace ${run.settings.namespace} matches its managedJobsNamespaceSelector`,
+      };
+    }
+  }
+  if (present === run.roster.length) run.admission.allPodsObservedMs ??= run.now() - run.admitStartedAt;
+  const verdict = run.workloadVerdict;
+  if (verdict?.kind === "inadmissible" || verdict?.kind === "lost") return { done: false, problem: verdict.reason };
+  if (present < run.roster.length) return { done: false };
+  if (!kueue) return { done: true };
+  return { done: verdict?.kind === "admitted" };
+}
+
+function describeWait(run: Run): string {
+  const present = run.roster.filter((s) => s.pod !== undefined).length;
+  if (present < run.roster.length) return `${present} of ${run.roster.length} pods exist`;
+  if (!run.kueue) return "all pods exist";
+  const verdict = run.workloadVerdict;
+  if (verdict === undefined) return `all ${present} pods exist but Kueue has not created Workload ${run.settings.namespace}/${run.settings.podGroup}`;
+  return verdict.kind === "pending" ? `Workload ${run.settings.namespace}/${run.settings.podGroup} pending: ${verdict.message}` : verdict.kind;
+}
+
+function waitForAdmission(run: Run, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const timers: NodeJS.Timeout[] = [];
+    let unsubscribe = (): void => undefined;
+    let stallArmedForWorkload = false;
+    const finish = (error?: Error): void => {
+      for (const t of timers) clearTimeout(t);
+      unsubscribe();
+      signal.removeEventListener("abort", onAbort);
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const check = (): void => {
+      const state = admissionState(run);
+      if (state.problem !== undefined) return finish(new AdmissionError(state.problem));
+      if (state.done) return finish();
+      // All pods exist: Kueue must now create the group's Workload.
+      if (run.kueue && !stallArmedForWorkload && run.admission.allPodsObservedMs !== undefined && run.workload === undefined) {
+        stallArmedForWorkload = true;
+        timers.push(
+          setTimeout(() => {
+            if (run.workload === undefined && run.workloadVerdict === undefined) {
+              finish(
+                new AdmissionError(
+                  `all ${run.roster.length} pods exist but Kueue created no Workload ${run.settings.namespace}/${run.settings.podGroup} within ${run.settings.controllerStallMs} ms: ` +
+                    `check that Kueue's "pod" integration is enabled and running`,
+                ),
+              );
+            }
+          }, run.settings.controllerStallMs),
+        );
+      }
+    };
+    const onAbort = (): void => finish(new AdmissionError(`aborted while waiting for admission (${describeWait(run)})`, { cause: signal.reason }));
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    const off = run.onChange(check);
+    unsubscribe = () => {
+      off();
+    };
+    // No pod at all for any Sandbox: the Agent Sandbox controller is not doing its job.
+    timers.push(
+      setTimeout(() => {
+        if (run.roster.every((s) => s.pod === undefined)) {
+          finish(
+            new AdmissionError(
+              `no pod was created for any of the ${run.roster.length} Sandboxes within ${run.settings.controllerStallMs} ms: ` +
+                `check that the Agent Sandbox controller is running and can create pods in namespace ${run.settings.namespace}`,
+            ),
+          );
+        }
+      }, run.settings.controllerStallMs),
+    );
+    const elapsed = run.now() - run.admitStartedAt;
+    timers.push(
+      setTimeout(
+        () => finish(new AdmissionError(`the roster was not admitted within ${run.settings.admissionTimeoutMs} ms (admissionTimeout): ${describeWait(run)}`)),
+        Math.max(0, run.settings.admissionTimeoutMs - elapsed),
+      ),
+    );
+    check();
+  });
+}

@@ -1,0 +1,324 @@
+/**
+ * The state of one run on Kubernetes and the routing of watch events to member events. One instance
+ * per backend; `admit.ts`, `start.ts` and `stop.ts` act on it.
+ *
+ * Readiness is by watch only (never a ticker): a member is `ready` once it was started (our gate
+ * removed) AND its Pod is `Ready=True` AND its Sandbox is `Ready=True`. A member has `exited` when its
+ * pod fails or terminates, a container cannot start (image pull, config error), kube-scheduler keeps it
+ * Unschedulable for longer than the grace (unless cluster-autoscaler announced a scale-up for it), the
+ * Agent Sandbox controller keeps failing to reconcile it, or its pod or Sandbox is deleted by someone
+ * else. Losing the roster's Workload after admission (eviction, deactivation) fails the run through the
+ * first member that is not ready.
+ */
+import type { MemberEventSink, MemberPlan } from "../../core/backend.js";
+import type { KubeClient } from "./client.js";
+import type { ApiCounters } from "./counters.js";
+import type { Json, RenderContext } from "./render.js";
+import { classifyPod, classifySandbox, classifyWorkload, oneLine, podProgress, type WorkloadVerdict } from "./status.js";
+import { EVENT_TRIGGERED_SCALE_UP, LABEL_MEMBER, LABEL_RUN } from "./upstream.js";
+import type { CacheEvent, ListWatch } from "./watch.js";
+
+/** Resolved backend settings (every default applied). */
+export interface RunSettings {
+  readonly namespace: string;
+  readonly localQueue: string | undefined;
+  readonly podGroup: string;
+  readonly admissionTimeoutMs: number;
+  readonly createConcurrency: number;
+  readonly unschedulableGraceMs: number;
+  readonly reconcileErrorGraceMs: number;
+  readonly controllerStallMs: number;
+  readonly closeTimeoutMs: number;
+  readonly stopExtraMs: number;
+  readonly watchTimeoutSeconds: number;
+}
+
+/** What the backend knows about one member. */
+export interface MemberState {
+  readonly plan: MemberPlan;
+  pod: Json | undefined;
+  sandbox: Json | undefined;
+  /** Pod/Sandbox seen deleted (after having existed). */
+  podDeleted: boolean;
+  sandboxDeleted: boolean;
+  started: boolean;
+  startedAtMs: number | undefined;
+  readyAtMs: number | undefined;
+  stopping: boolean;
+  exited: boolean;
+  scaleUpSeen: boolean;
+  /** Timer of a problem that is fatal only if it persists (Unschedulable, reconcile error). */
+  graceTimer: NodeJS.Timeout | undefined;
+  graceKind: "unschedulable" | "reconcile" | undefined;
+}
+
+/** Milestones of admission, in ms since `admit()` was called (`undefined` until reached). */
+export interface AdmissionTimings {
+  sandboxesCreatedMs?: number;
+  allPodsObservedMs?: number;
+  workloadObservedMs?: number;
+  admittedMs?: number;
+}
+
+type Phase = "new" | "admitting" | "admitted" | "closing" | "closed";
+
+/** One run on Kubernetes. */
+export class Run {
+  readonly client: KubeClient;
+  readonly counters: ApiCounters;
+  readonly ctx: RenderContext;
+  readonly settings: RunSettings;
+  readonly sink: MemberEventSink;
+  readonly members = new Map<string, MemberState>();
+  /** Members in roster order (the order `admit` received them). */
+  roster: MemberState[] = [];
+  phase: Phase = "new";
+  watches: ListWatch[] = [];
+  workload: Json | undefined;
+  workloadVerdict: WorkloadVerdict | undefined;
+  admission: AdmissionTimings = {};
+  admitStartedAt = 0;
+  secretCreated = false;
+  sandboxesCreated = 0;
+  /** The run-level failure already reported (Workload lost, watch fatal), if any. */
+  runFailure: string | undefined;
+  stopTimeouts = 0;
+  leftovers: string[] = [];
+  /** A problem found during admission, reported by `admit()` instead of as a member event. */
+  admissionProblem: string | undefined;
+  /** Called after every event; admission waits and stop/close waits hook in here. */
+  readonly #listeners = new Set<() => void>();
+  readonly #now: () => number;
+
+  constructor(client: KubeClient, counters: ApiCounters, ctx: RenderContext, settings: RunSettings, sink: MemberEventSink, now: () => number) {
+    this.client = client;
+    this.counters = counters;
+    this.ctx = ctx;
+    this.settings = settings;
+    this.sink = sink;
+    this.#now = now;
+  }
+
+  /** Monotonic ms. */
+  now(): number {
+    return this.#now();
+  }
+
+  /** Whether the run uses Kueue (a LocalQueue is configured). */
+  get kueue(): boolean {
+    return this.settings.localQueue !== undefined;
+  }
+
+  /** Registers the roster (once, at admit). */
+  setRoster(plans: readonly MemberPlan[]): void {
+    for (const plan of plans) {
+      const state: MemberState = {
+        plan,
+        pod: undefined,
+        sandbox: undefined,
+        podDeleted: false,
+        sandboxDeleted: false,
+        started: false,
+        startedAtMs: undefined,
+        readyAtMs: undefined,
+        stopping: false,
+        exited: false,
+        scaleUpSeen: false,
+        graceTimer: undefined,
+        graceKind: undefined,
+      };
+      this.members.set(plan.id, state);
+      this.roster.push(state);
+    }
+  }
+
+  /** Subscribes to "something changed"; returns the unsubscribe function. */
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  #changed(): void {
+    for (const listener of [...this.#listeners]) listener();
+  }
+
+  #memberOf(obj: Json): MemberState | undefined {
+    const labels = (obj.metadata as Json | undefined)?.labels as Record<string, string> | undefined;
+    if (labels?.[LABEL_RUN] !== this.ctx.runLabel) return undefined;
+    const id = labels[LABEL_MEMBER];
+    return id === undefined ? undefined : this.members.get(id);
+  }
+
+  /** Pod watch handler. */
+  onPod = (event: CacheEvent): void => {
+    const state = this.#memberOf(event.object);
+    if (state !== undefined) {
+      if (event.type === "DELETED") {
+        state.podDeleted = true;
+        state.pod = undefined;
+        if (this.#reportable(state)) this.#exit(state, `pod ${this.ctx.namespace}/${state.plan.id} was deleted`);
+      } else {
+        state.pod = event.object;
+        this.evaluate(state);
+      }
+    }
+    this.#changed();
+  };
+
+  /** Sandbox watch handler. */
+  onSandbox = (event: CacheEvent): void => {
+    const state = this.#memberOf(event.object);
+    if (state !== undefined) {
+      if (event.type === "DELETED") {
+        state.sandboxDeleted = true;
+        state.sandbox = undefined;
+        if (this.#reportable(state)) this.#exit(state, `Sandbox ${this.ctx.namespace}/${state.plan.id} was deleted`);
+      } else {
+        state.sandbox = event.object;
+        this.evaluate(state);
+      }
+    }
+    this.#changed();
+  };
+
+  /** Workload watch handler (the field selector limits it to the roster's Workload). */
+  onWorkload = (event: CacheEvent): void => {
+    if (event.type === "DELETED") {
+      this.workload = undefined;
+      const ref = `Workload ${this.ctx.namespace}/${this.settings.podGroup}`;
+      this.workloadVerdict = { kind: "lost", reason: `${ref} was deleted` };
+    } else {
+      this.workload = event.object;
+      this.admission.workloadObservedMs ??= this.now() - this.admitStartedAt;
+      this.workloadVerdict = classifyWorkload(event.object);
+      if (this.workloadVerdict.kind === "admitted") this.admission.admittedMs ??= this.now() - this.admitStartedAt;
+    }
+    if (this.workloadVerdict.kind === "lost" && this.phase === "admitted") this.failRun(this.workloadVerdict.reason);
+    this.#changed();
+  };
+
+  /** Event watch handler (cluster-autoscaler TriggeredScaleUp). */
+  onClusterEvent = (event: CacheEvent): void => {
+    if (event.type === "DELETED" || event.object.reason !== EVENT_TRIGGERED_SCALE_UP) return;
+    const involved = event.object.involvedObject as Json | undefined;
+    const state = involved?.kind === "Pod" ? this.members.get(String(involved.name)) : undefined;
+    if (state === undefined || state.scaleUpSeen) return;
+    state.scaleUpSeen = true;
+    if (state.graceKind === "unschedulable") this.#clearGrace(state);
+  };
+
+  /** Whether an event about this member may still be reported to the core. */
+  #reportable(state: MemberState): boolean {
+    return !state.exited && !state.stopping && (this.phase === "admitting" || this.phase === "admitted");
+  }
+
+  #clearGrace(state: MemberState): void {
+    if (state.graceTimer !== undefined) clearTimeout(state.graceTimer);
+    state.graceTimer = undefined;
+    state.graceKind = undefined;
+  }
+
+  #armGrace(state: MemberState, kind: "unschedulable" | "reconcile", ms: number): void {
+    if (state.graceKind === kind) return;
+    this.#clearGrace(state);
+    state.graceKind = kind;
+    state.graceTimer = setTimeout(() => {
+      state.graceTimer = undefined;
+      state.graceKind = undefined;
+      this.evaluate(state, kind);
+      this.#changed();
+    }, ms);
+  }
+
+  /**
+   * Re-derives a member's condition from its pod and Sandbox and reports what changed.
+   *
+   * @param expired - a grace period of this kind just ran out: report the problem if it persists
+   */
+  evaluate(state: MemberState, expired?: "unschedulable" | "reconcile"): void {
+    if (!this.#reportable(state)) {
+      this.#clearGrace(state);
+      return;
+    }
+    const pod = state.pod === undefined ? undefined : classifyPod(state.pod, this.kueue);
+    if (pod?.kind === "exited") {
+      this.#exit(state, pod.reason);
+      return;
+    }
+    const sandbox = state.sandbox === undefined ? undefined : classifySandbox(state.sandbox);
+    if (sandbox?.kind === "exited") {
+      this.#exit(state, sandbox.reason);
+      return;
+    }
+    if (pod?.kind === "unschedulable" && !state.scaleUpSeen) {
+      if (expired === "unschedulable" || this.settings.unschedulableGraceMs === 0) {
+        this.#exit(state, pod.reason);
+        return;
+      }
+      this.#armGrace(state, "unschedulable", this.settings.unschedulableGraceMs);
+    } else if (sandbox?.kind === "error") {
+      if (expired === "reconcile") {
+        this.#exit(state, sandbox.reason);
+        return;
+      }
+      this.#armGrace(state, "reconcile", this.settings.reconcileErrorGraceMs);
+    } else {
+      this.#clearGrace(state);
+    }
+    if (state.started && state.readyAtMs === undefined && pod?.kind === "ready" && sandbox?.kind === "ready") {
+      state.readyAtMs = this.now();
+      const node = (state.pod?.spec as Json | undefined)?.nodeName;
+      const podIPs = (state.sandbox?.status as Json | undefined)?.podIPs;
+      this.sink({
+        kind: "ready",
+        member: state.plan.id,
+        detail: {
+          ...(typeof node === "string" ? { node } : {}),
+          ...(Array.isArray(podIPs) ? { podIPs } : {}),
+        },
+      });
+    }
+  }
+
+  #exit(state: MemberState, reason: string): void {
+    this.#clearGrace(state);
+    state.exited = true;
+    if (this.phase === "admitting") {
+      this.admissionProblem ??= `member ${state.plan.id}: ${reason}`;
+      return;
+    }
+    // The exit code, when there is one, is in `reason`; it is not passed as `exitCode` because the
+    // core's failure summary quotes `reason` only when no exit code is given, and on Kubernetes the
+    // reason (which container, which kubelet/Kueue reason) is the more useful line.
+    this.sink({ kind: "exited", member: state.plan.id, reason });
+  }
+
+  /**
+   * Reports a run-level failure (Workload lost, a watch that cannot go on) through one member: the
+   * first started member that is not ready, else the first member not ready, else the first member.
+   */
+  failRun(reason: string): void {
+    if (this.runFailure !== undefined) return;
+    this.runFailure = reason;
+    if (this.phase === "admitting") {
+      this.admissionProblem ??= reason;
+      return;
+    }
+    const live = this.roster.filter((s) => !s.exited && !s.stopping);
+    const notReady = live.filter((s) => s.readyAtMs === undefined);
+    // The core acts on exits of members it started; name a started one whenever there is one.
+    const culprit = notReady.find((s) => s.started) ?? live.find((s) => s.started) ?? notReady[0] ?? live[0];
+    if (culprit === undefined) return;
+    const waiting = notReady.slice(0, 3).map((s) => `${s.plan.id} (${podProgress(s.pod)})`);
+    const more = notReady.length > 3 ? ` and ${notReady.length - 3} more` : "";
+    const detail = notReady.length > 0 ? `; not ready: ${waiting.join(", ")}${more}` : "";
+    this.#clearGrace(culprit);
+    culprit.exited = true;
+    this.sink({ kind: "exited", member: culprit.plan.id, reason: oneLine(`${reason}${detail}`) });
+  }
+
+  /** Stops every grace timer (at close). */
+  clearTimers(): void {
+    for (const state of this.roster) this.#clearGrace(state);
+  }
+}

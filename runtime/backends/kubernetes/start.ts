@@ -1,0 +1,57 @@
+/**
+ * `start(member)`: ONE write per member. The member's pod already exists (created by the Agent Sandbox
+ * controller at admission) and is held by our `cohort-lab.dev/start` scheduling gate; starting it is a
+ * strategic-merge patch that deletes that gate by name. Deleting by merge key (not a JSON-patch index)
+ * cannot remove Kueue's gate by mistake, whatever order the two gates end up in, and needs no
+ * resourceVersion. Kubernetes allows removing scheduling gates from an existing pod (KEP-3521); when
+ * Kueue's own gate is still there the pod waits for it too. Readiness then arrives by watch (`run.ts`).
+ */
+import type { MemberHandle, MemberPlan } from "../../core/backend.js";
+import { MemberStartError } from "../../core/errors.js";
+import { HttpMethod, KubeApiError } from "./client.js";
+import { memberHost } from "./render.js";
+import type { Run } from "./run.js";
+import { hasStartGate } from "./status.js";
+import { START_GATE } from "./upstream.js";
+
+/** The strategic-merge patch that removes our scheduling gate (`schedulingGates` merges by `name`). */
+export const REMOVE_START_GATE_PATCH = { spec: { schedulingGates: [{ $patch: "delete", name: START_GATE }] } } as const;
+
+/**
+ * Starts one admitted member.
+ *
+ * @throws {MemberStartError} when the roster was not admitted, the member is not in it, was already
+ *   started (a restart needs a new Sandbox, which this backend does not do), has already failed, or the
+ *   patch fails (e.g. its pod was deleted)
+ */
+export async function startMember(run: Run, plan: MemberPlan, signal: AbortSignal): Promise<MemberHandle> {
+  const fail = (message: string, cause?: unknown): MemberStartError =>
+    new MemberStartError(plan.id, "kubernetes", `member ${plan.id}: ${message}`, cause === undefined ? undefined : { cause });
+  const state = run.members.get(plan.id);
+  if (state === undefined) throw fail("not in the roster given to admit()");
+  if (run.phase !== "admitted") throw fail(`cannot start before the roster is admitted (phase ${run.phase})`);
+  if (state.started) throw fail("already started; the kubernetes backend does not restart members");
+  if (state.exited) throw fail("its pod or Sandbox has already failed");
+  const ns = run.settings.namespace;
+  if (state.pod === undefined || hasStartGate(state.pod)) {
+    try {
+      await run.client.request("patch pods", HttpMethod.PATCH, `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(plan.id)}`, {
+        body: REMOVE_START_GATE_PATCH,
+        contentType: "application/strategic-merge-patch+json",
+        signal,
+      });
+    } catch (error) {
+      if (error instanceof KubeApiError && error.status === 404) throw fail(`pod ${ns}/${plan.id} no longer exists`, error);
+      throw fail(`removing scheduling gate ${START_GATE} from pod ${ns}/${plan.id}: ${(error as Error).message}`, error);
+    }
+  }
+  state.started = true;
+  state.startedAtMs = run.now();
+  run.evaluate(state);
+  const port = run.ctx.spec.roles.find((role) => role.name === plan.role)?.port === true ? run.ctx.containerPort : 0;
+  return {
+    member: plan.id,
+    endpoint: { host: memberHost(plan.id, ns), port },
+    detail: { namespace: ns, sandbox: plan.id, pod: plan.id },
+  };
+}
