@@ -6,7 +6,9 @@
  * redaction with 1,000 registered secrets.
  *
  * Run: `export PATH=/tmp/node24/bin:$PATH; npx tsx bench/ledger.ts`
- * Env: LEDGER_BENCH_DIR (default os.tmpdir()) to measure another filesystem; LEDGER_BENCH_RECORDS (default 20000).
+ * Env: LEDGER_BENCH_DIR (default os.tmpdir()) to measure another filesystem; LEDGER_BENCH_RECORDS (default 20000);
+ * LEDGER_BENCH_REPS (default 3): every cell runs this many times and the median is printed (the dev VM is
+ * shared, so single runs are noisy; the load average is printed before and after).
  *
  * The workload is member-level records (`member-started` with pid/pgid/port/endpoint) plus the
  * run-level transitions of one run (run-started first, roster-ready at the middle, teardown-started
@@ -21,6 +23,14 @@ import { DEFAULT_FSYNC_POLICY, LedgerWriter, type FsyncPolicy } from "../runtime
 import { verifyLedger } from "../runtime/core/ledger-verify";
 
 const N = Number(process.env.LEDGER_BENCH_RECORDS ?? 20_000);
+const REPS = Number(process.env.LEDGER_BENCH_REPS ?? 3);
+
+async function median<T>(run: () => Promise<T>, key: (t: T) => number): Promise<T> {
+  const results: T[] = [];
+  for (let i = 0; i < REPS; i++) results.push(await run());
+  results.sort((a, b) => key(a) - key(b));
+  return results[Math.floor((results.length - 1) / 2)]!;
+}
 const ROOT = fs.mkdtempSync(path.join(process.env.LEDGER_BENCH_DIR ?? os.tmpdir(), "cohort-ledger-bench-"));
 const POLICIES: FsyncPolicy[] = [DEFAULT_FSYNC_POLICY, ...(["always", "none"] as FsyncPolicy[]).filter((p) => p !== DEFAULT_FSYNC_POLICY)];
 
@@ -60,6 +70,9 @@ interface Result {
   batches: number;
   syncs: number;
   ms: number;
+  /** Total and longest fdatasync time, ms (before complete). */
+  syncMs: number;
+  syncMsMax: number;
 }
 
 async function measure(policy: FsyncPolicy, appenders: number, n = N, secrets: string[] = []): Promise<Result> {
@@ -72,22 +85,28 @@ async function measure(policy: FsyncPolicy, appenders: number, n = N, secrets: s
     }),
   );
   const ms = performance.now() - t0;
+  const st = w.stats;
   await w.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {} });
   const report = await verifyLedger(w.runDir);
   if (report.records !== n) throw new Error(`expected ${n} records, verify found ${report.records}`);
-  return { recordsPerSec: (n / ms) * 1000, batches: w.stats.batches, syncs: w.stats.syncs - 1, ms };
+  return { recordsPerSec: (n / ms) * 1000, batches: st.batches, syncs: st.syncs, ms, syncMs: st.syncMs, syncMsMax: st.syncMsMax };
 }
 
-/** Synchronous part of append(): enqueue n records without awaiting; the event loop is blocked for this long. */
-async function syncCost(n = N): Promise<number> {
+/**
+ * Synchronous part of append(): enqueue n records without awaiting; the event loop is blocked for
+ * this long. Wall and CPU (user+system) µs per record; CPU time is what contention cannot inflate.
+ */
+async function syncCost(n = N): Promise<{ wallUs: number; cpuUs: number }> {
   const w = await openWriter(DEFAULT_FSYNC_POLICY);
   const pending: Promise<unknown>[] = [];
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < n; i++) pending.push(w.append(kindFor(i, n), fields(i)));
-  const us = ((performance.now() - t0) * 1000) / n;
+  const wallUs = ((performance.now() - t0) * 1000) / n;
+  const c = process.cpuUsage(c0);
   await Promise.all(pending);
   await w.close();
-  return us;
+  return { wallUs, cpuUs: (c.user + c.system) / n };
 }
 
 /** 1,000 member flows, each appending its 6 records in sequence (awaiting each), all at once. */
@@ -103,8 +122,9 @@ async function schedulerShaped(policy: FsyncPolicy): Promise<{ ms: number; batch
   );
   await w.append("teardown-finished");
   const ms = performance.now() - t0;
+  const st = w.stats;
   await w.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {} });
-  return { ms, batches: w.stats.batches, syncs: w.stats.syncs - 1 };
+  return { ms, batches: st.batches, syncs: st.syncs };
 }
 
 function fmt(n: number): string {
@@ -117,36 +137,44 @@ function pad(rows: string[][]): string {
 }
 
 async function main(): Promise<void> {
-  console.log(`ledger bench: ${fmt(N)} records per cell, dir ${ROOT}, node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg()[0]!.toFixed(2)}`);
-  const rows: string[][] = [["policy", "1 appender rec/s", "(batches/syncs)", "64 appenders rec/s", "(batches/syncs)"]];
+  console.log(
+    `ledger bench: ${fmt(N)} records per cell, median of ${REPS}, dir ${ROOT}, node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg()[0]!.toFixed(2)}`,
+  );
+  await measure("none", 64, 2000); // warm up the JIT
+  const rows: string[][] = [["policy", "1 appender rec/s", "(batches/syncs)", "64 appenders rec/s", "(batches/syncs)", "fdatasync mean/max ms"]];
   for (const policy of POLICIES) {
-    const one = await measure(policy, 1);
-    const many = await measure(policy, 64);
+    const one = await median(() => measure(policy, 1), (r) => r.recordsPerSec);
+    const many = await median(() => measure(policy, 64), (r) => r.recordsPerSec);
     rows.push([
       policy + (policy === DEFAULT_FSYNC_POLICY ? " (default)" : ""),
       fmt(one.recordsPerSec),
       `(${fmt(one.batches)}/${fmt(one.syncs)})`,
       fmt(many.recordsPerSec),
       `(${fmt(many.batches)}/${fmt(many.syncs)})`,
+      one.syncs + many.syncs === 0
+        ? "-"
+        : `${((one.syncMs + many.syncMs) / (one.syncs + many.syncs)).toFixed(2)}/${Math.max(one.syncMsMax, many.syncMsMax).toFixed(1)}`,
     ]);
   }
   console.log(pad(rows));
 
-  console.log(`\nsynchronous cost of append() (event loop blocked per record): ${(await syncCost()).toFixed(2)} us`);
+  const cost = await median(() => syncCost(), (x) => x.cpuUs);
+  console.log(`\nsynchronous cost of append() (event loop blocked per record): ${cost.wallUs.toFixed(2)} us wall, ${cost.cpuUs.toFixed(2)} us CPU`);
 
   const srows: string[][] = [["policy", "1,000 members x 6 records, wall ms", "batches", "syncs"]];
   for (const policy of POLICIES) {
-    const s = await schedulerShaped(policy);
+    const s = await median(() => schedulerShaped(policy), (r) => r.ms);
     srows.push([policy, s.ms.toFixed(1), fmt(s.batches), fmt(s.syncs)]);
   }
   console.log(`\nscheduler-shaped run (1,000 concurrent member flows awaiting each append):\n${pad(srows)}`);
 
   const secrets = Array.from({ length: 1000 }, () => randomBytes(16).toString("hex"));
-  const plain = await measure(DEFAULT_FSYNC_POLICY, 64);
-  const redacted = await measure(DEFAULT_FSYNC_POLICY, 64, N, secrets);
+  const plain = await median(() => measure(DEFAULT_FSYNC_POLICY, 64), (r) => r.recordsPerSec);
+  const redacted = await median(() => measure(DEFAULT_FSYNC_POLICY, 64, N, secrets), (r) => r.recordsPerSec);
   console.log(
     `\nredaction, 64 appenders, ${DEFAULT_FSYNC_POLICY}: no secrets ${fmt(plain.recordsPerSec)} rec/s, 1,000 registered secrets ${fmt(redacted.recordsPerSec)} rec/s`,
   );
+  console.log(`\nload average at the end: ${os.loadavg()[0]!.toFixed(2)}`);
   fs.rmSync(ROOT, { recursive: true, force: true });
 }
 

@@ -102,11 +102,11 @@ export class LedgerExistsError extends CohortError {
   }
 }
 
-/** `append`/`complete` called after `complete` (code `ledger-closed`). */
+/** `append`/`complete` called after `complete` or `close` (code `ledger-closed`). */
 export class LedgerClosedError extends CohortError {
   readonly runDir: string;
-  constructor(runDir: string, what: string) {
-    super("ledger-closed", `ledger ${runDir}: ${what} after the ledger was completed`);
+  constructor(runDir: string, what: string, how: "completed" | "closed without a completion" = "completed") {
+    super("ledger-closed", `ledger ${runDir}: ${what} after the ledger was ${how}`);
     this.runDir = runDir;
   }
 }

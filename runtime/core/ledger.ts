@@ -210,6 +210,10 @@ export interface LedgerWriterStats {
   syncs: number;
   /** Bytes of records.ndjson. */
   bytes: number;
+  /** Total wall time spent in `fdatasync()` of records.ndjson, ms. */
+  syncMs: number;
+  /** Longest single `fdatasync()`, ms. */
+  syncMsMax: number;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -504,7 +508,8 @@ export class LedgerWriter {
   private idleWaiters: Array<() => void> = [];
   private failure: LedgerWriteError | undefined;
   private state: "open" | "completing" | "closed" = "open";
-  private readonly counters: LedgerWriterStats = { records: 0, batches: 0, syncs: 0, bytes: 0 };
+  private closedHow: "completed" | "closed without a completion" = "completed";
+  private readonly counters: LedgerWriterStats = { records: 0, batches: 0, syncs: 0, bytes: 0, syncMs: 0, syncMsMax: 0 };
 
   private constructor(runDir: string, fd: number, manifestSha256: string, redactor: Redactor, t0: number, opts: LedgerWriterOptions) {
     this.runDir = runDir;
@@ -612,7 +617,8 @@ export class LedgerWriter {
   /**
    * Append one record. `seq`, `at`, `elapsedMs` and `prev` are assigned now, in call order; the
    * returned promise resolves with the record as written once the batch holding it is written (and
-   * fdatasync'ed, per the fsync policy). Never throws synchronously.
+   * fdatasync'ed, per the fsync policy). Never throws synchronously. A caller that does not await
+   * must still attach a rejection handler: an unhandled rejection terminates Node.
    * @param kind `^[a-z][a-z0-9-]*$`, see {@link RecordKind}.
    * @param fields free-form JSON fields; `member` (string) names the member; `seq`, `at`, `elapsedMs`, `kind`, `prev` are reserved.
    * @returns rejects with {@link LedgerInputError} (bad kind/field, nothing written, writer still usable),
@@ -621,7 +627,7 @@ export class LedgerWriter {
   append(kind: string, fields?: Record<string, unknown> & { member?: string }): Promise<LedgerRecord> {
     try {
       if (this.failure) return Promise.reject(this.failure);
-      if (this.state !== "open") return Promise.reject(new LedgerClosedError(this.runDir, `append(${JSON.stringify(kind)})`));
+      if (this.state !== "open") return Promise.reject(new LedgerClosedError(this.runDir, `append(${JSON.stringify(kind)})`, this.closedHow));
       if (typeof kind !== "string" || !KIND.test(kind))
         return Promise.reject(new LedgerInputError("record.kind", `expected a kind matching ^[a-z][a-z0-9-]*$, got ${JSON.stringify(kind)}`));
       const seq = this.seq + 1;
@@ -672,9 +678,17 @@ export class LedgerWriter {
    * @throws {LedgerClosedError} `complete` or `close` was already called.
    * @throws {LedgerWriteError} a write failed (then no completion is written: the run reads as crashed).
    */
-  async complete(c: { outcome: Outcome; firstFailure: Completion["firstFailure"]; phasesMs: Record<string, number>; [k: string]: unknown }): Promise<Completion> {
+  complete(c: { outcome: Outcome; firstFailure: Completion["firstFailure"]; phasesMs: Record<string, number>; [k: string]: unknown }): Promise<Completion> {
+    const p = this.completeInner(c);
+    this.finishing = p;
+    return p;
+  }
+
+  private finishing: Promise<unknown> | undefined;
+
+  private async completeInner(c: { outcome: Outcome; firstFailure: Completion["firstFailure"]; phasesMs: Record<string, number>; [k: string]: unknown }): Promise<Completion> {
     if (this.failure) throw this.failure;
-    if (this.state !== "open") throw new LedgerClosedError(this.runDir, "complete()");
+    if (this.state !== "open") throw new LedgerClosedError(this.runDir, "complete()", this.closedHow);
     const parsed = CompletionInputSchema.safeParse(c);
     if (!parsed.success) {
       const { path: p, reason } = describeZodError("completion", parsed.error);
@@ -693,8 +707,7 @@ export class LedgerWriter {
     await this.drain();
     if (this.failure) throw this.failure;
     try {
-      await fdatasync(this.fdNum);
-      this.counters.syncs++;
+      await this.sync();
     } catch (err) {
       this.latch(err, []);
       throw this.failure!;
@@ -730,10 +743,13 @@ export class LedgerWriter {
 
   /**
    * Release the file WITHOUT writing a completion (the ledger then reads as a crashed run). Waits for
-   * pending appends. Idempotent; later appends reject with {@link LedgerClosedError}.
+   * pending appends (and for a `complete()` in progress, which then wins). Idempotent; later appends
+   * reject with {@link LedgerClosedError}.
    */
   async close(): Promise<void> {
+    if (this.state === "completing" && this.finishing) await this.finishing.catch(() => undefined);
     if (this.state === "closed") return;
+    if (this.state === "open") this.closedHow = "closed without a completion";
     this.state = "completing";
     await this.drain();
     this.state = "closed";
@@ -749,6 +765,15 @@ export class LedgerWriter {
     } catch {
       // already closed underneath (EBADF): nothing to release
     }
+  }
+
+  private async sync(): Promise<void> {
+    const t = performance.now();
+    await fdatasync(this.fdNum);
+    const ms = performance.now() - t;
+    this.counters.syncs++;
+    this.counters.syncMs += ms;
+    if (ms > this.counters.syncMsMax) this.counters.syncMsMax = ms;
   }
 
   private scheduleFlush(): void {
@@ -782,10 +807,7 @@ export class LedgerWriter {
           this.counters.batches++;
           this.counters.bytes += buf.length;
           this.fileHash.update(buf);
-          if (this.policy === "always" || (this.policy === "transitions" && transition)) {
-            await fdatasync(this.fdNum);
-            this.counters.syncs++;
-          }
+          if (this.policy === "always" || (this.policy === "transitions" && transition)) await this.sync();
         } catch (err) {
           this.latch(err, batch);
           break;

@@ -137,7 +137,7 @@ describe("LedgerWriter ordering and group commit", () => {
     const w = await LedgerWriter.open(dir, manifestFor(), { fsync: "none" });
     const all = Array.from({ length: 100 }, (_, i) => w.append("member-scheduled", { member: `agent-${i}` }));
     await Promise.all(all);
-    expect(w.stats).toEqual({ records: 100, batches: 1, syncs: 0, bytes: fs.statSync(path.join(dir, "records.ndjson")).size });
+    expect(w.stats).toEqual({ records: 100, batches: 1, syncs: 0, bytes: fs.statSync(path.join(dir, "records.ndjson")).size, syncMs: 0, syncMsMax: 0 });
     await w.close();
   });
 
@@ -180,6 +180,24 @@ describe("LedgerWriter refusals", () => {
     );
     expect(recordLines(dir)).toHaveLength(1);
     await expect(verifyLedger(dir)).resolves.toMatchObject({ records: 1, complete: true, outcome: "interrupted" });
+  });
+
+  it("close() releases the file without a completion; later calls say so; close during complete waits for it", async () => {
+    const dir = tempRunDir();
+    const w = await LedgerWriter.open(dir, manifestFor());
+    await w.append("run-started");
+    await w.close();
+    await w.close();
+    await expect(w.append("member-started")).rejects.toThrow(`ledger ${dir}: append("member-started") after the ledger was closed without a completion`);
+    await expect(verifyLedger(dir)).resolves.toMatchObject({ records: 1, complete: false });
+
+    const dir2 = tempRunDir();
+    const w2 = await LedgerWriter.open(dir2, manifestFor());
+    void w2.append("run-started");
+    const done = w2.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {} });
+    await w2.close();
+    await expect(done).resolves.toMatchObject({ records: 1 });
+    await expect(verifyLedger(dir2)).resolves.toMatchObject({ records: 1, complete: true });
   });
 
   it("appends issued before complete are all written before completion.json", async () => {
