@@ -135,7 +135,8 @@ export class PortAllocator {
 
   /**
    * Stops holding `key`'s port so its member can bind it. The port stays allocated (never handed to
-   * another key). Resolves once the listening socket is closed. Idempotent.
+   * another key). The socket is closed synchronously (libuv closes the descriptor inside `close()`); the
+   * promise resolves when Node confirms it. Idempotent.
    */
   async release(key: string): Promise<void> {
     const entry = this.held.get(key);

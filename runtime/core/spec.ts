@@ -37,7 +37,7 @@ export const RUNSPEC_KIND = "Cohort";
 export const MAX_COHORT_SIZE = 10_000;
 /**
  * Longest cohort `name`: the run id `<name>-<yyyymmddThhmmssZ>-<6 hex>` adds 24 characters and must
- * stay a DNS-1123 label (63 characters), so that it can be a Kubernetes label value and namespace name.
+ * stay within 63 characters, so that it is a valid Kubernetes label value.
  */
 export const MAX_NAME_LENGTH = 39;
 /** Names the runtime sets itself; `app.env` and `app.secretEnv` may not use them. */

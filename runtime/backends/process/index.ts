@@ -3,7 +3,9 @@
  * this machine (profile `host`). Linux and macOS.
  *
  * - `endpoints`: one free loopback port per member, reserved until the member starts (core/ports.ts).
- * - `start`: member directory and files, then spawn (./start.ts); resolves once the process exists.
+ * - `admit`: creates every member's directory and writes its files before the first start, so that
+ *   file system work is not on the start-up critical path.
+ * - `start`: spawn (./start.ts); resolves once the process exists.
  * - `stop`: SIGTERM to the group, SIGKILL after the grace period, until the group is empty (./stop.ts).
  * - `exec`: exec readiness probes run with the member's environment in its directory.
  * - Member exits are reported through the event sink with the exit code or signal and the output tail.
@@ -12,11 +14,10 @@
  *   synchronously. A SIGKILLed runtime cannot do that; `cohort reap <runDir>` cleans up after it.
  */
 import * as path from "node:path";
-import { execa } from "execa";
 import type { Backend, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
-import { OutputCapture, RING_LINES, memberEnvironment, prepareMemberDir, spawnMember } from "./start";
+import { OutputCapture, RING_LINES, loadExeca, memberEnvironment, prepareMemberDir, spawnMember } from "./start";
 import { GroupWatcher, groupAlive } from "./status";
 import { stopGroup } from "./stop";
 
@@ -75,6 +76,7 @@ export class ProcessBackend implements Backend {
   private readonly options: ProcessBackendOptions;
   private readonly ports = new PortAllocator();
   private readonly members = new Map<string, RunningMember>();
+  private readonly prepared = new Map<string, Promise<void>>();
   private readonly watcher = new GroupWatcher();
 
   constructor(options: ProcessBackendOptions) {
@@ -93,6 +95,7 @@ export class ProcessBackend implements Backend {
     if (process.platform !== "linux" && process.platform !== "darwin") {
       throw new BackendUnavailableError("process", `the process backend needs Linux or macOS (process groups); this is ${process.platform}`);
     }
+    const { execa } = await loadExeca();
     const probe = execa("sh", ["-c", "exec sleep 30"], { detached: true, stdin: "ignore", stdout: "ignore", stderr: "ignore", reject: false, cleanup: false });
     probe.catch(() => undefined);
     const child = probe.nodeChildProcess;
@@ -130,6 +133,30 @@ export class ProcessBackend implements Backend {
   }
 
   /**
+   * Prepares every member's directory and files (no process is started). At most 32 at a time.
+   *
+   * @throws {MemberStartError} naming the member whose directory or files cannot be written
+   */
+  async admit(members: readonly MemberPlan[], signal: AbortSignal): Promise<void> {
+    const queue = [...members];
+    const worker = async (): Promise<void> => {
+      for (let plan = queue.shift(); plan !== undefined && !signal.aborted; plan = queue.shift()) await this.prepare(plan);
+    };
+    await Promise.all(Array.from({ length: Math.min(32, queue.length) }, worker));
+  }
+
+  private prepare(plan: MemberPlan): Promise<void> {
+    let promise = this.prepared.get(plan.id);
+    if (promise === undefined) {
+      promise = prepareMemberDir(plan).catch((error: unknown) => {
+        throw new MemberStartError(plan.id, this.name, `cannot prepare ${plan.workDir}: ${(error as Error).message}`, { cause: error });
+      });
+      this.prepared.set(plan.id, promise);
+    }
+    return promise;
+  }
+
+  /**
    * Starts one member (see the module doc).
    *
    * @throws {MemberStartError} when its directory cannot be prepared or its command cannot be spawned
@@ -137,15 +164,11 @@ export class ProcessBackend implements Backend {
    */
   async start(plan: MemberPlan, signal: AbortSignal): Promise<MemberHandle> {
     if (this.members.has(plan.id)) throw new MemberStartError(plan.id, this.name, `member ${plan.id} was already started`);
-    try {
-      await prepareMemberDir(plan);
-    } catch (error) {
-      throw new MemberStartError(plan.id, this.name, `cannot prepare ${plan.workDir}: ${(error as Error).message}`, { cause: error });
-    }
+    await this.prepare(plan);
     if (signal.aborted) throw new Error(`start of ${plan.id} aborted`);
     const secrets = plan.secretEnv.map((name) => plan.env[name] ?? "").filter((value) => value.length > 0);
     const output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
-    await this.ports.release(plan.id);
+    void this.ports.release(plan.id); // the listening socket is closed synchronously; the callback only confirms
     const env = memberEnvironment(plan);
     let spawned;
     try {
@@ -223,6 +246,7 @@ export class ProcessBackend implements Backend {
 
   private async exec(member: RunningMember, command: readonly string[], signal: AbortSignal): Promise<{ exitCode: number | null }> {
     const [file, ...args] = command;
+    const { execa } = await loadExeca();
     const result = await execa(file!, args, {
       cwd: member.plan.workDir,
       env: member.env,

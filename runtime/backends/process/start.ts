@@ -16,8 +16,19 @@ import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import * as path from "node:path";
 import type { Readable } from "node:stream";
-import { execa, type ResultPromise } from "execa";
+import type { ResultPromise } from "execa";
 import type { MemberPlan } from "../../core/backend";
+
+/**
+ * execa, loaded once with a dynamic `import()`: execa 10 and its dependencies are ESM-only, and some
+ * (unicorn-magic) export only an `import` condition, so a CommonJS `require` chain (e.g. under tsx's
+ * require hook) cannot load them; an ESM import can, in Node, tsx, vitest and the esbuild bundle alike.
+ */
+let execaModule: Promise<typeof import("execa")> | null = null;
+export function loadExeca(): Promise<typeof import("execa")> {
+  execaModule ??= import("execa");
+  return execaModule;
+}
 
 /** Names copied from the runtime's environment into every member's (when set). */
 export const INHERITED_ENV: readonly string[] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"];
@@ -177,6 +188,7 @@ export interface SpawnedMember {
  */
 export async function spawnMember(plan: MemberPlan, env: Record<string, string>, output: OutputCapture): Promise<SpawnedMember> {
   const [file, ...args] = plan.command;
+  const { execa } = await loadExeca();
   const subprocess = execa(file!, args, {
     cwd: plan.workDir,
     env,

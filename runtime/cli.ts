@@ -1,0 +1,397 @@
+/**
+ * `cohort`: the cohort runtime's command line (DESIGN.md "CLI").
+ *
+ *   cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
+ *              [--backend-config FILE] [--backend-option KEY=VALUE]...
+ *   cohort ledger verify DIR | ledger show DIR | ledger recover DIR
+ *   cohort reap DIR
+ *
+ * `run` prints progress on stderr (a bar on a terminal, otherwise event-driven lines such as
+ * `started 12/200 ready 8/200`) and exactly ONE JSON line on stdout once a run directory exists:
+ * `{"runId","outcome","size","readyCount","timeToReadyMs","ledgerPath","firstFailure"}`. On failure the
+ * LAST stderr line is a one-line reason naming the member. Exit codes: 0 succeeded; 1 failed (or the
+ * backend is unavailable); 2 bad usage or a refused RunSpec (`spec error: <path>: <reason>` lines);
+ * 128 + signal number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { randomBytes } from "node:crypto";
+import { parseArgs } from "node:util";
+import cliProgress from "cli-progress";
+import { parse as parseYaml } from "yaml";
+import { backendNames, createBackend } from "./backends/index";
+import { readProcStat } from "./backends/process/status";
+import { CohortError, SpecError } from "./core/errors";
+import { LedgerWriter } from "./core/ledger";
+import { recoverLedger, verifyLedger } from "./core/ledger-verify";
+import { showLedger } from "./core/ledger-show";
+import { Scheduler, type RunProgress, type RunResult } from "./core/scheduler";
+import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
+import packageJson from "../package.json";
+
+/** The runtime's version (package.json). */
+export const COHORT_VERSION: string = packageJson.version;
+
+const USAGE = `usage:
+  cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
+             [--backend-config FILE] [--backend-option KEY=VALUE]...
+  cohort ledger verify DIR
+  cohort ledger show DIR
+  cohort ledger recover DIR
+  cohort reap DIR
+  cohort --version`;
+
+/** Where the CLI writes; injectable for tests. */
+export interface CliIo {
+  readonly stdout: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly stderr: NodeJS.WritableStream & { isTTY?: boolean };
+  readonly stdin: () => string;
+}
+
+const defaultIo: CliIo = {
+  stdout: process.stdout,
+  stderr: process.stderr,
+  stdin: () => fs.readFileSync(0, "utf8"),
+};
+
+class UsageError extends Error {}
+
+const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
+
+/**
+ * Runs the CLI.
+ *
+ * @param argv - arguments after the program name
+ * @returns the exit code
+ */
+export async function main(argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
+  const err = (line: string): void => void io.stderr.write(`${line}\n`);
+  try {
+    const [command, ...rest] = argv;
+    switch (command) {
+      case "run":
+        return await runCommand(rest, io);
+      case "ledger":
+        return await ledgerCommand(rest, io);
+      case "reap":
+        return await reapCommand(rest, io);
+      case "--version":
+      case "version":
+        io.stdout.write(`${COHORT_VERSION}\n`);
+        return 0;
+      case "--help":
+      case "-h":
+      case "help":
+        io.stdout.write(`${USAGE}\n`);
+        return 0;
+      case undefined:
+        throw new UsageError("missing command");
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } catch (error) {
+    if (error instanceof UsageError) {
+      err(`cohort: ${error.message}`);
+      err(USAGE);
+      return 2;
+    }
+    if (error instanceof SpecError) {
+      for (const issue of error.issues) err(`spec error: ${issue.path === "" ? "" : `${issue.path}: `}${issue.reason}`);
+      return 2;
+    }
+    err(`cohort: ${error instanceof Error ? error.message : String(error)}`);
+    return 1;
+  }
+}
+
+function parse<T extends Record<string, { type: "string" | "boolean"; multiple?: boolean; short?: string }>>(args: readonly string[], options: T, positionals: number) {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: [...args], options, allowPositionals: positionals > 0, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  if (parsed.positionals.length !== positionals) {
+    throw new UsageError(positionals === 0 ? `unexpected argument "${parsed.positionals[0]}"` : `expected ${positionals} argument(s), got ${parsed.positionals.length}`);
+  }
+  return parsed;
+}
+
+// ---- run --------------------------------------------------------------------------------------
+
+/** `<name>-<yyyymmddThhmmssZ>-<6 hex>`, e.g. `society-20261130T072301Z-3fa9c1`. */
+export function newRunId(name: string, now: Date = new Date(), hex: string = randomBytes(3).toString("hex")): string {
+  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
+  return `${name}-${stamp}-${hex}`;
+}
+
+function parseBackendOptions(configFile: string | undefined, pairs: readonly string[]): Record<string, unknown> {
+  let options: Record<string, unknown> = {};
+  if (configFile !== undefined) {
+    let doc: unknown;
+    try {
+      doc = parseYaml(fs.readFileSync(configFile, "utf8"));
+    } catch (error) {
+      throw new UsageError(`--backend-config ${configFile}: ${(error as Error).message}`);
+    }
+    if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new UsageError(`--backend-config ${configFile}: expected a mapping`);
+    options = { ...(doc as Record<string, unknown>) };
+  }
+  for (const pair of pairs) {
+    const eq = pair.indexOf("=");
+    if (eq <= 0) throw new UsageError(`--backend-option expects KEY=VALUE; got "${pair}"`);
+    const raw = pair.slice(eq + 1);
+    let value: unknown = raw;
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      value = raw;
+    }
+    options[pair.slice(0, eq)] = value;
+  }
+  return options;
+}
+
+async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const { values } = parse(
+    args,
+    {
+      spec: { type: "string" },
+      artifacts: { type: "string" },
+      backend: { type: "string" },
+      profile: { type: "string" },
+      "run-id": { type: "string" },
+      "backend-config": { type: "string" },
+      "backend-option": { type: "string", multiple: true },
+    },
+    0,
+  );
+  if (values.spec === undefined) throw new UsageError("run: --spec FILE (or - for stdin) is required");
+  if (values.artifacts === undefined) throw new UsageError("run: --artifacts DIR is required");
+  const backendName = values.backend ?? "process";
+  if (!backendNames().includes(backendName)) throw new UsageError(`run: unknown backend "${backendName}" (known: ${backendNames().join(", ")})`);
+  const backendOptions = parseBackendOptions(values["backend-config"], values["backend-option"] ?? []);
+
+  // Everything below up to the ledger is free of side effects: the spec is refused before any exists.
+  let text: string;
+  try {
+    text = values.spec === "-" ? io.stdin() : fs.readFileSync(values.spec, "utf8");
+  } catch (error) {
+    throw new UsageError(`run: cannot read the spec ${values.spec === "-" ? "from stdin" : values.spec}: ${(error as Error).message}`);
+  }
+  const spec = loadRunSpec(text);
+  const runId = values["run-id"] ?? newRunId(spec.name);
+  if (!/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(runId) || runId.length > 63) {
+    throw new UsageError(`run: --run-id must be a Kubernetes label value (letters, digits, "-", "_", ".", at most 63 characters); got "${runId}"`);
+  }
+  const runDir = path.resolve(values.artifacts, runId);
+  if (fs.existsSync(runDir)) throw new UsageError(`run: ${runDir} already exists; choose another --run-id`);
+
+  let scheduler: Scheduler | null = null;
+  const backend = await createBackend(backendName, {
+    runId,
+    runDir,
+    spec,
+    events: (event) => scheduler?.events(event),
+    options: backendOptions,
+  });
+  await backend.available();
+
+  const ledger = await LedgerWriter.open(runDir, {
+    runId,
+    profile: values.profile ?? "host",
+    backend: backend.name,
+    spec: spec.spec,
+    tools: { cohort: COHORT_VERSION, node: process.version },
+    createdAt: new Date().toISOString(),
+    runtimePid: process.pid,
+  });
+  const progress = new ProgressReporter(io.stderr, spec.size);
+  scheduler = new Scheduler({
+    spec,
+    runId,
+    runDir,
+    backend,
+    ledger,
+    onProgress: (p) => progress.update(p),
+    runStartedFields: { runtimePid: process.pid, runtimeStartTicks: readProcStat(process.pid)?.startTicks ?? null },
+  });
+
+  let signals = 0;
+  const onSignal = (signal: NodeJS.Signals): void => {
+    signals++;
+    if (signals >= 3) {
+      // Third signal: leave now. The process backend's exit handler SIGKILLs every member group.
+      io.stderr.write(`cohort: ${signal} again: exiting without completing the ledger\n`);
+      process.exit(128 + (SIGNAL_NUMBERS[signal] ?? 15));
+    }
+    progress.note(signals === 1 ? `${signal}: stopping members (send again to kill them now)` : `${signal}: killing members`);
+    scheduler!.interrupt(signal);
+  };
+  const handled: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
+  for (const signal of handled) process.on(signal, onSignal);
+  let result: RunResult;
+  try {
+    result = await scheduler.run();
+  } finally {
+    for (const signal of handled) process.off(signal, onSignal);
+    progress.stop();
+  }
+  return report(result, spec, runDir, io);
+}
+
+function report(result: RunResult, spec: CompiledRunSpec, runDir: string, io: CliIo): number {
+  const summary = {
+    runId: result.runId,
+    outcome: result.outcome,
+    size: spec.size,
+    readyCount: result.readyCount,
+    timeToReadyMs: result.timeToReadyMs,
+    ledgerPath: runDir,
+    firstFailure: result.firstFailure,
+  };
+  io.stdout.write(`${JSON.stringify(summary)}\n`);
+  const lines: string[] = [];
+  if (result.ledgerError !== null) lines.push(`cohort: ledger: ${result.ledgerError}`);
+  if (result.outcome === "succeeded") {
+    lines.push(`cohort: run ${result.runId} succeeded: ${result.readyCount}/${spec.size} ready in ${result.timeToReadyMs}ms; ledger ${runDir}`);
+  } else if (result.outcome === "interrupted") {
+    lines.push(`cohort: run ${result.runId} interrupted by ${result.interruptedBy}; ${result.readyCount}/${spec.size} were ready; ledger ${runDir}`);
+  } else {
+    const [first, ...tail] = (result.firstFailure?.reason ?? "unknown failure").split("\n");
+    if (tail.length > 0) {
+      lines.push(`cohort: last output of ${result.firstFailure?.member ?? "the run"}:`);
+      for (const line of tail) lines.push(`  | ${line}`);
+    }
+    lines.push(`cohort: run ${result.runId} failed: ${first}`);
+  }
+  for (const line of lines) io.stderr.write(`${line}\n`);
+  if (result.outcome === "succeeded") return result.ledgerError === null ? 0 : 1;
+  if (result.outcome === "interrupted") return 128 + (SIGNAL_NUMBERS[result.interruptedBy ?? ""] ?? 15);
+  return 1;
+}
+
+/**
+ * Progress on stderr: a cli-progress bar on a terminal; otherwise one line per change, at most one
+ * every {@link ProgressReporter.LINE_INTERVAL_MS} (a single trailing timer is armed only when a change
+ * is pending: event-driven, no ticker), plus one line at each phase change.
+ */
+class ProgressReporter {
+  static readonly LINE_INTERVAL_MS = 500;
+  private readonly bar: cliProgress.SingleBar | null;
+  private last: RunProgress | null = null;
+  private lastLineAt = 0;
+  private lastLine = "";
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly out: NodeJS.WritableStream & { isTTY?: boolean },
+    private readonly size: number,
+  ) {
+    this.bar =
+      out.isTTY === true
+        ? new cliProgress.SingleBar(
+            { stream: out, format: "{phase} |{bar}| started {started}/{total} ready {value}/{total}", hideCursor: true, clearOnComplete: false, noTTYOutput: false },
+            cliProgress.Presets.shades_classic,
+          )
+        : null;
+    this.bar?.start(size, 0, { phase: "admission", started: 0 });
+  }
+
+  update(progress: RunProgress): void {
+    const phaseChanged = this.last?.phase !== progress.phase;
+    this.last = progress;
+    if (this.bar !== null) {
+      this.bar.update(progress.ready, { phase: progress.phase, started: progress.started });
+      return;
+    }
+    const now = Date.now();
+    if (phaseChanged || now - this.lastLineAt >= ProgressReporter.LINE_INTERVAL_MS) this.line();
+    else this.timer ??= setTimeout(() => this.line(), ProgressReporter.LINE_INTERVAL_MS - (now - this.lastLineAt));
+  }
+
+  /** A one-off message (e.g. a signal was received). */
+  note(message: string): void {
+    if (this.bar !== null) this.bar.stop();
+    this.out.write(`cohort: ${message}\n`);
+    if (this.bar !== null && this.last !== null) this.bar.start(this.size, this.last.ready, { phase: this.last.phase, started: this.last.started });
+  }
+
+  stop(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    if (this.bar !== null) this.bar.stop();
+    else if (this.last !== null) this.line();
+  }
+
+  private line(): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timer = null;
+    const p = this.last;
+    if (p === null) return;
+    const text = `${p.phase}: started ${p.started}/${p.size} ready ${p.ready}/${p.size}${p.phase === "teardown" || p.phase === "done" ? ` stopped ${p.stopped}/${p.started}` : ""}`;
+    this.lastLineAt = Date.now();
+    if (text === this.lastLine) return;
+    this.lastLine = text;
+    this.out.write(`${text}\n`);
+  }
+}
+
+// ---- ledger, reap -----------------------------------------------------------------------------
+
+async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const [sub, ...rest] = args;
+  const { positionals } = parse(rest, {}, 1);
+  const dir = positionals[0]!;
+  try {
+    switch (sub) {
+      case "verify": {
+        const verified = await verifyLedger(dir);
+        io.stdout.write(
+          `ok: ${verified.runId}: ${verified.records} records, ${verified.complete ? `outcome ${verified.outcome}` : "no completion.json (crashed or still running)"}\n`,
+        );
+        return 0;
+      }
+      case "show":
+        io.stdout.write(await showLedger(dir));
+        return 0;
+      case "recover": {
+        const recovered = await recoverLedger(dir);
+        io.stdout.write(
+          recovered.recovered
+            ? `recovered: cut a torn final line (${recovered.truncatedBytes} bytes, kept in ${recovered.movedTo})\n`
+            : "ok: nothing to recover\n",
+        );
+        return 0;
+      }
+      default:
+        throw new UsageError(sub === undefined ? "ledger: missing subcommand (verify, show, recover)" : `ledger: unknown subcommand "${sub}"`);
+    }
+  } catch (error) {
+    if (error instanceof CohortError) {
+      io.stderr.write(`cohort: ledger ${sub} failed: ${error.message}\n`);
+      return 1;
+    }
+    throw error;
+  }
+}
+
+async function reapCommand(args: readonly string[], io: CliIo): Promise<number> {
+  const { positionals, values } = parse(args, { grace: { type: "string" } }, 1);
+  const graceMs = values.grace === undefined ? undefined : Number(values.grace);
+  if (graceMs !== undefined && (!Number.isInteger(graceMs) || graceMs < 0)) throw new UsageError(`reap: --grace expects milliseconds; got "${values.grace}"`);
+  const { reapRun } = await import("./backends/process/reap.js");
+  const reaped = await reapRun(positionals[0]!, graceMs === undefined ? {} : { graceMs });
+  if (reaped.runtime !== null) io.stdout.write(`stopped runtime pid ${reaped.runtime} of run ${reaped.runId}\n`);
+  for (const group of reaped.groups) io.stdout.write(`stopped member ${group.member} (process group ${group.pgid}, ${group.processes} process(es))\n`);
+  if (reaped.runtime === null && reaped.groups.length === 0) io.stdout.write(`nothing left running for run ${reaped.runId}\n`);
+  return 0;
+}
+
+if (require.main === module) {
+  void main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+    // Anything still holding the event loop open past this point is a leak; do not hang on it.
+    setTimeout(() => process.exit(code), 2_000).unref();
+  });
+}

@@ -1,0 +1,80 @@
+/**
+ * Helpers for the process-backend tests: run a cohort in-process with the REAL scheduler, process
+ * backend and ledger writer (real child processes), and find processes a run left behind.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { ProcessBackend } from "../../runtime/backends/process/index";
+import { groupAlive, listProcesses, readProcEnviron } from "../../runtime/backends/process/status";
+import { LedgerWriter, readLedger } from "../../runtime/core/ledger";
+import { Scheduler, type RunResult } from "../../runtime/core/scheduler";
+import { loadRunSpec, type RunSpecInput } from "../../runtime/core/spec";
+
+/** A node one-liner as a member command: argv for `node -e <script>`. */
+export function nodeMember(script: string): string[] {
+  return [process.execPath, "-e", script];
+}
+
+/** A member that listens on COHORT_PORT after `delayMs` and answers every HTTP request with 200. */
+export function httpListener(delayMs = 0, extra = ""): string[] {
+  return nodeMember(
+    `${extra};setTimeout(()=>require("http").createServer((q,s)=>s.end("ok")).listen(+process.env.COHORT_PORT,"127.0.0.1",()=>console.log("listening")),${delayMs})`,
+  );
+}
+
+export function tempDir(prefix: string): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), `cohort-${prefix}-`));
+}
+
+/** Processes on this host started with COHORT_RUN_ID=<runId> (not zombies). Linux. */
+export function processesOfRun(runId: string): number[] {
+  return listProcesses()
+    .filter((p) => p.state !== "Z" && readProcEnviron(p.pid)?.COHORT_RUN_ID === runId)
+    .map((p) => p.pid);
+}
+
+/** Whether any process of group `pgid` is alive (zombies excluded). */
+export function groupExists(pgid: number): boolean {
+  return groupAlive(pgid);
+}
+
+let counter = 0;
+
+/** Runs a cohort in-process: real Scheduler + ProcessBackend + LedgerWriter. */
+export async function runCohort(
+  roles: RunSpecInput["roles"],
+  extra: Partial<RunSpecInput> = {},
+  hooks: { onScheduler?: (scheduler: Scheduler) => void } = {},
+): Promise<{ result: RunResult; runDir: string; runId: string; records: Awaited<ReturnType<typeof readLedger>>["records"] }> {
+  const spec = loadRunSpec(JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "t", stopGracePeriod: "2s", roles, ...extra }));
+  const runId = `t-20260101T000000Z-${(process.pid % 0xfff).toString(16).padStart(3, "0")}${(counter++).toString(16).padStart(3, "0")}`;
+  const runDir = path.join(tempDir("run"), runId);
+  const ledger = await LedgerWriter.open(runDir, {
+    runId,
+    profile: "test",
+    backend: "process",
+    spec: spec.spec,
+    tools: { node: process.version },
+    createdAt: new Date().toISOString(),
+  });
+  let scheduler: Scheduler | null = null;
+  const backend = new ProcessBackend({ runDir, events: (event) => scheduler?.events(event) });
+  await backend.available();
+  scheduler = new Scheduler({ spec, runId, runDir, backend, ledger });
+  hooks.onScheduler?.(scheduler);
+  const result = await scheduler.run();
+  const { records } = await readLedger(runDir);
+  return { result, runDir, runId, records };
+}
+
+/** Every regular file under `dir`, recursively. */
+export function filesUnder(dir: string): string[] {
+  const out: string[] = [];
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) out.push(...filesUnder(full));
+    else if (entry.isFile()) out.push(full);
+  }
+  return out;
+}
