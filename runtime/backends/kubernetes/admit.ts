@@ -35,13 +35,14 @@ import {
 import { ListWatch } from "./watch.js";
 
 /**
- * The roster was not admitted (code `admission-failed`): `reason` is one line naming the object
- * (Workload, pod, Sandbox) and the upstream message.
+ * The roster was not admitted (code `admission-failed`). The message is one line naming the object
+ * (Workload, pod, Sandbox) and the upstream message; the core prefixes it with "admission failed: ".
+ * (Kept with the backend: only cluster backends admit.)
  */
 export class AdmissionError extends CohortError {
   readonly reason: string;
   constructor(reason: string, options?: { cause?: unknown }) {
-    super("admission-failed", `admission failed: ${reason}`, options);
+    super("admission-failed", reason, options);
     this.reason = reason;
   }
 }
@@ -93,7 +94,14 @@ async function startWatches(run: Run): Promise<void> {
     );
   }
   run.watches = watches;
-  await Promise.all(watches.map((w) => w.start()));
+  const what = ["pods", "Sandboxes", "events", "Workloads"];
+  await Promise.all(
+    watches.map((w, i) =>
+      w.start().catch((error: unknown) => {
+        throw new AdmissionError(`cannot list ${what[i]} in namespace ${run.settings.namespace}: ${(error as Error).message}`, { cause: error });
+      }),
+    ),
+  );
 }
 
 /** Runs `task` over `items` with at most `limit` in flight; stops taking new items after the first error. */
