@@ -1,0 +1,231 @@
+/**
+ * The `cohort` CLI as shipped: the esbuild bundle, copied alone into an empty directory (no
+ * node_modules), run with plain `node` as a real child process. Covers the summary line and exit codes,
+ * spec errors, SIGTERM mid-start, `reap` after a SIGKILLed runtime, and ledger verify/show/recover.
+ */
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { processesOfRun, tempDir } from "./process-helpers";
+
+let bundle = "";
+
+beforeAll(async () => {
+  const { bundle: build } = (await import("../../scripts/bundle.mjs")) as { bundle: (o: { outfile: string }) => Promise<{ outfile: string }> };
+  const built = await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") });
+  // Ship it alone: a directory with nothing but the file.
+  bundle = path.join(tempDir("shipped"), "cohort.cjs");
+  fs.copyFileSync(built.outfile, bundle);
+}, 300_000);
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cohort(args: string[], options: { stdin?: string; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Exit> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.stdin.end(options.stdin ?? "");
+    options.onStart?.(child);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+function writeSpec(spec: object): string {
+  const file = path.join(tempDir("spec"), "cohort.json");
+  fs.writeFileSync(file, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", stopGracePeriod: "2s", ...spec }));
+  return file;
+}
+
+const quick = (name: string, extra: object = {}) => ({
+  name,
+  app: { command: ["sh", "-c", "echo ready; exec sleep 1000"], port: false },
+  readiness: { log: { pattern: "^ready$" } },
+  ...extra,
+});
+
+/** Resolves once `file` holds `count` lines matching `pattern`. */
+async function waitForLines(file: string, pattern: RegExp, count: number): Promise<void> {
+  for (;;) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : "";
+    if (text.split("\n").filter((line) => pattern.test(line)).length >= count) return;
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
+
+function onlyRunDir(artifacts: string): string {
+  const entries = fs.readdirSync(artifacts);
+  expect(entries).toHaveLength(1);
+  return path.join(artifacts, entries[0]!);
+}
+
+describe("cohort CLI (bundled)", () => {
+  it("refuses a cycle with its full path, exit 2, before any side effect", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({ name: "cyc", roles: [quick("a", { needs: ["b"] }), quick("b", { needs: ["c"] }), quick("c", { needs: ["a"] })] });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts]);
+    expect(out).toMatchObject({ code: 2, stdout: "", stderr: "spec error: roles[2].needs[0]: dependency cycle: a -> b -> c -> a\n" });
+    expect(fs.readdirSync(artifacts)).toEqual([]);
+  });
+
+  it("prints every spec problem and reads the spec from stdin", async () => {
+    const out = await cohort(["run", "--spec", "-", "--artifacts", tempDir("artifacts")], {
+      stdin: "apiVersion: cohort-lab/v1\nkind: Cohort\nname: s\nmemberTimeout: 90\nroles:\n  - name: agent\n    needs: [db]\n    app: { command: [x] }\n",
+    });
+    expect(out.code).toBe(2);
+    expect(out.stderr).toBe('spec error: memberTimeout: a duration needs a unit (ms, s, m or h), e.g. "90s"; got 90\n');
+    const second = await cohort(["run", "--spec", "-", "--artifacts", tempDir("artifacts")], {
+      stdin: "apiVersion: cohort-lab/v1\nkind: Cohort\nname: s\nroles:\n  - name: router\n    app: { command: [x] }\n  - name: agent\n    needs: [db]\n    app: { command: [x] }\n",
+    });
+    expect(second.stderr).toBe('spec error: roles[1].needs[0]: unknown role "db" (known: router, agent)\n');
+  });
+
+  it("runs a cohort: one JSON summary line on stdout, exit 0; the ledger verifies and shows a timeline", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({ name: "ok", roles: [quick("router"), quick("agent", { replicas: 3, needs: ["router"] })] });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--profile", "host"]);
+    expect(out.code).toBe(0);
+    const lines = out.stdout.split("\n");
+    expect(lines).toHaveLength(2);
+    expect(lines[1]).toBe("");
+    const summary = JSON.parse(lines[0]!);
+    const runDir = onlyRunDir(artifacts);
+    expect(Object.keys(summary)).toEqual(["runId", "outcome", "size", "readyCount", "timeToReadyMs", "ledgerPath", "firstFailure"]);
+    expect(summary).toMatchObject({ outcome: "succeeded", size: 4, readyCount: 4, ledgerPath: runDir, firstFailure: null });
+    expect(summary.runId).toMatch(/^ok-\d{8}T\d{6}Z-[0-9a-f]{6}$/);
+    expect(path.basename(runDir)).toBe(summary.runId);
+    expect(summary.timeToReadyMs).toBeGreaterThan(0);
+    expect(out.stderr).toMatch(/started 4\/4 ready 4\/4/);
+    expect(out.stderr.trimEnd().split("\n").at(-1)).toMatch(new RegExp(`^cohort: run ${summary.runId} succeeded: 4/4 ready in [0-9.]+ms; ledger ${runDir}$`));
+
+    const verify = await cohort(["ledger", "verify", runDir]);
+    expect(verify.code).toBe(0);
+    expect(verify.stdout).toMatch(new RegExp(`^ok: ${summary.runId}: \\d+ records, outcome succeeded\\n$`));
+    const show = await cohort(["ledger", "show", runDir]);
+    expect(show.code).toBe(0);
+    for (const member of ["router-0", "agent-0", "agent-1", "agent-2"]) expect(show.stdout).toContain(member);
+    expect(show.stdout).toMatch(/critical path: router-0 -> agent-\d/);
+
+    // A corrupted middle line and a seq gap are named errors; recover refuses both.
+    const records = path.join(runDir, "records.ndjson");
+    const original = fs.readFileSync(records, "utf8");
+    const lines2 = original.split("\n");
+    fs.writeFileSync(records, [...lines2.slice(0, 2), lines2[2]!.replace('"kind":"', '"kind":"x'), ...lines2.slice(3)].join("\n"));
+    const corrupted = await cohort(["ledger", "verify", runDir]);
+    expect(corrupted.code).toBe(1);
+    expect(corrupted.stderr).toMatch(/^cohort: ledger verify failed: ledger .*: hash-chain-broken at line 4: /);
+    expect((await cohort(["ledger", "recover", runDir])).code).toBe(1);
+    fs.writeFileSync(records, [...lines2.slice(0, 2), ...lines2.slice(3)].join("\n"));
+    const gap = await cohort(["ledger", "verify", runDir]);
+    expect(gap.code).toBe(1);
+    expect(gap.stderr).toMatch(/^cohort: ledger verify failed: ledger .*: seq-gap at line 3: /);
+    fs.writeFileSync(records, original);
+    expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
+  });
+
+  it("a failed run exits 1; the last stderr line is the one-line reason naming the member", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({
+      name: "bad",
+      roles: [quick("router"), { name: "db", needs: ["router"], app: { command: ["sh", "-c", "echo 'fatal: no config' >&2; exit 3"], port: false }, readiness: { log: { pattern: "x" } } }],
+    });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts]);
+    expect(out.code).toBe(1);
+    const summary = JSON.parse(out.stdout);
+    expect(summary).toMatchObject({ outcome: "failed", readyCount: 1, timeToReadyMs: null });
+    expect(summary.firstFailure).toEqual({ member: "db-0", reason: "member db-0 exited before it was ready (exit code 3)\nfatal: no config" });
+    const stderr = out.stderr.trimEnd().split("\n");
+    expect(stderr.slice(-3)).toEqual([
+      "cohort: last output of db-0:",
+      "  | fatal: no config",
+      `cohort: run ${summary.runId} failed: member db-0 exited before it was ready (exit code 3)`,
+    ]);
+    expect(processesOfRun(summary.runId)).toEqual([]);
+  });
+
+  it("SIGTERM to the runtime mid-start: outcome interrupted, exit 143, a complete ledger that verifies, no orphan", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({
+      name: "sig",
+      roles: [quick("router"), { name: "agent", replicas: 3, needs: ["router"], app: { command: ["sleep", "1000"] }, readiness: { tcp: {} } }],
+    });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts], {
+      onStart: (child) => {
+        void (async () => {
+          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+          await waitForLines(path.join(onlyRunDir(artifacts), "records.ndjson"), /"kind":"member-started","member":"agent-/, 3);
+          child.kill("SIGTERM");
+        })();
+      },
+    });
+    expect(out.code).toBe(143);
+    const summary = JSON.parse(out.stdout);
+    expect(summary).toMatchObject({ outcome: "interrupted", size: 4, readyCount: 1, firstFailure: null });
+    expect(out.stderr).toContain("cohort: SIGTERM: stopping members (send again to kill them now)");
+    expect(out.stderr.trimEnd().split("\n").at(-1)).toMatch(/^cohort: run sig-\S+ interrupted by SIGTERM; 1\/4 were ready; ledger /);
+    const runDir = onlyRunDir(artifacts);
+    expect(JSON.parse(fs.readFileSync(path.join(runDir, "completion.json"), "utf8"))).toMatchObject({ outcome: "interrupted", firstFailure: null });
+    const verify = await cohort(["ledger", "verify", runDir]);
+    expect(verify.stdout).toMatch(/, outcome interrupted\n$/);
+    expect(processesOfRun(summary.runId)).toEqual([]);
+  });
+
+  it("reap stops the members of a run whose runtime was SIGKILLed; the torn ledger is recovered", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({
+      name: "orphans",
+      roles: [quick("router"), { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } }],
+    });
+    let runDir = "";
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts], {
+      onStart: (child) => {
+        void (async () => {
+          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+          runDir = onlyRunDir(artifacts);
+          await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"member-started","member":"agent-/, 2);
+          child.kill("SIGKILL");
+        })();
+      },
+    });
+    expect(out.signal).toBe("SIGKILL");
+    const runId = path.basename(runDir);
+    // router-0, and agent-0/1 each with a child: 5 processes survive the runtime.
+    expect(processesOfRun(runId).length).toBe(5);
+    const reap = await cohort(["reap", runDir, "--grace", "500"]);
+    expect(reap.code).toBe(0);
+    expect(reap.stdout.split("\n").filter(Boolean).map((line) => line.replace(/group \d+/, "group N"))).toEqual([
+      "stopped member agent-0 (process group N, 2 process(es))",
+      "stopped member agent-1 (process group N, 2 process(es))",
+      "stopped member router-0 (process group N, 1 process(es))",
+    ]);
+    expect(processesOfRun(runId)).toEqual([]);
+    expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
+
+    // No completion.json: the run reads as crashed; a torn final line is cut by recover, nothing else.
+    expect((await cohort(["ledger", "verify", runDir])).stdout).toMatch(/no completion\.json \(crashed or still running\)\n$/);
+    fs.appendFileSync(path.join(runDir, "records.ndjson"), '{"seq":999,"at":"2026-');
+    const torn = await cohort(["ledger", "verify", runDir]);
+    expect(torn.code).toBe(1);
+    expect(torn.stderr).toMatch(/torn-final-line/);
+    const recover = await cohort(["ledger", "recover", runDir]);
+    expect(recover.code).toBe(0);
+    expect(recover.stdout).toMatch(/^recovered: cut a torn final line \(22 bytes, kept in .*records\.ndjson\.torn-\S+\)\n$/);
+    expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
+  });
+
+  it("usage errors exit 2", async () => {
+    expect(await cohort(["run", "--spec", "x.yaml"])).toMatchObject({ code: 2 });
+    expect((await cohort(["run", "--spec", "x", "--artifacts", "y", "--backend", "nope"])).stderr).toMatch(
+      /^cohort: run: unknown backend "nope" \(known: kubernetes, process\)\n/,
+    );
+    expect((await cohort(["frobnicate"])).code).toBe(2);
+  });
+});
