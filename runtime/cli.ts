@@ -3,6 +3,7 @@
  *
  *   cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
  *              [--backend-config FILE] [--backend-option KEY=VALUE]...
+ *              [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]   (kubernetes backend options)
  *   cohort ledger verify DIR | ledger show DIR | ledger recover DIR
  *   cohort reap DIR
  *
@@ -35,6 +36,7 @@ export const COHORT_VERSION: string = packageJson.version;
 const USAGE = `usage:
   cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
              [--backend-config FILE] [--backend-option KEY=VALUE]...
+             [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]
   cohort ledger verify DIR
   cohort ledger show DIR
   cohort ledger recover DIR
@@ -163,6 +165,10 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
       "run-id": { type: "string" },
       "backend-config": { type: "string" },
       "backend-option": { type: "string", multiple: true },
+      // Shorthands for the kubernetes backend's options of the same names (runtime/backends/kubernetes).
+      kubeconfig: { type: "string" },
+      namespace: { type: "string" },
+      queue: { type: "string" },
     },
     0,
   );
@@ -171,6 +177,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   const backendName = values.backend ?? "process";
   if (!backendNames().includes(backendName)) throw new UsageError(`run: unknown backend "${backendName}" (known: ${backendNames().join(", ")})`);
   const backendOptions = parseBackendOptions(values["backend-config"], values["backend-option"] ?? []);
+  for (const key of ["kubeconfig", "namespace", "queue"] as const) if (values[key] !== undefined) backendOptions[key] = values[key];
 
   // Everything below up to the ledger is free of side effects: the spec is refused before any exists.
   let text: string;
