@@ -204,3 +204,19 @@ describe("process backend", () => {
 function runDir0(scheduler: object): string {
   return (scheduler as unknown as { config: { runDir: string } }).config.runDir;
 }
+
+describe("process backend: last-resort cleanup", () => {
+  it.each(["throw", "exit"])("when the runtime dies (%s), every member process group is killed", async (how) => {
+    const { spawnSync } = await import("node:child_process");
+    const fixture = path.join(__dirname, "process-crash-fixture.ts");
+    const run = spawnSync(process.execPath, ["--import", "tsx", fixture, how], { encoding: "utf8", cwd: path.join(__dirname, "..", "..") });
+    expect(run.status).toBe(how === "exit" ? 7 : 1);
+    if (how === "throw") expect(run.stderr).toContain("boom: an uncaught exception in the runtime");
+    const groups = run.stdout.trim().split("\n").map(Number);
+    expect(groups).toHaveLength(2);
+    for (const pgid of groups) {
+      expect(pgid).toBeGreaterThan(1);
+      expect(groupExists(pgid)).toBe(false);
+    }
+  });
+});
