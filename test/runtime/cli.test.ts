@@ -12,7 +12,7 @@ import { processesOfRun, tempDir } from "./process-helpers";
 let bundle = "";
 
 beforeAll(async () => {
-  const { bundle: build } = (await import("../../scripts/bundle.mjs")) as { bundle: (o: { outfile: string }) => Promise<{ outfile: string }> };
+  const { bundle: build } = await import("../../scripts/bundle.mjs");
   const built = await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") });
   // Ship it alone: a directory with nothing but the file.
   bundle = path.join(tempDir("shipped"), "cohort.cjs");
