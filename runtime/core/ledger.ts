@@ -426,7 +426,10 @@ class Redactor {
     if (typeof (v as { toJSON?: unknown }).toJSON === "function") return this.redactValue((v as { toJSON(): unknown }).toJSON());
     if (Array.isArray(v)) return v.map((x) => this.redactValue(x));
     const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v as Record<string, unknown>)) out[this.redactString(k)] = this.redactValue(x);
+    for (const [k, x] of Object.entries(v as Record<string, unknown>)) {
+      // defineProperty: a "__proto__" key (JSON.parse makes it an own property) must stay a property.
+      Object.defineProperty(out, this.redactString(k), { value: this.redactValue(x), enumerable: true, writable: true, configurable: true });
+    }
     return out;
   }
 }
@@ -634,8 +637,11 @@ export class LedgerWriter {
         return Promise.reject(new LedgerInputError("record.kind", `expected a kind matching ^[a-z][a-z0-9-]*$, got ${JSON.stringify(kind)}`));
       const seq = this.seq + 1;
       const elapsedMs = Math.max(this.lastElapsed, round3(this.now() - this.t0));
-      let record: LedgerRecord = { seq, at: this.wallClock().toISOString(), elapsedMs, kind } as LedgerRecord;
-      if (fields !== undefined && fields !== null) {
+      const at = this.wallClock().toISOString();
+      let record: LedgerRecord;
+      if (fields === undefined || fields === null) {
+        record = { seq, at, elapsedMs, kind, prev: this.prevHash };
+      } else {
         if (typeof fields !== "object" || Array.isArray(fields))
           return Promise.reject(new LedgerInputError(`record(${kind}).fields`, "expected an object"));
         for (const key of Object.keys(fields)) {
@@ -644,14 +650,13 @@ export class LedgerWriter {
         }
         if (fields.member !== undefined && (typeof fields.member !== "string" || fields.member === ""))
           return Promise.reject(new LedgerInputError(`record(${kind}).fields.member`, `expected a non-empty string, got ${JSON.stringify(fields.member)}`));
-        if (fields.member !== undefined) record.member = fields.member;
-        Object.assign(record, fields);
+        // Spread (not Object.assign): a "__proto__" field stays a field. `member` goes right after `kind`.
+        record = { seq, at, elapsedMs, kind, ...(fields.member !== undefined ? { member: fields.member } : {}), ...fields, prev: this.prevHash };
       }
-      record.prev = this.prevHash;
       let line = serialize(record, kind);
       if (this.redactor.foundIn(line)) {
         // Slow path: redact every caller-given value (the writer's own seq/at/elapsedMs/prev stay exact).
-        const { seq: _s, at, elapsedMs: _e, kind: _k, prev, ...rest } = JSON.parse(line) as LedgerRecord;
+        const { seq: _s, at: _a, elapsedMs: _e, kind: _k, prev, ...rest } = JSON.parse(line) as LedgerRecord;
         record = { seq, at, elapsedMs, kind: this.redactor.redactString(kind), ...(this.redactor.redactValue(rest) as object), prev } as LedgerRecord;
         line = serialize(record, kind);
         if (this.redactor.foundIn(line))

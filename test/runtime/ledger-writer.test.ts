@@ -274,7 +274,7 @@ describe("LedgerWriter redaction", () => {
     w.redact(late);
     w.redact(numeric);
     w.redact(late); // idempotent
-    await w.append("member-started", { member: "router-0", cmd: `serve --token=${early}`, [`k-${late}`]: 1 });
+    await w.append("member-started", { member: "router-0", cmd: `serve --token=${early}`, [`k-${late}`]: 1, ...JSON.parse('{"__proto__": {"x": 1}}') });
     await w.append("member-failed", {
       member: "router-0",
       reason: `exited: bad password ${late}`,
@@ -290,6 +290,7 @@ describe("LedgerWriter redaction", () => {
     }
     const [r1, r2] = recordLines(dir).map((l) => JSON.parse(l));
     expect(r1).toMatchObject({ cmd: "serve --token=[redacted]", "k-[redacted]": 1 });
+    expect(recordLines(dir)[0]).toContain('"__proto__":{"x":1}');
     expect(r2).toMatchObject({
       reason: "exited: bad password [redacted]",
       outputTail: 'line1\nAuthorization: [redacted][redacted]\n"[redacted]"',
