@@ -9,6 +9,7 @@ describe("RUNTIME_POLICY_RULES", () => {
     expect(RUNTIME_POLICY_RULES).toEqual([
       { apiGroups: [""], resources: ["events"], verbs: ["list", "watch"] },
       { apiGroups: [""], resources: ["pods"], verbs: ["list", "patch", "watch"] },
+      { apiGroups: [""], resources: ["pods/log"], verbs: ["get"] },
       { apiGroups: [""], resources: ["secrets"], verbs: ["create", "delete"] },
       { apiGroups: ["agents.x-k8s.io"], resources: ["sandboxes"], verbs: ["create", "deletecollection", "list", "watch"] },
       { apiGroups: ["kueue.x-k8s.io"], resources: ["localqueues"], verbs: ["get"] },
@@ -35,7 +36,7 @@ describe("RUNTIME_POLICY_RULES", () => {
     const used = new Set<string>();
     for (const file of fs.readdirSync(dir).filter((f) => f.endsWith(".ts"))) {
       const text = fs.readFileSync(path.join(dir, file), "utf8");
-      for (const m of text.matchAll(/"((?:get|list|watch|create|patch|delete|deletecollection|update) [a-z.0-9-]+)"/g)) used.add(m[1]!);
+      for (const m of text.matchAll(/"((?:get|list|watch|create|patch|delete|deletecollection|update) [a-z.0-9/-]+)"/g)) used.add(m[1]!);
     }
     expect(used.size).toBeGreaterThanOrEqual(10);
     for (const key of used) expect(known.has(key), key).toBe(true);

@@ -131,6 +131,7 @@ describe("renderSandbox", () => {
                 ports: [{ name: "cohort", containerPort: 8080, protocol: "TCP" }],
                 resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { cpu: "100m", memory: "128Mi" } },
                 readinessProbe: { httpGet: { path: "/healthz", port: 8080 }, periodSeconds: 1, timeoutSeconds: 1, successThreshold: 1, failureThreshold: 3 },
+                terminationMessagePolicy: "FallbackToLogsOnError",
                 securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
               },
             ],

@@ -83,6 +83,17 @@ describe("classifyPod", () => {
     expect(classifyPod(evicted, true)).toEqual({ kind: "exited", reason: "pod run-1/agent-1 failed (Evicted): The node was low on resource: memory.", exitCode: null });
   });
 
+  it("a long termination message (log tail, FallbackToLogsOnError) becomes the output tail, not the reason", () => {
+    const log = "booting\nloading model\nError: listen EADDRINUSE :::8080\n";
+    const failed = pod("agent-4", { phase: "Failed", containerStatuses: [{ name: "member", state: { terminated: { exitCode: 1, reason: "Error", message: log } } }] });
+    expect(classifyPod(failed, true)).toEqual({
+      kind: "exited",
+      reason: 'pod run-1/agent-4 failed: container "member" terminated with exit code 1 (Error)',
+      exitCode: 1,
+      outputTail: "booting\nloading model\nError: listen EADDRINUSE :::8080",
+    });
+  });
+
   it("a member that exits 0 has exited (Succeeded)", () => {
     const done = pod("agent-2", { phase: "Succeeded", containerStatuses: [{ name: "member", state: { terminated: { exitCode: 0, reason: "Completed" } } }] });
     expect(classifyPod(done, false)).toEqual({ kind: "exited", reason: 'pod run-1/agent-2 exited: container "member" terminated with exit code 0 (Completed)', exitCode: 0 });

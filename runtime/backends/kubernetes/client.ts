@@ -131,6 +131,20 @@ export class KubeClient {
    * @throws {KubeApiError} on a non-2xx status or when no response arrives
    */
   async request(key: ApiCallKey, method: HttpMethod, path: string, options: RequestOptions = {}): Promise<Json> {
+    const text = await this.requestText(key, method, path, options);
+    try {
+      return (text === "" ? {} : JSON.parse(text)) as Json;
+    } catch {
+      throw new KubeApiError(method, path, 200, "InvalidResponse", `the response is not JSON: ${text.slice(0, 200)}`);
+    }
+  }
+
+  /**
+   * Like {@link request}, returning the response body as text (e.g. a pod's log).
+   *
+   * @throws {KubeApiError} on a non-2xx status or when no response arrives
+   */
+  async requestText(key: ApiCallKey, method: HttpMethod, path: string, options: RequestOptions = {}): Promise<string> {
     const attempts = options.retry === false ? 1 : 3;
     for (let attempt = 1; ; attempt++) {
       try {
@@ -147,7 +161,7 @@ export class KubeClient {
     }
   }
 
-  async #once(key: ApiCallKey, method: HttpMethod, path: string, options: RequestOptions): Promise<Json> {
+  async #once(key: ApiCallKey, method: HttpMethod, path: string, options: RequestOptions): Promise<string> {
     const url = new URL(this.#server + path);
     for (const [name, value] of Object.entries(options.query ?? {})) if (value !== undefined) url.searchParams.set(name, String(value));
     const context = new RequestContext(url.toString(), method);
@@ -164,13 +178,13 @@ export class KubeClient {
       const response = await this.#http.send(context).toPromise();
       status = response.httpStatusCode;
       const text = await response.body.text();
+      if (status >= 200 && status < 300) return text;
       let parsed: unknown;
       try {
-        parsed = text === "" ? {} : JSON.parse(text);
+        parsed = JSON.parse(text);
       } catch {
         parsed = { message: text.slice(0, 300) };
       }
-      if (status >= 200 && status < 300) return parsed as Json;
       const reason = typeof (parsed as Json).reason === "string" ? ((parsed as Json).reason as string) : String(status);
       const message = typeof (parsed as Json).message === "string" ? ((parsed as Json).message as string) : "";
       const error = new KubeApiError(method, path, status, reason, message);

@@ -25,6 +25,7 @@ export const API_CALLS = [
   { verb: "watch", group: SANDBOX_GROUP, resource: SANDBOX_PLURAL, why: "Sandbox Ready/Finished conditions" },
   { verb: "patch", group: "", resource: "pods", why: "start: remove the cohort-lab.dev/start scheduling gate" },
   { verb: "list", group: "", resource: "pods", why: "list+watch of the run's pods" },
+  { verb: "get", group: "", resource: "pods/log", why: "the last lines of a member's output when it misses its readiness deadline" },
   { verb: "watch", group: "", resource: "pods", why: "Pod Ready, failures, Unschedulable, image pull errors" },
   { verb: "create", group: "", resource: "secrets", why: "admit: the run's one Secret with the members' secretEnv values" },
   { verb: "delete", group: "", resource: "secrets", why: "close: delete the run's Secret" },

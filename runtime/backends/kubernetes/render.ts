@@ -20,7 +20,8 @@
  * - **Secrets** (`app.secretEnv`): one Secret per run holds every member's generated values under keys
  *   `<member>.<NAME>`; pods reference them with `secretKeyRef`.
  * - `restartPolicy: Never`: a member whose process exits is a failed member (DESIGN.md), so the pod must
- *   turn `Failed` rather than restart behind the scheduler's back.
+ *   turn `Failed` rather than restart behind the scheduler's back. `terminationMessagePolicy:
+ *   FallbackToLogsOnError` puts a failed container's log tail into its status (the exit's output tail).
  * - `enableServiceLinks: false`: each needed member gets a headless Service; without this every pod of a
  *   1,000-member run would receive ~7,000 service environment variables.
  * - Tolerations and nodeSelector are NOT rendered: Kueue injects them from the admitted ResourceFlavor.
@@ -329,6 +330,9 @@ export function renderSandbox(member: MemberPlan, ctx: RenderContext): Json {
     ...(role.port ? { ports: [{ name: PORT_NAME, containerPort: ctx.containerPort, protocol: "TCP" }] } : {}),
     resources,
     readinessProbe: readinessProbe(member, role, ctx),
+    // A failed container's last log lines land in its termination message (kubelet: at most 80 lines /
+    // 2 KiB), so a failure reason can quote them without a log request.
+    terminationMessagePolicy: "FallbackToLogsOnError",
     securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
   };
   const podSpec: Json = {

@@ -242,7 +242,7 @@ export class Run {
     }
     const pod = state.pod === undefined ? undefined : classifyPod(state.pod, this.kueue);
     if (pod?.kind === "exited") {
-      this.#exit(state, pod.reason);
+      this.#exit(state, pod.reason, pod.outputTail);
       return;
     }
     const sandbox = state.sandbox === undefined ? undefined : classifySandbox(state.sandbox);
@@ -280,7 +280,7 @@ export class Run {
     }
   }
 
-  #exit(state: MemberState, reason: string): void {
+  #exit(state: MemberState, reason: string, outputTail?: string): void {
     this.#clearGrace(state);
     state.exited = true;
     if (this.phase === "admitting") {
@@ -290,7 +290,7 @@ export class Run {
     // The exit code, when there is one, is in `reason`; it is not passed as `exitCode` because the
     // core's failure summary quotes `reason` only when no exit code is given, and on Kubernetes the
     // reason (which container, which kubelet/Kueue reason) is the more useful line.
-    this.sink({ kind: "exited", member: state.plan.id, reason });
+    this.sink({ kind: "exited", member: state.plan.id, reason, ...(outputTail !== undefined ? { outputTail } : {}) });
   }
 
   /**

@@ -12,7 +12,7 @@ import { HttpMethod, KubeApiError } from "./client.js";
 import { memberHost } from "./render.js";
 import type { Run } from "./run.js";
 import { hasStartGate } from "./status.js";
-import { START_GATE } from "./upstream.js";
+import { CONTAINER_NAME, START_GATE } from "./upstream.js";
 
 /** The strategic-merge patch that removes our scheduling gate (`schedulingGates` merges by `name`). */
 export const REMOVE_START_GATE_PATCH = { spec: { schedulingGates: [{ $patch: "delete", name: START_GATE }] } } as const;
@@ -53,5 +53,27 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
     member: plan.id,
     endpoint: { host: memberHost(plan.id, ns), port },
     detail: { namespace: ns, sandbox: plan.id, pod: plan.id },
+    outputTail: (lines) => podLogTail(run, plan.id, lines),
   };
+}
+
+/** Most time spent fetching a log tail for a failure message (a kwok node has no kubelet to answer). */
+export const LOG_TAIL_TIMEOUT_MS = 2000;
+
+/**
+ * The last `lines` lines of the member's container log (one GET, only when the core asks, i.e. on a
+ * failure), or "" when the log cannot be read within {@link LOG_TAIL_TIMEOUT_MS}.
+ */
+async function podLogTail(run: Run, member: string, lines: number): Promise<string> {
+  if (lines <= 0) return "";
+  const ns = encodeURIComponent(run.settings.namespace);
+  try {
+    return await run.client.requestText("get pods/log", HttpMethod.GET, `/api/v1/namespaces/${ns}/pods/${encodeURIComponent(member)}/log`, {
+      query: { container: CONTAINER_NAME, tailLines: lines },
+      signal: AbortSignal.timeout(LOG_TAIL_TIMEOUT_MS),
+      retry: false,
+    });
+  } catch {
+    return "";
+  }
 }

@@ -113,8 +113,8 @@ export type PodVerdict =
   | { readonly kind: "pending" }
   /** kube-scheduler found no node: fatal unless it clears within the backend's grace (autoscaling). */
   | { readonly kind: "unschedulable"; readonly reason: string }
-  /** The member has failed or exited. */
-  | { readonly kind: "exited"; readonly reason: string; readonly exitCode: number | null };
+  /** The member has failed or exited. `outputTail`: the container's log tail from its termination message. */
+  | { readonly kind: "exited"; readonly reason: string; readonly exitCode: number | null; readonly outputTail?: string };
 
 interface ContainerTermination {
   readonly container: string;
@@ -155,9 +155,27 @@ function waitingFatal(pod: unknown): { container: string; reason: string; messag
   return undefined;
 }
 
+/**
+ * One line about a terminated container. Its `message` is the termination message, which with
+ * `terminationMessagePolicy: FallbackToLogsOnError` (render.ts) is the tail of the container's log when
+ * it failed: a short single line is quoted here, anything longer is the exit's `outputTail` instead.
+ */
 function describeTermination(t: ContainerTermination): string {
   const how = t.exitCode !== null ? `exit code ${t.exitCode}` : t.signal !== undefined ? `signal ${t.signal}` : "no exit code";
-  return withMessage(`container "${t.container}" terminated with ${how}${t.reason !== undefined && t.reason !== "" ? ` (${t.reason})` : ""}`, t.message);
+  const head = `container "${t.container}" terminated with ${how}${t.reason !== undefined && t.reason !== "" ? ` (${t.reason})` : ""}`;
+  const message = (t.message ?? "").trim();
+  return message !== "" && !message.includes("\n") && message.length <= 200 ? `${head}: ${message}` : head;
+}
+
+/** The multi-line termination message (log tail) of a terminated container, if it has one. */
+function terminationTail(t: ContainerTermination | undefined): string | undefined {
+  const message = (t?.message ?? "").replace(/\s+$/, "");
+  return message.includes("\n") || message.length > 200 ? message : undefined;
+}
+
+function withTail(verdict: Extract<PodVerdict, { kind: "exited" }>, term: ContainerTermination | undefined): PodVerdict {
+  const tail = terminationTail(term);
+  return tail === undefined ? verdict : { ...verdict, outputTail: tail };
 }
 
 /**
@@ -181,15 +199,15 @@ export function classifyPod(pod: Json, kueue: boolean): PodVerdict {
   }
   const term = terminatedContainer(pod);
   if (phase === "Failed") {
-    if (term !== undefined) return { kind: "exited", reason: `${ref} failed: ${describeTermination(term)}`, exitCode: term.exitCode };
+    if (term !== undefined) return withTail({ kind: "exited", reason: `${ref} failed: ${describeTermination(term)}`, exitCode: term.exitCode }, term);
     const podReason = str(pod, "status", "reason");
     return { kind: "exited", reason: withMessage(`${ref} failed${podReason !== undefined ? ` (${podReason})` : ""}`, str(pod, "status", "message")), exitCode: null };
   }
   if (phase === "Succeeded") {
-    return { kind: "exited", reason: term !== undefined ? `${ref} exited: ${describeTermination(term)}` : `${ref} exited (phase Succeeded)`, exitCode: term?.exitCode ?? 0 };
+    return withTail({ kind: "exited", reason: term !== undefined ? `${ref} exited: ${describeTermination(term)}` : `${ref} exited (phase Succeeded)`, exitCode: term?.exitCode ?? 0 }, term);
   }
   if (term !== undefined && term.exitCode !== 0) {
-    return { kind: "exited", reason: `${ref} failed: ${describeTermination(term)}`, exitCode: term.exitCode };
+    return withTail({ kind: "exited", reason: `${ref} failed: ${describeTermination(term)}`, exitCode: term.exitCode }, term);
   }
   const fatal = waitingFatal(pod);
   if (fatal !== undefined) {

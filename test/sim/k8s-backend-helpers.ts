@@ -1,0 +1,123 @@
+/**
+ * Helpers of the Kubernetes backend's sim tests: an admin client on the sim control plane, a fresh run
+ * namespace with its Kueue queues, and one cohort run through the real scheduler, ledger and backend.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { createKubernetesBackend, type KubernetesBackend, type KubernetesBackendStats } from "../../runtime/backends/kubernetes/index";
+import { HttpMethod, KubeApiError, KubeClient } from "../../runtime/backends/kubernetes/client";
+import { ApiCounters, type ApiCallKey } from "../../runtime/backends/kubernetes/counters";
+import type { Json } from "../../runtime/backends/kubernetes/render";
+import { LedgerWriter, readLedger, type LedgerRecord } from "../../runtime/core/ledger";
+import { Scheduler, type RunResult } from "../../runtime/core/scheduler";
+import { loadRunSpec } from "../../runtime/core/spec";
+
+/** A digest-pinned image name; kwok never pulls it. */
+export const FAKE_IMAGE = `registry.invalid/cohort/member@sha256:${"0".repeat(63)}1`;
+
+/** An admin client on the sim (its own counters: setup calls are not the backend's). */
+export function adminClient(kubeconfigPath: string): KubeClient {
+  return KubeClient.load(kubeconfigPath, new ApiCounters());
+}
+
+/** Creates an object; an existing one is left as is. */
+export async function ensure(admin: KubeClient, collectionPath: string, body: Json): Promise<void> {
+  try {
+    await admin.request("admin create" as ApiCallKey, HttpMethod.POST, collectionPath, { body });
+  } catch (error) {
+    if (!(error instanceof KubeApiError && error.status === 409)) throw error;
+  }
+}
+
+/** Polls `check` every 100 ms until it returns a value (test setup only; the backend never polls). */
+export async function eventually<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined) return value;
+    } catch (error) {
+      last = error;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last === undefined ? "" : `: ${(last as Error).message}`}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/** Quota of a test ClusterQueue. */
+export interface Quota {
+  readonly cpu: string;
+  readonly memory: string;
+  readonly pods?: string;
+}
+
+/**
+ * A fresh namespace with a ResourceFlavor, a ClusterQueue (quota as given) and a LocalQueue `lq`,
+ * waiting until the LocalQueue is active.
+ *
+ * @param flavor - ResourceFlavor spec (`nodeLabels`, `tolerations`) matching the sim's kwok nodes
+ */
+export async function freshNamespace(admin: KubeClient, name: string, quota: Quota, flavor: Json): Promise<{ namespace: string; queue: string }> {
+  await ensure(admin, "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name } });
+  await ensure(admin, "/apis/kueue.x-k8s.io/v1beta2/resourceflavors", { apiVersion: "kueue.x-k8s.io/v1beta2", kind: "ResourceFlavor", metadata: { name: `rf-${name}` }, spec: flavor });
+  const resources = [
+    { name: "cpu", nominalQuota: quota.cpu },
+    { name: "memory", nominalQuota: quota.memory },
+    { name: "pods", nominalQuota: quota.pods ?? "10000" },
+  ];
+  await ensure(admin, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", {
+    apiVersion: "kueue.x-k8s.io/v1beta2",
+    kind: "ClusterQueue",
+    metadata: { name: `cq-${name}` },
+    spec: {
+      namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": name } },
+      resourceGroups: [{ coveredResources: ["cpu", "memory", "pods"], flavors: [{ name: `rf-${name}`, resources }] }],
+    },
+  });
+  await ensure(admin, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${name}/localqueues`, {
+    apiVersion: "kueue.x-k8s.io/v1beta2",
+    kind: "LocalQueue",
+    metadata: { name: "lq", namespace: name },
+    spec: { clusterQueue: `cq-${name}` },
+  });
+  await eventually("LocalQueue lq to be active", 30_000, async () => {
+    const lq = await admin.request("get localqueues.kueue.x-k8s.io", HttpMethod.GET, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${name}/localqueues/lq`);
+    const active = ((lq.status as Json | undefined)?.conditions as Json[] | undefined)?.find((c) => c.type === "Active");
+    return active?.status === "True" ? true : undefined;
+  });
+  return { namespace: name, queue: "lq" };
+}
+
+/** What one cohort run produced. */
+export interface CohortRun {
+  readonly result: RunResult;
+  readonly stats: KubernetesBackendStats;
+  readonly records: LedgerRecord[];
+  readonly backend: KubernetesBackend;
+  readonly wallMs: number;
+}
+
+/**
+ * Runs a cohort through the real scheduler, ledger and Kubernetes backend.
+ *
+ * @param options - backend options as the CLI passes them (`kubeconfig`, `namespace`, `queue`, ...)
+ */
+export async function runCohort(specText: string, options: Record<string, unknown>): Promise<CohortRun> {
+  const spec = loadRunSpec(specText);
+  const runId = `${spec.name}-${new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+/, "")}-${Math.random().toString(16).slice(2, 8)}`;
+  const runDir = fs.mkdtempSync(path.join(os.tmpdir(), "k8s-backend-run-"));
+  const ledger = await LedgerWriter.open(runDir, { runId, profile: "sim", backend: "kubernetes", spec: spec.spec, tools: {}, createdAt: new Date().toISOString() });
+  let sink: (e: never) => void = () => undefined;
+  const backend = createKubernetesBackend({ runId, runDir, spec, events: (e) => sink(e as never), options });
+  await backend.available();
+  const scheduler = new Scheduler({ spec, runId, runDir, backend, ledger });
+  sink = scheduler.events as (e: never) => void;
+  const t0 = performance.now();
+  const result = await scheduler.run();
+  const wallMs = performance.now() - t0;
+  await ledger.close();
+  const { records } = await readLedger(runDir);
+  return { result, stats: backend.stats(), records, backend, wallMs };
+}
