@@ -4,9 +4,10 @@
  * imports it from here (see DESIGN.md "Pin everything in one place").
  *
  * Rules for every section:
- * - `sha256` fields are 64 lower-case hex digits, or `null` when the sum is not known. `null` means
- *   "unknown: never download this artifact"; nobody may invent a sum to fill it.
- * - Go commits are 40 lower-case hex digits. Go module versions are `vMAJOR.MINOR.PATCH[-pre]` or a pseudo-version.
+ * - `sha256` fields are 64 lower-case hex digits, `commit` fields 40, `digest` fields `sha256:` + 64; any of them
+ *   may be `null` when the value is not known. `null` means "unknown: never download or trust this artifact";
+ *   nobody may invent a value to fill it.
+ * - Versions are `[v]MAJOR.MINOR.PATCH[-pre]` or a Go pseudo-version.
  * - Each section names its upstream sources, so a pin can be re-checked by hand.
  * - `test/unit/pins.test.ts` checks the formats and that the npm SDK versions in package.json and
  *   package-lock.json agree with the plugin pins below.
@@ -109,8 +110,10 @@ export interface ToolchainPins {
  * - Pulumi CLI: https://github.com/pulumi/pulumi/tree/pkg/v3.259.0 (commit from the Go proxy's `Origin.Hash`),
  *   build flags from its `.goreleaser.yml`; the clipboard replace is copied from `pkg/go.mod`.
  * - pulumi-resource-command: https://github.com/pulumi/pulumi-command/tree/v1.2.1 (`provider/` module, no tags).
- * - pulumi-resource-kubernetes: https://github.com/pulumi/pulumi-kubernetes/tree/v4.32.0 (`provider/v4` module,
- *   no tags); generate step from `provider/cmd/pulumi-resource-kubernetes/generate.go`.
+ * - pulumi-resource-kubernetes: https://github.com/pulumi/pulumi-kubernetes/tree/v4.25.0 (`provider/v4` module,
+ *   no tags; tag v4.25.0 = f47bc2d6f1996444d11c12b4ef083b82585f7c07); generate step from
+ *   `provider/cmd/pulumi-resource-kubernetes/generate.go`. 4.25.0 because it is the only version of that module
+ *   the Go module proxy serves here (its `@v/list` holds just v4.0.0-20260115033456-f47bc2d6f199).
  * - Official archives: https://get.pulumi.com/releases/sdk/ and the GitHub releases pages; their SHA-256
  *   sums could not be fetched from this network, so they are `null` (downloads refused, builds used).
  */
@@ -151,7 +154,10 @@ export const toolchain: ToolchainPins = {
     npmPackage: "@pulumi/command",
     version: "1.2.1",
     goModule: "github.com/pulumi/pulumi-command/provider",
-    goModuleRef: "7f3eb6f3b77cd0fa3895ba437a695dd393f7dd25",
+    // No tags of its own: the canonical pseudo-version of the v1.2.1 tag commit. The Go module proxy reachable
+    // here serves this module at no version (403), so `npm run toolchain` falls back to cohort-lab's substitute
+    // provider (scripts/lib/command-provider.ts); a proxy that serves it gets the upstream build.
+    goModuleRef: "v0.0.0-20260303235922-7f3eb6f3b77c",
     commit: "7f3eb6f3b77cd0fa3895ba437a695dd393f7dd25",
     mainPackage: "github.com/pulumi/pulumi-command/provider/cmd/pulumi-resource-command",
     versionVar: "github.com/pulumi/pulumi-command/provider/pkg/version.Version",
@@ -168,13 +174,15 @@ export const toolchain: ToolchainPins = {
   },
   kubernetes: {
     npmPackage: "@pulumi/kubernetes",
-    version: "4.32.0",
+    version: "4.25.0",
     goModule: "github.com/pulumi/pulumi-kubernetes/provider/v4",
-    goModuleRef: "a03ff6ba58d2f1ea68319dda4b2c982119489c71",
-    commit: "a03ff6ba58d2f1ea68319dda4b2c982119489c71",
+    // The module has no tags of its own and the module proxy refuses commit queries for it: only this
+    // canonical pseudo-version of the v4.25.0 tag commit is served (v4.32.0's a03ff6ba… answers 403).
+    goModuleRef: "v4.0.0-20260115033456-f47bc2d6f199",
+    commit: "f47bc2d6f1996444d11c12b4ef083b82585f7c07",
     mainPackage: "github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes",
     versionVar: "github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version",
-    versionValue: "4.32.0",
+    versionValue: "4.25.0",
     require: {},
     replace: {},
     tags: [],
@@ -182,7 +190,7 @@ export const toolchain: ToolchainPins = {
     dropReplace: ["github.com/pulumi/pulumi-kubernetes/sdk/v4"],
     generateDir: "cmd/pulumi-resource-kubernetes",
     official: {
-      url: "https://github.com/pulumi/pulumi-kubernetes/releases/download/v4.32.0/pulumi-resource-kubernetes-v4.32.0-linux-amd64.tar.gz",
+      url: "https://github.com/pulumi/pulumi-kubernetes/releases/download/v4.25.0/pulumi-resource-kubernetes-v4.25.0-linux-amd64.tar.gz",
       sha256: null,
       member: "pulumi-resource-kubernetes",
     },

@@ -1,0 +1,162 @@
+/**
+ * Runs `pulumi up|preview|refresh|destroy` with the project's program served by the SDK's own in-process
+ * language runtime, the path the Automation API uses for inline programs: a gRPC `LanguageRuntime` server
+ * (`LanguageServer` from @pulumi/pulumi/automation/server) on 127.0.0.1, and the CLI started with
+ * `--client=127.0.0.1:<port> --exec-kind auto.inline`. The engine then calls this process to run the program
+ * instead of launching `pulumi-language-nodejs` (which cannot be built here; see scripts/run.ts).
+ *
+ * The program is the project's entry module (Pulumi.yaml `main`, else package.json `main`, else `index.ts`),
+ * loaded with `require` under tsx; its exports become the stack outputs, and an exported function is called
+ * and awaited, as the nodejs language host does.
+ *
+ * Requires Node >= 22 (execa, and @pulumi/pulumi >= 3.249).
+ *
+ * @see https://github.com/pulumi/pulumi/blob/v3.259.0/sdk/nodejs/automation/stack.ts (inline programs)
+ * @see https://github.com/pulumi/pulumi/blob/v3.259.0/sdk/nodejs/cmd/run/run.ts (how exports become outputs)
+ */
+import * as fs from "node:fs";
+import { createRequire } from "node:module";
+import * as path from "node:path";
+import { parse as parseYaml } from "yaml";
+import { insertAfterSubcommand, type PulumiInvocation } from "./pulumi-args";
+import { forwardSignals, loadExeca } from "./process";
+
+/** A Pulumi project found on disk. */
+export interface PulumiProject {
+  /** Directory holding Pulumi.yaml. */
+  readonly dir: string;
+  /** Project name. */
+  readonly name: string;
+  /** Runtime name (`nodejs` for this launcher). */
+  readonly runtime: string;
+  /** Absolute path of the program's entry module. */
+  readonly entry: string;
+}
+
+/** Raised when the project file cannot be used; the message names the file and field. */
+export class ProjectError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ProjectError";
+  }
+}
+
+function entryOfDir(dir: string): string {
+  const pkgFile = path.join(dir, "package.json");
+  if (fs.existsSync(pkgFile)) {
+    const main = (JSON.parse(fs.readFileSync(pkgFile, "utf8")) as { main?: unknown }).main;
+    if (typeof main === "string" && main !== "") return path.resolve(dir, main);
+  }
+  for (const name of ["index.ts", "index.js"]) if (fs.existsSync(path.join(dir, name))) return path.join(dir, name);
+  throw new ProjectError(`${dir}: no program entry (package.json "main", index.ts or index.js)`);
+}
+
+/**
+ * Finds the project for a command line: Pulumi.yaml (or .yml) in the `-C` directory or the current directory
+ * or any parent, as the CLI does.
+ *
+ * @returns the project, or `undefined` when there is no project file (the CLI reports that itself).
+ * @throws ProjectError when Pulumi.yaml is unreadable or names an entry that does not exist.
+ */
+export function findProject(startDir: string): PulumiProject | undefined {
+  for (let dir = path.resolve(startDir); ; dir = path.dirname(dir)) {
+    for (const file of ["Pulumi.yaml", "Pulumi.yml"]) {
+      const full = path.join(dir, file);
+      if (!fs.existsSync(full)) continue;
+      let doc: { name?: unknown; runtime?: unknown; main?: unknown };
+      try {
+        doc = (parseYaml(fs.readFileSync(full, "utf8")) ?? {}) as typeof doc;
+      } catch (err) {
+        throw new ProjectError(`${full}: not valid YAML: ${(err as Error).message}`);
+      }
+      const runtime = typeof doc.runtime === "string" ? doc.runtime : (doc.runtime as { name?: unknown } | undefined)?.name;
+      if (typeof runtime !== "string") throw new ProjectError(`${full}: runtime: expected a runtime name`);
+      const name = typeof doc.name === "string" ? doc.name : "";
+      let entry = dir;
+      if (doc.main !== undefined) {
+        if (typeof doc.main !== "string") throw new ProjectError(`${full}: main: expected a path`);
+        entry = path.resolve(dir, doc.main);
+        if (!fs.existsSync(entry)) throw new ProjectError(`${full}: main: ${doc.main} does not exist`);
+      }
+      if (fs.statSync(entry).isDirectory()) entry = entryOfDir(entry);
+      return { dir, name, runtime, entry };
+    }
+    if (path.dirname(dir) === dir) return undefined;
+  }
+}
+
+/** Options of {@link runPulumiInline}. */
+export interface InlineRunOptions {
+  /** The `pulumi` executable. */
+  readonly pulumiBin: string;
+  /** Arguments after `pulumi`, as the user gave them. */
+  readonly args: readonly string[];
+  /** Parsed arguments. */
+  readonly invocation: PulumiInvocation;
+  /** The project whose program to serve. */
+  readonly project: PulumiProject;
+  /** Environment of the CLI. */
+  readonly env: Record<string, string>;
+}
+
+/** Exit status of the CLI. */
+export interface ExitStatus {
+  readonly exitCode?: number;
+  readonly signal?: NodeJS.Signals;
+}
+
+/**
+ * Serves the project's program over the SDK's in-process language runtime and runs the CLI against it,
+ * with stdio inherited and signals forwarded.
+ *
+ * @returns the CLI's exit status.
+ * @throws Error when @pulumi/pulumi cannot be loaded from the project directory or the gRPC server cannot bind.
+ */
+export async function runPulumiInline(o: InlineRunOptions): Promise<ExitStatus> {
+  // Load the SDK copy the program itself will load (one copy of @pulumi/pulumi per process; pulumi#12942).
+  const projectRequire = createRequire(path.join(o.project.dir, "__cohort_lab_host__.js"));
+  const sdkRequire = createRequire(projectRequire.resolve("@pulumi/pulumi/package.json"));
+  // `LanguageServer` is marked @internal, so its .d.ts is empty: describe the part used here.
+  const { LanguageServer } = sdkRequire("./automation/server") as {
+    LanguageServer: new (program: () => Promise<unknown>) => { onPulumiExit(hasError: boolean): void };
+  };
+  const langrpc = sdkRequire("./proto/language_grpc_pb") as { LanguageRuntimeService: import("@grpc/grpc-js").ServiceDefinition };
+  const grpc = sdkRequire("@grpc/grpc-js") as typeof import("@grpc/grpc-js");
+  const settings = sdkRequire("./runtime/settings") as { grpcChannelOptions: import("@grpc/grpc-js").ChannelOptions };
+
+  let runs = 0;
+  const program = async (): Promise<unknown> => {
+    // `pulumi up` without --skip-preview runs the program twice in this process: forget the project's own
+    // modules (not node_modules) so that the second run evaluates them afresh, as a new language host would.
+    if (runs++ > 0) {
+      for (const key of Object.keys(projectRequire.cache)) {
+        if (!key.split(path.sep).includes("node_modules") && !key.startsWith(__dirname + path.sep)) delete projectRequire.cache[key];
+      }
+    }
+    process.chdir(o.project.dir);
+    const exported: unknown = projectRequire(o.project.entry);
+    return typeof exported === "function" ? await (exported as () => unknown)() : exported;
+  };
+
+  const languageServer = new LanguageServer(program);
+  const server = new grpc.Server({ ...settings.grpcChannelOptions });
+  server.addService(langrpc.LanguageRuntimeService, languageServer as unknown as import("@grpc/grpc-js").UntypedServiceImplementation);
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+
+  const args = insertAfterSubcommand(o.args, o.invocation, [`--client=127.0.0.1:${port}`, "--exec-kind", "auto.inline"]);
+  const { execa } = await loadExeca();
+  const sub = execa(o.pulumiBin, args, { stdio: "inherit", env: o.env, extendEnv: false, reject: false, cwd: process.cwd() });
+  const stop = forwardSignals(sub);
+  const result = await sub;
+  stop();
+  try {
+    languageServer.onPulumiExit(result.failed);
+  } catch (err) {
+    // The SDK reports promises the program left running; the CLI already finished, so only report it.
+    process.stderr.write(`cohort-lab: ${(err as Error).message}\n`);
+  }
+  server.forceShutdown();
+  return { exitCode: result.exitCode, signal: result.signal };
+}

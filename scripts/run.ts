@@ -1,0 +1,116 @@
+/**
+ * `tsx scripts/run.ts <command> [args...]`: runs a command inside the pinned toolchain environment. Every npm
+ * script that needs Node >= 22 or Pulumi goes through it (`npm run pulumi`, `up`, `preview`, `destroy`,
+ * `test`, `build`, `typecheck`, ...), so a user never sources anything.
+ *
+ * Stages:
+ * 1. Under whatever Node npm started (the system Node 20 on our machines), it finds the toolchain without
+ *    building anything (scripts/lib/env.ts). If this Node is older than 22 it re-executes itself under the
+ *    cached Node 24 with tsx's loader, forwarding stdio, signals and the exit status.
+ * 2. Under Node >= 22 it computes the environment (PATH with Node 24 and the pinned `pulumi` first,
+ *    repo-local PULUMI_HOME, the file backend, PULUMI_CONFIG_PASSPHRASE, plugin downloads, registry lookups
+ *    and update checks disabled) and runs the command with it.
+ *
+ * For `pulumi`, it first refuses with a clear message (exit code 2) when the toolchain is missing or when the
+ * CLI or the plugins in PULUMI_HOME do not match the versions in package.json. `pulumi up` and `pulumi preview`
+ * (and their aliases, and `refresh`/`destroy` with `--run-program`) are run against the SDK's in-process language
+ * runtime (scripts/lib/pulumi-host.ts); every other subcommand, `destroy` and `refresh` included, runs the CLI
+ * directly (they work from the state and need no language runtime).
+ *
+ * Why no `pulumi-language-nodejs` (checked on 2026-11-30 on this network):
+ * - The language host is its own Go module, github.com/pulumi/pulumi/sdk/nodejs/cmd/pulumi-language-nodejs/v3,
+ *   without tags, so it can only be fetched by commit (pseudo-version). The Go module proxy answers
+ *   `403 This module version is not available.` for it at every form we tried: `@v/list`, the pkg/v3.259.0 tag
+ *   commit a05d88f24d05726fa3beae771bfdedb0c0c6a94a, the pkg/v3.248.0 commit dc7edd58bc13179f81b80983aab4eb7f74a01b41,
+ *   and pseudo-versions built from them. GitHub and get.pulumi.com (the release archive that bundles it) are
+ *   unreachable here. So `go install`/`go build` of it is impossible.
+ * - The npm registry has no package that ships the binary (the `pulumi` npm package only wraps the online installer).
+ * - Old github.com/pulumi/pulumi/sdk/v3 releases (v3.68.0 and before; gone by v3.90.0) still carried
+ *   `nodejs/cmd/pulumi-language-nodejs` as a package inside the sdk module, which the proxy serves, so a 2023-era
+ *   host could be built. It would not match @pulumi/pulumi 3.259.0 (three years of language-protocol changes),
+ *   so it was not used.
+ * What we do instead is the Automation API's inline-program path, which the engine supports for exactly these
+ * subcommands (`--client`, `--exec-kind auto.inline`). Consequences: subcommands that need the language host
+ * for something else (`pulumi about`'s dependency list, `pulumi install`, `pulumi convert`, `pulumi import`'s
+ * code generation, `pulumi watch`, `runtime: nodejs` policy packs) are not available through this launcher.
+ */
+import * as fs from "node:fs";
+import { ensureBackendDir, resolveToolchain, toolchainEnv, ToolchainError, type Toolchain } from "./lib/env";
+import { toolchain as pins } from "../stacks/pins";
+import { nodeMajor } from "./lib/node-tool";
+import { envNames } from "./lib/paths";
+import { parsePulumiArgs } from "./lib/pulumi-args";
+import { exitLike, forwardSignals, reexecUnder } from "./lib/process";
+
+/** Exit code when the launcher refuses to start (toolchain missing or mismatched, bad usage). */
+const refusalExitCode = 2;
+
+function refuse(lines: readonly string[]): never {
+  process.stderr.write(`cohort-lab: cannot run: ${lines.join("\n  ")}\n`);
+  process.exit(refusalExitCode);
+}
+
+async function main(argv: readonly string[]): Promise<void> {
+  const [command, ...args] = argv;
+  if (command === undefined || command === "") refuse(["usage: tsx scripts/run.ts <command> [args...]"]);
+
+  let tc: Toolchain;
+  try {
+    tc = resolveToolchain({ needPulumi: command === "pulumi" });
+  } catch (err) {
+    if (err instanceof ToolchainError) refuse(err.problems);
+    throw err;
+  }
+  const env = toolchainEnv(tc);
+
+  if (nodeMajor(process.version) < pins.node.minSystemMajor && process.env[envNames.stage2] === undefined) {
+    reexecUnder(tc.node.bin, __filename, argv, { ...env, [envNames.stage2]: "1" });
+    return;
+  }
+  delete env[envNames.stage2];
+
+  // Stage 2: Node >= 22 from here on (execa, @pulumi/pulumi).
+  const { execa } = await import("execa");
+  if (command === "pulumi") {
+    ensureBackendDir(tc.backendUrl);
+    fs.mkdirSync(tc.pulumiHome, { recursive: true });
+    const pulumiBin = (tc.pulumi as NonNullable<Toolchain["pulumi"]>).bin;
+    const inv = parsePulumiArgs(args);
+    if (inv.runsProgram && !inv.hasClient && !inv.help) {
+      const { findProject, runPulumiInline, ProjectError } = await import("./lib/pulumi-host.js");
+      let project: Awaited<ReturnType<typeof findProject>>;
+      try {
+        project = findProject(inv.cwd ?? process.cwd());
+      } catch (err) {
+        if (err instanceof ProjectError) refuse([(err as Error).message]);
+        throw err;
+      }
+      if (project !== undefined && project.runtime === "nodejs") {
+        const status = await runPulumiInline({ pulumiBin, args, invocation: inv, project, env });
+        exitLike(status.exitCode, status.signal);
+        return;
+      }
+    }
+    const sub = execa(pulumiBin, args, { stdio: "inherit", env, extendEnv: false, reject: false });
+    const stop = forwardSignals(sub);
+    const result = await sub;
+    stop();
+    exitLike(result.exitCode, result.signal);
+    return;
+  }
+
+  // Any other command: resolved through PATH (node_modules/.bin first after Node and pulumi).
+  const sub = execa(command, args, { stdio: "inherit", env, extendEnv: false, reject: false, cwd: process.cwd() });
+  const stop = forwardSignals(sub);
+  const result = await sub;
+  stop();
+  if (result.failed && result.exitCode === undefined && result.signal === undefined) {
+    refuse([`${command}: ${result.shortMessage}`]);
+  }
+  exitLike(result.exitCode, result.signal);
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  process.stderr.write(`cohort-lab: ${(err as Error).stack ?? String(err)}\n`);
+  process.exit(1);
+});
