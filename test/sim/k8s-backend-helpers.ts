@@ -9,7 +9,9 @@ import { createKubernetesBackend, type KubernetesBackend, type KubernetesBackend
 import { HttpMethod, KubeApiError, KubeClient } from "../../runtime/backends/kubernetes/client";
 import { ApiCounters, type ApiCallKey } from "../../runtime/backends/kubernetes/counters";
 import type { Json } from "../../runtime/backends/kubernetes/render";
+import type { MemberPlan } from "../../runtime/core/backend";
 import { LedgerWriter, readLedger, type LedgerRecord } from "../../runtime/core/ledger";
+import { memberIdentities, planMembers } from "../../runtime/core/plan";
 import { Scheduler, type RunResult } from "../../runtime/core/scheduler";
 import { loadRunSpec } from "../../runtime/core/spec";
 
@@ -46,48 +48,41 @@ export async function eventually<T>(what: string, timeoutMs: number, check: () =
   }
 }
 
-/** Quota of a test ClusterQueue. */
-export interface Quota {
-  readonly cpu: string;
-  readonly memory: string;
-  readonly pods?: string;
-}
-
 /**
- * A fresh namespace with a ResourceFlavor, a ClusterQueue (quota as given) and a LocalQueue `lq`,
- * waiting until the LocalQueue is active.
- *
- * @param flavor - ResourceFlavor spec (`nodeLabels`, `tolerations`) matching the sim's kwok nodes
+ * A fresh namespace with a LocalQueue `queue` pointing at `clusterQueue`, once the LocalQueue is active.
  */
-export async function freshNamespace(admin: KubeClient, name: string, quota: Quota, flavor: Json): Promise<{ namespace: string; queue: string }> {
-  await ensure(admin, "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name } });
-  await ensure(admin, "/apis/kueue.x-k8s.io/v1beta2/resourceflavors", { apiVersion: "kueue.x-k8s.io/v1beta2", kind: "ResourceFlavor", metadata: { name: `rf-${name}` }, spec: flavor });
-  const resources = [
-    { name: "cpu", nominalQuota: quota.cpu },
-    { name: "memory", nominalQuota: quota.memory },
-    { name: "pods", nominalQuota: quota.pods ?? "10000" },
-  ];
-  await ensure(admin, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", {
-    apiVersion: "kueue.x-k8s.io/v1beta2",
-    kind: "ClusterQueue",
-    metadata: { name: `cq-${name}` },
-    spec: {
-      namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": name } },
-      resourceGroups: [{ coveredResources: ["cpu", "memory", "pods"], flavors: [{ name: `rf-${name}`, resources }] }],
-    },
-  });
-  await ensure(admin, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${name}/localqueues`, {
+export async function namespaceWithQueue(admin: KubeClient, namespace: string, clusterQueue: string, queue = "cohort"): Promise<void> {
+  await ensure(admin, "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
+  await ensure(admin, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${namespace}/localqueues`, {
     apiVersion: "kueue.x-k8s.io/v1beta2",
     kind: "LocalQueue",
-    metadata: { name: "lq", namespace: name },
-    spec: { clusterQueue: `cq-${name}` },
+    metadata: { name: queue, namespace },
+    spec: { clusterQueue },
   });
-  await eventually("LocalQueue lq to be active", 30_000, async () => {
-    const lq = await admin.request("get localqueues.kueue.x-k8s.io", HttpMethod.GET, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${name}/localqueues/lq`);
+  await eventually(`LocalQueue ${namespace}/${queue} to be active`, 30_000, async () => {
+    const lq = await admin.request("admin get" as ApiCallKey, HttpMethod.GET, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${namespace}/localqueues/${queue}`);
     const active = ((lq.status as Json | undefined)?.conditions as Json[] | undefined)?.find((c) => c.type === "Active");
     return active?.status === "True" ? true : undefined;
   });
-  return { namespace: name, queue: "lq" };
+}
+
+/** A ClusterQueue on `flavor` with the given quota (e.g. far more than the nodes hold), for every namespace. */
+export async function clusterQueue(admin: KubeClient, name: string, flavor: string, quota: { cpu: string; memory: string }): Promise<void> {
+  await ensure(admin, "/apis/kueue.x-k8s.io/v1beta2/clusterqueues", {
+    apiVersion: "kueue.x-k8s.io/v1beta2",
+    kind: "ClusterQueue",
+    metadata: { name },
+    spec: {
+      namespaceSelector: {},
+      resourceGroups: [{ coveredResources: ["cpu", "memory"], flavors: [{ name: flavor, resources: [{ name: "cpu", nominalQuota: quota.cpu }, { name: "memory", nominalQuota: quota.memory }] }] }],
+    },
+  });
+}
+
+/** Lists a collection (admin). */
+export async function list(admin: KubeClient, collectionPath: string): Promise<Json[]> {
+  const out = await admin.request("admin list" as ApiCallKey, HttpMethod.GET, collectionPath);
+  return (out.items as Json[] | undefined) ?? [];
 }
 
 /** What one cohort run produced. */
@@ -120,4 +115,18 @@ export async function runCohort(specText: string, options: Record<string, unknow
   await ledger.close();
   const { records } = await readLedger(runDir);
   return { result, stats: backend.stats(), records, backend, wallMs };
+}
+
+/**
+ * A backend for `specText` plus the member plans the core would give it (for tests that drive admit()
+ * directly).
+ */
+export function createKubernetesBackendFor(specText: string, options: Record<string, unknown>): KubernetesBackend & { plans: MemberPlan[] } {
+  const spec = loadRunSpec(specText);
+  const runId = `${spec.name}-${new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+/, "")}-${Math.random().toString(16).slice(2, 8)}`;
+  const backend = createKubernetesBackend({ runId, runDir: "/nonexistent", spec, events: () => undefined, options });
+  const identities = memberIdentities(spec);
+  const endpoints = new Map(identities.filter((m) => m.wantsPort).map((m) => [m.id, { host: `${m.id}.${String(options.namespace)}.svc`, port: 8080 }]));
+  const plans = planMembers({ spec, runId, runDir: "/nonexistent", endpoints, secrets: new Map() });
+  return Object.assign(backend, { plans });
 }
