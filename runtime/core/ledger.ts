@@ -43,11 +43,11 @@
  * transition, never a completion, and never anything in the middle (fdatasync of a later transition
  * covers all earlier bytes). Its cost is a fixed ~10 fdatasync calls per run regardless of size.
  * `"always"` costs one fdatasync per batch. Measured with bench/ledger.ts on the project's dev VM
- * (ext4 on virtio, 2 cores, load average 11–19 from parallel builds): fdatasync took 2.3 ms on
- * average and up to 106 ms (an ext4 journal commit also flushes other processes' dirty data); a
- * single sequential appender managed ~340 records/s with `"always"` against ~2,000–14,000 with the
- * other policies, and 64 concurrent appenders ~6,000–32,000 against ~65,000–215,000 (group commit
- * keeps 64 records per batch). Every awaited append on the scheduler's critical path would pay that
+ * (ext4 on virtio, 2 cores, load average 11–25 from parallel builds): fdatasync took 2–3 ms on
+ * average and up to 520 ms (an ext4 journal commit also flushes other processes' dirty data); a
+ * single sequential appender managed ~280–340 records/s with `"always"` against ~2,000–19,000 with
+ * the other policies, and 64 concurrent appenders ~4,000–32,000 against ~30,000–215,000 (group
+ * commit puts 64 records in each batch). Every awaited append on the scheduler's critical path would pay that
  * latency, and member readiness gates are awaited per dependency level. Choose `"always"` where each
  * acknowledged record must survive power loss.
  *

@@ -2,11 +2,18 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { afterAll } from "vitest";
 import { LedgerWriter, type LedgerWriterOptions, type LedgerManifest } from "../../runtime/core/ledger";
 
-/** A fresh temp directory; the run directory inside it does not exist yet. */
+const roots: string[] = [];
+afterAll(() => {
+  for (const root of roots) fs.rmSync(root, { recursive: true, force: true });
+});
+
+/** A fresh temp directory (removed after the test file); the run directory inside it does not exist yet. */
 export function tempRunDir(name = "run"): string {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-ledger-test-"));
+  roots.push(root);
   return path.join(root, name);
 }
 
