@@ -331,3 +331,19 @@ describe("Run: watch events -> member events", () => {
     expect(events).toEqual([]);
   });
 });
+
+describe("podTerminated (stop is done)", () => {
+  it("a pod is terminated when gone, terminal, or deleted with grace 0 (the node's final delete; Kueue's finalizer may keep the object)", async () => {
+    const { podTerminated } = await import("../../runtime/backends/kubernetes/stop");
+    const deleting = (grace: number, phase = "Running"): Json => ({
+      metadata: { name: "a", deletionTimestamp: T, deletionGracePeriodSeconds: grace, finalizers: ["kueue.x-k8s.io/managed"] },
+      status: { phase },
+    });
+    expect(podTerminated(undefined)).toBe(true);
+    expect(podTerminated(readyPod("a"))).toBe(false);
+    expect(podTerminated(deleting(30))).toBe(false);
+    expect(podTerminated(deleting(0))).toBe(true);
+    expect(podTerminated(deleting(30, "Failed"))).toBe(true);
+    expect(podTerminated({ metadata: { name: "a" }, status: { phase: "Failed" } })).toBe(false);
+  });
+});

@@ -15,8 +15,9 @@ export interface ApiCallKind {
 
 /**
  * The calls, by purpose. Per member: `create sandboxes` (admit) and `patch pods` (start, removing our
- * scheduling gate): 2 writes. Per run: the Secret, one `deletecollection sandboxes` per batch of stops
- * and one at close, and one list + one watch per watched kind (re-opened on expiry).
+ * scheduling gate): 2 writes. Per run: the Secret (create, delete), one `deletecollection sandboxes` per
+ * batch of stops and one at close, the Workload's delete at close, and one list + one watch per watched
+ * kind (re-opened on expiry).
  */
 export const API_CALLS = [
   { verb: "create", group: SANDBOX_GROUP, resource: SANDBOX_PLURAL, why: "admit: one Sandbox per member" },
@@ -33,6 +34,12 @@ export const API_CALLS = [
   { verb: "watch", group: "", resource: "events", why: "cluster-autoscaler scale-up for Unschedulable pods" },
   { verb: "list", group: KUEUE_GROUP, resource: WORKLOAD_PLURAL, why: "list+watch of the roster's Workload" },
   { verb: "watch", group: KUEUE_GROUP, resource: WORKLOAD_PLURAL, why: "admission, eviction, deactivation" },
+  {
+    verb: "delete",
+    group: KUEUE_GROUP,
+    resource: WORKLOAD_PLURAL,
+    why: "close: Kueue keeps its finalizer on a serving pod group's pods until the group's Workload is deleted",
+  },
   { verb: "get", group: KUEUE_GROUP, resource: LOCALQUEUE_PLURAL, why: "available(): the LocalQueue exists and is active" },
 ] as const satisfies readonly ApiCallKind[];
 

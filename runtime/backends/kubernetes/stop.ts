@@ -6,19 +6,21 @@
  * `terminationGracePeriodSeconds` rendered from the run's stop grace, SIGKILL). Stops requested in the
  * same tick are batched into ONE `deletecollection` by label selector
  * (`cohort-lab.dev/member in (...)`), so a teardown in reverse dependency order costs one write per
- * level, not per member. It resolves when the watch has seen the member's pod and Sandbox gone, or
- * after `graceMs` + `stopExtraMs` (counted in `stats().stopTimeouts`). Idempotent.
+ * level, not per member. It resolves when the watch has seen the member's Sandbox gone and its pod
+ * terminated ({@link podTerminated}), or after `graceMs` + `stopExtraMs` (counted in
+ * `stats().stopTimeouts`). Idempotent.
  *
  * **close** deletes every Sandbox of the run with one `deletecollection` by the run label (members
- * never started included), deletes the run's Secret, and waits by watch until the run's pods and
- * Sandboxes are gone (at most `closeTimeoutMs`; what remains is listed in `stats().leftovers`). It does
+ * never started included), then the roster's Workload (with Kueue: only that makes Kueue release its
+ * finalizer on the pods of a serving pod group), then the run's Secret, and waits by watch until the
+ * run's pods and Sandboxes are gone (at most `closeTimeoutMs`; what remains is listed in `stats().leftovers`). It does
  * NOT delete the namespace: the runtime's ServiceAccount is bound by a namespaced Role (rbac.ts) that
  * cannot delete its own namespace. Pulumi owns the run Namespace (created per run by the
  * CohortRun/Runtime component, deleted on destroy/replace).
  */
 import { HttpMethod, KubeApiError } from "./client.js";
 import { paths } from "./admit.js";
-import { secretName } from "./render.js";
+import { secretName, type Json } from "./render.js";
 import type { MemberState, Run } from "./run.js";
 import { LABEL_MEMBER, LABEL_RUN } from "./upstream.js";
 
@@ -27,8 +29,24 @@ export const STOP_BATCH = 200;
 
 const pending = new WeakMap<Run, { members: Set<string>; flushing: Promise<void> }>();
 
+/**
+ * Whether a pod has finished terminating on its node: gone, in a terminal phase, or deleted with a zero
+ * grace period. The kubelet (and kwok's pod-delete stage) confirms a pod's termination by a final delete
+ * with grace period 0; the object may then still exist, held by Kueue's `kueue.x-k8s.io/managed`
+ * finalizer, which Kueue removes from a serving pod group's pods only once the group's Workload is
+ * deleted (kueue keps/976-plain-pods "Tracking admitted and finished Pods"; `close()` deletes it).
+ */
+export function podTerminated(pod: Json | undefined): boolean {
+  if (pod === undefined) return true;
+  const meta = pod.metadata as Json | undefined;
+  if (meta?.deletionTimestamp === undefined) return false;
+  const phase = (pod.status as Json | undefined)?.phase;
+  return meta.deletionGracePeriodSeconds === 0 || phase === "Failed" || phase === "Succeeded";
+}
+
+/** A stopped member: its Sandbox is gone and its pod has terminated. */
 function gone(state: MemberState): boolean {
-  return state.pod === undefined && state.sandbox === undefined;
+  return state.sandbox === undefined && podTerminated(state.pod);
 }
 
 /** Resolves when `predicate` holds (checked on every watch event) or after `timeoutMs` (resolves false). */
@@ -107,6 +125,21 @@ export async function closeRun(run: Run): Promise<void> {
     if (anything() || run.sandboxesCreated > 0) {
       try {
         await deleteSandboxes(run, `${LABEL_RUN}=${run.ctx.runLabel}`);
+      } catch (error) {
+        if (!(error instanceof KubeApiError && error.status === 404)) throw error;
+      }
+    }
+    if (run.kueue && (run.workload !== undefined || run.workloadVerdict !== undefined)) {
+      // Kueue keeps its finalizer on the group's pods until the Workload is deleted. Delete it once
+      // every pod is being deleted (so Kueue does not build a new Workload for pods still alive).
+      await until(run, () => [...(podWatch?.objects.values() ?? [])].every((pod) => (pod.metadata as Json | undefined)?.deletionTimestamp !== undefined), 10_000);
+      try {
+        await run.client.request(
+          "delete workloads.kueue.x-k8s.io",
+          HttpMethod.DELETE,
+          `${paths(run.settings.namespace).workloads}/${encodeURIComponent(run.settings.podGroup)}`,
+          { query: { propagationPolicy: "Background" } },
+        );
       } catch (error) {
         if (!(error instanceof KubeApiError && error.status === 404)) throw error;
       }
