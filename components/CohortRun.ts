@@ -63,8 +63,12 @@ export interface CohortRuntimeRef {
   readonly nodePath: pulumi.Input<string>;
 }
 
-/** How the run is executed. Only `process` exists yet (the runtime as a local child process of the provider). */
-export type CohortRunExecutor = "process";
+/**
+ * How the run is executed: `process` (the runtime as a local child process of the provider), or an executor
+ * function that creates the executing resource under the CohortRun, e.g. the Kubernetes-Job executor of the
+ * cluster profiles (components/cohortRunJob.ts `kubernetesJobExecutor`).
+ */
+export type CohortRunExecutor = "process" | ((plan: ExecutionPlan, parent: pulumi.Resource) => CohortExecution);
 
 /** Arguments of {@link CohortRun}. */
 export interface CohortRunArgs {
@@ -253,12 +257,12 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
   constructor(name: string, args: CohortRunArgs, opts?: pulumi.ComponentResourceOptions) {
     if (!path.isAbsolute(args.artifactRoot)) throw new pulumi.RunError(`CohortRun ${name}: artifactRoot must be absolute (got ${JSON.stringify(args.artifactRoot)})`);
     const executor = args.executor ?? "process";
-    if (executor !== "process") throw new pulumi.RunError(`CohortRun ${name}: unknown executor ${JSON.stringify(executor)} (known: process)`);
+    if (executor !== "process" && typeof executor !== "function") throw new pulumi.RunError(`CohortRun ${name}: unknown executor ${JSON.stringify(executor)} (known: process, or an executor function)`);
     super("cohortlab:runtime:CohortRun", name, {}, opts);
 
     const specSha256 = runSpecSha256(args.spec);
     const plan: ExecutionPlan = { name, args, specJson: `${JSON.stringify(args.spec)}\n`, specSha256 };
-    const execution = executeAsProcess(plan, this);
+    const execution = typeof executor === "function" ? executor(plan, this) : executeAsProcess(plan, this);
 
     this.execution = execution.resource;
     this.runId = execution.summary.apply((s) => s.runId);

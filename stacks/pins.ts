@@ -241,3 +241,145 @@ export const hostMembers = {
   },
 } as const satisfies Readonly<Record<string, NpmMemberProgramPin>>;
 
+// ------------------------------------------------------------------------------------------------
+// local profile (components/KindCluster.ts, Kueue.ts, AgentSandbox.ts, Temporal.ts, Runtime.ts,
+// scripts/fetch-manifests.ts, scripts/kind-cluster.cjs). The `sim` profile runs the same Kueue and
+// Agent Sandbox pins.
+// ------------------------------------------------------------------------------------------------
+
+/** A platform this project can download a binary for: `${process.platform}-${arch}` with Node's `x64`. */
+export type BinaryPlatform = "linux-x64";
+
+/** A release binary (not an archive) downloaded on first use and checked against its SHA-256 before every use. */
+export interface VerifiedBinaryPin {
+  /** Version as upstream spells it, e.g. `v0.31.0`. */
+  readonly version: string;
+  /**
+   * Download URL and lower-case hex SHA-256 per platform. Platforms without an entry are refused: their
+   * sums are not known here and nobody may invent one.
+   */
+  readonly platforms: Readonly<Record<BinaryPlatform, { readonly url: string; readonly sha256: string }>>;
+}
+
+/** A container image. `digest: null` means "not known here": preview warns, `pulumi up` refuses until it is set in config. */
+export interface ImagePin {
+  /** Repository as upstream publishes it, e.g. `registry.k8s.io/kueue/kueue`. */
+  readonly repository: string;
+  readonly tag: string;
+  /** `sha256:<64 hex>` of the image index (multi-arch manifest list), or `null` when it is not known. */
+  readonly digest: string | null;
+}
+
+/** A Go module whose zip (fetched through the Go module proxy) carries the release's manifests. */
+export interface ManifestModulePin {
+  readonly goModule: string;
+  readonly version: string;
+  /** The go.sum `h1:` hash of the module zip (verified by `go mod download` against sum.golang.org). */
+  readonly goSum: string;
+  /** Upstream commit of the tag (40 hex), or `null` when the proxy's `.info` has no `Origin.Hash` for it. */
+  readonly commit: string | null;
+}
+
+/** Every pin of the `local` profile. */
+export interface LocalPins {
+  readonly kind: VerifiedBinaryPin & { readonly goModule: string; readonly goSum: string; readonly commit: string };
+  readonly kubectl: VerifiedBinaryPin;
+  /** The kind node image (Kubernetes version of every kind node). */
+  readonly nodeImage: ImagePin & { readonly digest: string };
+  /** kustomize, built from the Go proxy, renders Kueue's `config/default` exactly as Kueue's release does. */
+  readonly kustomize: { readonly goModule: string; readonly version: string; readonly goSum: string };
+  readonly kueue: ManifestModulePin & { readonly image: ImagePin };
+  readonly agentSandbox: ManifestModulePin & { readonly image: ImagePin };
+  /** The Temporal CLI image (`temporal server start-dev`). */
+  readonly temporal: ImagePin & { readonly digest: string };
+  /** The Node.js image that runs the cohort runtime bundle in the cluster (the toolchain's Node version). */
+  readonly runtimeNode: ImagePin;
+}
+
+/**
+ * local pins.
+ *
+ * Sources:
+ * - kind v0.31.0: https://github.com/kubernetes-sigs/kind/releases/tag/v0.31.0 (binary sums as pinned by the
+ *   public simulator this project descends from, research/seed-profile-facts.md section 1; other platforms'
+ *   sums are not known here). Go module `sigs.k8s.io/kind@v0.31.0` (`go mod download -json`: Sum, Origin.Hash);
+ *   test/tools/kindcheck validates rendered kind configs with this version's own loader.
+ * - kubectl v1.35.0: https://dl.k8s.io/release/v1.35.0/bin/linux/amd64/kubectl (sum as pinned by the simulator).
+ * - Node image kindest/node:v1.35.0: https://github.com/kubernetes-sigs/kind/releases/tag/v0.31.0 (the release
+ *   notes list the node images); digest as pinned by the simulator (seed-profile-facts.md section 1).
+ * - kustomize v5.7.1: https://github.com/kubernetes-sigs/kustomize/releases/tag/kustomize%2Fv5.7.1 — the CLI
+ *   built on `sigs.k8s.io/kustomize/api v0.20.1`, the kustomize API version in Kueue v0.17.0's go.mod (Kueue
+ *   renders its release manifests with `kustomize build config/default`, Makefile target `artifacts`).
+ * - Kueue v0.17.0: https://github.com/kubernetes-sigs/kueue/releases/tag/v0.17.0. NOT v0.17.8 (the simulator's
+ *   version): the Go module proxy here serves only v0.17.0 (v0.17.7, v0.17.8, v0.18.6 answer 403 "not
+ *   available"), and the `sim` profile must build the same version from the proxy; the simulator's
+ *   release-manifest SHA-256 (`060f579f…d366f`) is truncated in our notes, so it could not be pinned anyway.
+ *   The proxy's `.info` for v0.17.0 has no `Origin`, so the commit is not known here.
+ * - Agent Sandbox v0.5.5: https://github.com/kubernetes-sigs/agent-sandbox/releases/tag/v0.5.5, commit from the
+ *   proxy's `Origin.Hash`. NOT v0.5.4 (the simulator's version, commit 945016a7b97f46cd2edf8633d6b6a22d5355ecc1):
+ *   the proxy refuses v0.5.4's zip (403) and its `sandbox.yaml` SHA-256 (`51e3610f…d24c3e`) is truncated in
+ *   our notes; v0.5.5 is the nearest patch release the proxy serves.
+ * - Controller images: registry.k8s.io/kueue/kueue and registry.k8s.io/agent-sandbox/agent-sandbox-controller
+ *   (the images the releases' manifests name). Their digests cannot be learned without registry access: get
+ *   them with `docker buildx imagetools inspect <repository>:<tag>` and set `cohort-lab:images.<name>`.
+ * - Temporal: temporalio/temporal:1.8.2 (the Temporal CLI image), digest as pinned by the simulator.
+ * - Runtime Node image: https://hub.docker.com/_/node (tag `<toolchain Node version>-bookworm-slim`); digest
+ *   not known here, set `cohort-lab:images.runtime`.
+ */
+export const local: LocalPins = {
+  kind: {
+    version: "v0.31.0",
+    goModule: "sigs.k8s.io/kind",
+    goSum: "h1:UcT4nzm+YM7YEbqiAKECk+b6dsvc/HRZZu9U0FolL1g=",
+    commit: "a323333ff9efd8099f95a8a6b5c86c75a210d00f",
+    platforms: {
+      "linux-x64": {
+        url: "https://github.com/kubernetes-sigs/kind/releases/download/v0.31.0/kind-linux-amd64",
+        sha256: "eb244cbafcc157dff60cf68693c14c9a75c4e6e6fedaf9cd71c58117cb93e3fa",
+      },
+    },
+  },
+  kubectl: {
+    version: "v1.35.0",
+    platforms: {
+      "linux-x64": {
+        url: "https://dl.k8s.io/release/v1.35.0/bin/linux/amd64/kubectl",
+        sha256: "a2e984a18a0c063279d692533031c1eff93a262afcc0afdc517375432d060989",
+      },
+    },
+  },
+  nodeImage: {
+    repository: "kindest/node",
+    tag: "v1.35.0",
+    digest: "sha256:452d707d4862f52530247495d180205e029056831160e22870e37e3f6c1ac31f",
+  },
+  kustomize: {
+    goModule: "sigs.k8s.io/kustomize/kustomize/v5",
+    version: "v5.7.1",
+    goSum: "h1:sYJsarwy/SDJfjjLMUqwFDGPwzUtMOQ1i1Ed49+XSbw=",
+  },
+  kueue: {
+    goModule: "sigs.k8s.io/kueue",
+    version: "v0.17.0",
+    goSum: "h1:7hzb38M4eKGzYW+CFv2s1L+swzzacUCHOCXxZmAV90I=",
+    commit: null,
+    image: { repository: "registry.k8s.io/kueue/kueue", tag: "v0.17.0", digest: null },
+  },
+  agentSandbox: {
+    goModule: "sigs.k8s.io/agent-sandbox",
+    version: "v0.5.5",
+    goSum: "h1:tQNxgENgssXUDdUM3gLdAv3tfDK+k/Qe1tpkg5uPTSw=",
+    commit: "3ea199b8b910f8e838a6000796c29536d592fbdd",
+    image: { repository: "registry.k8s.io/agent-sandbox/agent-sandbox-controller", tag: "v0.5.5", digest: null },
+  },
+  temporal: {
+    repository: "temporalio/temporal",
+    tag: "1.8.2",
+    digest: "sha256:cf86707827fac99e4d1c4a47dc11b105382d796199c7bd41fb3213fb0471628e",
+  },
+  runtimeNode: {
+    repository: "docker.io/library/node",
+    tag: `${toolchain.node.version}-bookworm-slim`,
+    digest: null,
+  },
+};

@@ -8,6 +8,7 @@
  */
 import * as pulumi from "@pulumi/pulumi";
 import { host } from "./host.js";
+import { localProfile } from "./local.js";
 import { PROJECT_DIR, StackConfigError, configKey, parseStackConfig, readRawConfig, type RawConfig, type StackConfig } from "./config.js";
 
 /** The run, as every profile reports it. */
@@ -32,8 +33,8 @@ export interface QueueNames {
   readonly clusterQueue: string;
   /** Kueue LocalQueue that runs submit to. */
   readonly localQueue: string;
-  /** Temporal task queue of the run workflow. */
-  readonly temporalTaskQueue: string;
+  /** Temporal task queue of the run workflow (only profiles whose run is a Temporal workflow; `local` has none). */
+  readonly temporalTaskQueue?: string;
 }
 
 /**
@@ -85,6 +86,7 @@ export interface ProfileDefinition {
 /** Every profile by name. */
 export const PROFILES: Readonly<Record<string, ProfileDefinition>> = {
   host,
+  local: localProfile,
 };
 
 /** Inputs of {@link buildStack}; defaults read the Pulumi runtime. */

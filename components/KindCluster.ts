@@ -1,0 +1,212 @@
+/**
+ * `KindCluster` (token `cohortlab:local:KindCluster`): a kind cluster created and deleted by a
+ * `@pulumi/command` `local.Command`, and the Kubernetes provider built from its kubeconfig.
+ *
+ * - kind and kubectl are the pinned releases (stacks/pins.ts `local`), downloaded into the tool cache on first
+ *   use and checked against their pinned SHA-256 before every use (scripts/local-profile.cjs). Only the
+ *   platforms whose sums are pinned are supported; others are refused before any resource exists.
+ * - The kind config (components/manifests/kindConfig.ts): 1 control-plane + `workers` workers on the
+ *   digest-pinned node image, the artifacts directory mounted into every node at one fixed path, the Temporal
+ *   NodePort mapped to a loopback host port (checked free before create).
+ * - Create refuses a cluster of the same name (exact name match) unless its nodes carry this stack's owner
+ *   labels; delete is idempotent (a cluster deleted out of band is reported and skipped) and deletes only a
+ *   cluster this stack provably created.
+ * - Identity: the Command's `triggers` are the cluster name and the kind-config hash, so a change of name,
+ *   node image, mounts or ports replaces the cluster (delete first: the name is reused). `create` is
+ *   idempotent (adoption), so a mere update of the command re-runs it harmlessly.
+ * - The kubeconfig is the Command's stdout: a secret output (`additionalSecretOutputs`), never logged
+ *   (`logging: "stderr"` shows only the progress on stderr).
+ * - The provider: `deleteUnreachable: true` (this profile is ephemeral: after `kind delete cluster` by hand,
+ *   `pulumi destroy` drops the cluster's objects from state instead of failing; pulumi-kubernetes#2489 —
+ *   never set for long-lived clusters), `clusterIdentifier` = name + kind-config hash (the provider, and with
+ *   it every Kubernetes resource, is replaced exactly when the cluster is), server-side apply.
+ *
+ * @see https://kind.sigs.k8s.io/docs/user/quick-start/
+ * @see https://www.pulumi.com/registry/packages/kubernetes/api-docs/provider/
+ */
+import * as path from "node:path";
+import * as command from "@pulumi/command";
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { cacheRoot, toolDir } from "../scripts/lib/paths.js";
+import { local, type BinaryPlatform } from "../stacks/pins.js";
+import { OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type RenderedKindConfig } from "./manifests/kindConfig.js";
+
+/** Arguments of {@link KindCluster}. Plain values: all are checked before any resource exists. */
+export interface KindClusterArgs {
+  /** kind cluster name (`^[a-z0-9.-]+$`, at most 50 characters); the kube context is `kind-<name>`. */
+  readonly clusterName: string;
+  /** Worker nodes. @default 2 */
+  readonly workers?: number;
+  /** Loopback host port the Temporal NodePort is mapped to (1024-65535). @default 7233 */
+  readonly temporalHostPort?: number;
+  /** Absolute host path of the artifacts directory (created by the create step if missing). */
+  readonly artifactsDir: string;
+  /** Fully qualified stack name `<organization>/<project>/<stack>`, hashed into the owner label. */
+  readonly stackId: string;
+  /** Project directory (holds scripts/local-profile.cjs); the commands run there. */
+  readonly projectDir: string;
+  /** `kind create cluster --wait` (Go duration). @default "5m" */
+  readonly waitTimeout?: string;
+  /** Node binary that runs the step script. @default process.execPath */
+  readonly nodePath?: string;
+  /** `${process.platform}-${process.arch}`. @default this machine's */
+  readonly platform?: string;
+  /** Tool cache root. @default cacheRoot() (scripts/lib/paths.ts) */
+  readonly toolCacheRoot?: string;
+}
+
+/** The machine's platform has no pinned kind/kubectl SHA-256. */
+export class UnsupportedPlatformError extends pulumi.RunError {
+  constructor(platform: string) {
+    const known = Object.keys(local.kind.platforms).join(", ");
+    super(
+      `the local profile runs kind and kubectl only where their SHA-256 is pinned (stacks/pins.ts: ${known}); this machine is ${platform}. ` +
+        "The sums for other platforms are not known here and are never invented: add them to stacks/pins.ts from the official release pages to support it",
+    );
+    this.name = "UnsupportedPlatformError";
+  }
+}
+
+/** The pinned tools as the step script needs them (paths in the tool cache, URLs, SHA-256). */
+export interface LocalTools {
+  readonly kind: string;
+  readonly kubectl: string;
+  /** Environment entries `COHORT_KIND_*` and `COHORT_KUBECTL_*` for scripts/local-profile.cjs. */
+  readonly environment: Readonly<Record<string, string>>;
+}
+
+/**
+ * Resolves the pinned kind and kubectl for a platform.
+ *
+ * @throws {UnsupportedPlatformError} when the platform has no pinned SHA-256
+ */
+export function localTools(platform: string, root: string): LocalTools {
+  if (!Object.hasOwn(local.kind.platforms, platform) || !Object.hasOwn(local.kubectl.platforms, platform)) {
+    throw new UnsupportedPlatformError(platform);
+  }
+  const p = platform as BinaryPlatform;
+  const kind = path.join(toolDir(root, "kind", local.kind.version), "bin", "kind");
+  const kubectl = path.join(toolDir(root, "kubectl", local.kubectl.version), "bin", "kubectl");
+  return {
+    kind,
+    kubectl,
+    environment: {
+      COHORT_KIND_BIN: kind,
+      COHORT_KIND_URL: local.kind.platforms[p].url,
+      COHORT_KIND_SHA256: local.kind.platforms[p].sha256,
+      COHORT_KUBECTL_BIN: kubectl,
+      COHORT_KUBECTL_URL: local.kubectl.platforms[p].url,
+      COHORT_KUBECTL_SHA256: local.kubectl.platforms[p].sha256,
+    },
+  };
+}
+
+/** Single-quotes a string for `/bin/sh`. */
+export function shellQuote(text: string): string {
+  return `'${text.replaceAll("'", "'\\''")}'`;
+}
+
+/** The command line of one step of scripts/local-profile.cjs (run with `dir` = the project directory). */
+export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary"): string {
+  return `${shellQuote(nodePath)} scripts/local-profile.cjs ${step}`;
+}
+
+/** The kind node image reference from the pins. */
+export function pinnedNodeImage(): string {
+  return `${local.nodeImage.repository}:${local.nodeImage.tag}@${local.nodeImage.digest}`;
+}
+
+/**
+ * A kind cluster and its Kubernetes provider.
+ *
+ * Children: `<name>-kind` (`command:local:Command`), `<name>-provider` (`pulumi:providers:kubernetes`).
+ */
+export class KindCluster extends pulumi.ComponentResource {
+  /** The Kubernetes provider of this cluster; pass it explicitly to every Kubernetes resource. */
+  public readonly provider: k8s.Provider;
+  /** The kubeconfig (a Pulumi secret). */
+  public readonly kubeconfig: pulumi.Output<string>;
+  /** `kind-<clusterName>`: the context kind writes into the user's kubeconfig. */
+  public readonly kubeContext: pulumi.Output<string>;
+  public readonly clusterName: string;
+  /** The rendered kind config (YAML) and its owner labels. */
+  public readonly kindConfig: RenderedKindConfig;
+  /** The Command that creates and deletes the cluster. */
+  public readonly cluster: command.local.Command;
+  /** Loopback host port of the Temporal NodePort. */
+  public readonly temporalHostPort: number;
+  /** The NodePort mapped to {@link temporalHostPort}. */
+  public readonly temporalNodePort: number;
+  /** Absolute host path of the artifacts directory. */
+  public readonly artifactsDir: string;
+  /** The pinned tools and the environment the step script needs. */
+  public readonly tools: LocalTools;
+  /** Node binary and project directory the step commands use. */
+  public readonly nodePath: string;
+  public readonly projectDir: string;
+
+  constructor(name: string, args: KindClusterArgs, opts?: pulumi.ComponentResourceOptions) {
+    const platform = args.platform ?? `${process.platform}-${process.arch}`;
+    const tools = localTools(platform, args.toolCacheRoot ?? cacheRoot());
+    if (!path.isAbsolute(args.artifactsDir)) throw new pulumi.RunError(`KindCluster ${name}: artifactsDir must be absolute (got ${JSON.stringify(args.artifactsDir)})`);
+    const temporalHostPort = args.temporalHostPort ?? 7233;
+    const rendered = renderKindConfig({
+      clusterName: args.clusterName,
+      nodeImage: pinnedNodeImage(),
+      workers: args.workers ?? 2,
+      artifactsHostPath: args.artifactsDir,
+      temporalHostPort,
+      stackId: args.stackId,
+    });
+    super("cohortlab:local:KindCluster", name, {}, opts);
+
+    const nodePath = args.nodePath ?? process.execPath;
+    this.cluster = new command.local.Command(
+      `${name}-kind`,
+      {
+        create: stepCommand(nodePath, "create"),
+        delete: stepCommand(nodePath, "delete"),
+        dir: args.projectDir,
+        environment: {
+          ...tools.environment,
+          COHORT_CLUSTER_NAME: args.clusterName,
+          COHORT_KIND_CONFIG: rendered.yaml,
+          COHORT_OWNER_LABELS: JSON.stringify(OWNER_LABELS),
+          COHORT_STACK_LABEL: rendered.stackLabel,
+          COHORT_CONFIG_LABEL: rendered.configLabel,
+          COHORT_ARTIFACTS_DIR: args.artifactsDir,
+          COHORT_TEMPORAL_PORT: String(temporalHostPort),
+          COHORT_KIND_WAIT: args.waitTimeout ?? "5m",
+        },
+        triggers: [args.clusterName, rendered.configLabel],
+        // The kubeconfig is stdout; only stderr (progress) is logged. No previous stdout in the env of later steps.
+        logging: "stderr",
+        addPreviousOutputInEnv: false,
+      },
+      { parent: this, additionalSecretOutputs: ["stdout"], deleteBeforeReplace: true },
+    );
+    this.kubeconfig = pulumi.secret(this.cluster.stdout);
+    this.provider = new k8s.Provider(
+      `${name}-provider`,
+      {
+        kubeconfig: this.kubeconfig,
+        context: `kind-${args.clusterName}`,
+        clusterIdentifier: `kind-${args.clusterName}-${rendered.configLabel.slice(0, 16)}`,
+        deleteUnreachable: true,
+        enableServerSideApply: true,
+      },
+      { parent: this, dependsOn: [this.cluster] },
+    );
+    this.kubeContext = pulumi.output(`kind-${args.clusterName}`);
+    this.clusterName = args.clusterName;
+    this.kindConfig = rendered;
+    this.temporalHostPort = temporalHostPort;
+    this.temporalNodePort = TEMPORAL_NODE_PORT;
+    this.artifactsDir = args.artifactsDir;
+    this.tools = tools;
+    this.nodePath = nodePath;
+    this.projectDir = args.projectDir;
+    this.registerOutputs({ kubeconfig: this.kubeconfig, kubeContext: this.kubeContext, provider: this.provider, cluster: this.cluster });
+  }
+}

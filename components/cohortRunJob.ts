@@ -1,0 +1,86 @@
+/**
+ * The Kubernetes-Job executor of `CohortRun` (components/CohortRun.ts): the run executes as a Job in the
+ * cluster instead of a child process of the command provider.
+ *
+ * - The Job (from {@link Runtime.jobObject}) is created with the cluster's provider after every per-run object,
+ *   after Agent Sandbox is ready and after Kueue's webhook gate and ClusterQueue; pulumi-kubernetes awaits it
+ *   (a Job is ready when its `Complete` condition is True; `Failed` fails `pulumi up`). The create timeout is the
+ *   Job's own deadline plus 2 minutes.
+ * - Then `<name>-summary`, a Command on the host (scripts/local-profile.cjs `run-summary`), prints the runtime's
+ *   one-line JSON summary from the Job's log with `ledgerPath` mapped to the host path, after checking that the
+ *   ledger's `completion.json` reached the host through the kind mount. Its stdout becomes the `CohortRun`
+ *   outputs, so the stack's `run` output has the same shape as on the `host` profile.
+ * - Triggers: the Job object's hash (spec, bundle, image, namespace), so a new run replaces the summary too.
+ */
+import { createHash } from "node:crypto";
+import * as command from "@pulumi/command";
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { parseRunSummary, type CohortExecution, type ExecutionPlan } from "./CohortRun.js";
+import { createObject } from "./k8sObject.js";
+import { stepCommand } from "./KindCluster.js";
+import { RUNTIME_NAMES } from "./manifests/runtime.js";
+import type { Runtime } from "./Runtime.js";
+
+/** Settings of {@link kubernetesJobExecutor}. */
+export interface KubernetesJobExecutorArgs {
+  readonly provider: k8s.Provider;
+  /** The per-run objects (namespace, RBAC, ConfigMap) and the Job to create. */
+  readonly runtime: Runtime;
+  /** Further resources the Job waits for (Agent Sandbox ready, Kueue gate and ClusterQueue, Temporal). */
+  readonly dependsOn: readonly pulumi.Resource[];
+  /** Host path of the artifacts directory and its path in the nodes. */
+  readonly artifactsDir: string;
+  readonly artifactsNodePath: string;
+  /** For the summary step: Node binary, project directory, tool environment, kubeconfig (secret). */
+  readonly nodePath: string;
+  readonly projectDir: string;
+  readonly toolEnvironment: Readonly<Record<string, string>>;
+  readonly kubeconfig: pulumi.Input<string>;
+}
+
+/** SHA-256 (hex) of a JSON value. */
+function digest(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+/**
+ * Returns the executor function to pass as `CohortRunArgs.executor`.
+ *
+ * Children it creates under the CohortRun: `<name>:<ns>/cohort-run` (`kubernetes:batch/v1:Job`) and
+ * `<name>-summary` (`command:local:Command`).
+ */
+export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: ExecutionPlan, parent: pulumi.Resource) => CohortExecution {
+  return (plan, parent) => {
+    const job = args.runtime.jobObject;
+    const deadline = Number((job.spec as { activeDeadlineSeconds?: number }).activeDeadlineSeconds ?? 3600);
+    const resource = createObject(plan.name, job, {
+      parent,
+      provider: args.provider,
+      dependsOn: [...args.runtime.resources, ...args.dependsOn],
+      customTimeouts: { create: `${deadline + 120}s`, update: `${deadline + 120}s` },
+    });
+    const summary = new command.local.Command(
+      `${plan.name}-summary`,
+      {
+        create: stepCommand(args.nodePath, "run-summary"),
+        dir: args.projectDir,
+        environment: {
+          ...args.toolEnvironment,
+          COHORT_KUBECONFIG: pulumi.secret(args.kubeconfig),
+          COHORT_NAMESPACE: args.runtime.namespaceName,
+          COHORT_JOB: RUNTIME_NAMES.job,
+          COHORT_CONTAINER: RUNTIME_NAMES.container,
+          COHORT_ARTIFACTS_DIR: args.artifactsDir,
+          COHORT_ARTIFACTS_NODE_PATH: args.artifactsNodePath,
+          COHORT_WAIT_MS: String((deadline + 120) * 1000),
+        },
+        triggers: [digest(job), plan.specSha256],
+        addPreviousOutputInEnv: false,
+        logging: "stderr",
+      },
+      { parent, dependsOn: [resource] },
+    );
+    return { resource, summary: summary.stdout.apply(parseRunSummary) };
+  };
+}

@@ -1,0 +1,413 @@
+#!/usr/bin/env node
+// @ts-check
+/**
+ * Host-side steps of the `local` profile, run by `@pulumi/command` `local.Command` resources
+ * (components/KindCluster.ts, components/Kueue.ts, components/cohortRunJob.ts) with the Node binary that runs
+ * the Pulumi program. Plain CommonJS with Node built-ins only, so it runs without a build step.
+ *
+ * Every input arrives in the environment (never in the command line, so nothing long or secret is in it);
+ * progress goes to stderr; stdout carries only the step's result. Steps:
+ *
+ * - `create`: preflight, then `kind create cluster` (or adoption of a cluster this stack provably created);
+ *   prints the kubeconfig on stdout (a secret output of the Command).
+ *     1. kind and kubectl: downloaded into the tool cache on first use from the pinned URL and checked against
+ *        the pinned SHA-256 before EVERY use (a mismatching cached file is replaced by a fresh, verified copy);
+ *     2. Docker reachable (`docker info`);
+ *     3. exact-name check: `kind get clusters` compared line by line (never a substring match). A cluster of
+ *        that name is adopted only when every node carries this stack's two owner labels (stack and kind
+ *        config hashes, components/manifests/kindConfig.ts); otherwise the step fails naming the conflict;
+ *     4. the artifacts directory: created if missing, must be a directory;
+ *     5. the Temporal host port: a bind test on 127.0.0.1;
+ *     6. `kind create cluster --name N --config <rendered> --wait <wait>`; on failure, nodes left behind are
+ *        deleted (`kind get nodes --name N`) so nothing is half-created.
+ * - `delete`: idempotent. `kind delete cluster` exits 0 for an unknown name (kind#2182), so presence is checked
+ *   first and reported; a present cluster is deleted only when its nodes carry this stack's owner labels.
+ * - `webhook-probe`: server-side dry-run creates (kubectl) until each probe passes or the deadline ends: proves
+ *   the API server can call an admission/conversion webhook, not merely that its pod is Ready.
+ * - `run-summary`: waits for the runtime Job to finish, then prints the runtime's one-line JSON summary (from
+ *   the Job's log) with `ledgerPath` mapped from the node path to the host path, after checking that the
+ *   ledger's `completion.json` is on the host.
+ *
+ * Environment (all steps): COHORT_KIND_BIN/URL/SHA256, COHORT_KUBECTL_BIN/URL/SHA256 (pinned in stacks/pins.ts).
+ * See each step for the rest. Exit status 0 on success, 1 on a refusal or failure (message on stderr), 2 on usage.
+ */
+"use strict";
+
+const { spawnSync } = require("node:child_process");
+const crypto = require("node:crypto");
+const fs = require("node:fs");
+const net = require("node:net");
+const os = require("node:os");
+const path = require("node:path");
+
+const PREFIX = "[cohort-lab local]";
+
+/** @param {string} line */
+function log(line) {
+  process.stderr.write(`${PREFIX} ${line}\n`);
+}
+
+class StepError extends Error {}
+
+/**
+ * @param {string} name
+ * @returns {string}
+ */
+function env(name) {
+  const value = process.env[name];
+  if (value === undefined || value === "") throw new StepError(`missing environment variable ${name}`);
+  return value;
+}
+
+/** @param {string} file */
+function sha256File(file) {
+  return crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex");
+}
+
+/**
+ * Makes sure `file` holds the pinned binary: reuse when its SHA-256 matches, otherwise download from `url`
+ * to a temporary file (mode 0600), verify, rename, chmod 0755.
+ *
+ * @param {string} label
+ * @param {string} file
+ * @param {string} url
+ * @param {string} sha256
+ */
+async function ensureBinary(label, file, url, sha256) {
+  if (!/^[0-9a-f]{64}$/.test(sha256)) throw new StepError(`${label}: pinned SHA-256 ${JSON.stringify(sha256)} is not 64 lower-case hex digits`);
+  if (fs.existsSync(file)) {
+    const found = sha256File(file);
+    if (found === sha256) return file;
+    log(`${label}: ${file} has SHA-256 ${found}, pinned ${sha256}; downloading a fresh copy`);
+  }
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  log(`${label}: downloading ${url}`);
+  let response;
+  try {
+    response = await fetch(url, { redirect: "follow", signal: AbortSignal.timeout(300_000) });
+  } catch (err) {
+    throw new StepError(`${label}: download of ${url} failed: ${/** @type {Error} */ (err).message}`);
+  }
+  if (!response.ok) throw new StepError(`${label}: download of ${url} failed: HTTP ${response.status}`);
+  const bytes = Buffer.from(await response.arrayBuffer());
+  const actual = crypto.createHash("sha256").update(bytes).digest("hex");
+  if (actual !== sha256) throw new StepError(`${label}: SHA-256 mismatch for ${url}: pinned ${sha256}, downloaded ${actual}; refusing to use it`);
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, bytes, { mode: 0o600 });
+  fs.renameSync(tmp, file);
+  fs.chmodSync(file, 0o755);
+  return file;
+}
+
+/** @returns {Promise<{ kind: string, kubectl: string }>} */
+async function tools() {
+  const kind = await ensureBinary("kind", env("COHORT_KIND_BIN"), env("COHORT_KIND_URL"), env("COHORT_KIND_SHA256"));
+  const kubectl = await ensureBinary("kubectl", env("COHORT_KUBECTL_BIN"), env("COHORT_KUBECTL_URL"), env("COHORT_KUBECTL_SHA256"));
+  return { kind, kubectl };
+}
+
+/**
+ * Runs a program to completion.
+ *
+ * @param {string} file
+ * @param {readonly string[]} args
+ * @param {{ input?: string, passStderr?: boolean, env?: NodeJS.ProcessEnv }} [options]
+ */
+function run(file, args, options = {}) {
+  const result = spawnSync(file, args, {
+    input: options.input,
+    encoding: "utf8",
+    env: options.env ?? process.env,
+    maxBuffer: 256 * 1024 * 1024,
+    stdio: ["pipe", "pipe", options.passStderr ? "inherit" : "pipe"],
+  });
+  if (result.error !== undefined) throw new StepError(`${path.basename(file)} could not start: ${result.error.message}`);
+  return { status: result.status ?? 1, stdout: result.stdout ?? "", stderr: result.stderr ?? "" };
+}
+
+/** @param {string} text */
+function tail(text, lines = 15) {
+  return text.trim().split("\n").slice(-lines).join("\n");
+}
+
+function checkDocker() {
+  const r = run("docker", ["info", "--format", "{{.ServerVersion}}"]);
+  if (r.status !== 0) {
+    throw new StepError(`Docker is not reachable (docker info exited ${r.status}: ${tail(r.stderr, 3)}); kind needs a running Docker engine`);
+  }
+  log(`docker engine ${r.stdout.trim()}`);
+}
+
+/**
+ * Cluster names from `kind get clusters`, one per line; compared exactly (field-notes C1).
+ *
+ * @param {string} kind
+ * @returns {string[]}
+ */
+function kindClusters(kind) {
+  const r = run(kind, ["get", "clusters"]);
+  if (r.status !== 0) throw new StepError(`kind get clusters exited ${r.status}: ${tail(r.stderr, 5)}`);
+  return r.stdout.split("\n").map((line) => line.trim()).filter((line) => line !== "");
+}
+
+/**
+ * Writes the kubeconfig to a private temporary file and calls `fn` with its path.
+ *
+ * @template T
+ * @param {string} kubeconfig
+ * @param {(file: string) => T} fn
+ * @returns {T}
+ */
+function withKubeconfig(kubeconfig, fn) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kube-"));
+  const file = path.join(dir, "config");
+  try {
+    fs.writeFileSync(file, kubeconfig, { mode: 0o600 });
+    return fn(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Like {@link withKubeconfig} for an async `fn`: the file lives until `fn` settles.
+ *
+ * @template T
+ * @param {string} kubeconfig
+ * @param {(file: string) => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+async function withKubeconfigAsync(kubeconfig, fn) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kube-"));
+  const file = path.join(dir, "config");
+  try {
+    fs.writeFileSync(file, kubeconfig, { mode: 0o600 });
+    return await fn(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Reads the owner labels of every node of cluster `name`.
+ *
+ * @param {string} kind
+ * @param {string} kubectl
+ * @param {string} name
+ * @returns {{ ok: true, nodes: { name: string, labels: Record<string, string> }[] } | { ok: false, reason: string }}
+ */
+function nodeLabels(kind, kubectl, name) {
+  const kc = run(kind, ["get", "kubeconfig", "--name", name]);
+  if (kc.status !== 0) return { ok: false, reason: `kind get kubeconfig failed: ${tail(kc.stderr, 3)}` };
+  return withKubeconfig(kc.stdout, (file) => {
+    const r = run(kubectl, ["--kubeconfig", file, "get", "nodes", "-o", "json", "--request-timeout=20s"]);
+    if (r.status !== 0) return { ok: false, reason: `kubectl get nodes failed: ${tail(r.stderr, 3)}` };
+    const list = JSON.parse(r.stdout);
+    return { ok: true, nodes: list.items.map((/** @type {any} */ n) => ({ name: n.metadata.name, labels: n.metadata.labels ?? {} })) };
+  });
+}
+
+/**
+ * Whether every node of `name` carries the expected owner labels.
+ *
+ * @param {{ name: string, labels: Record<string, string> }[]} nodes
+ * @returns {string | undefined} undefined when owned, otherwise the first mismatch
+ */
+function ownershipMismatch(nodes) {
+  const keys = JSON.parse(env("COHORT_OWNER_LABELS"));
+  const expected = { [keys.stack]: env("COHORT_STACK_LABEL"), [keys.config]: env("COHORT_CONFIG_LABEL") };
+  if (nodes.length === 0) return "it has no nodes";
+  for (const node of nodes) {
+    for (const [key, value] of Object.entries(expected)) {
+      if (node.labels[key] !== value) return `node ${node.name} has ${key}=${JSON.stringify(node.labels[key] ?? null)}, expected ${JSON.stringify(value)}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * @param {number} port
+ * @returns {Promise<void>}
+ */
+function checkPortFree(port) {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", (/** @type {NodeJS.ErrnoException} */ err) => {
+      reject(
+        new StepError(
+          `port ${port} on 127.0.0.1 is not free (${err.code ?? err.message}); the Temporal NodePort is mapped there. ` +
+            "Stop what holds it or choose another port: pulumi config set --path local.temporalPort <port>",
+        ),
+      );
+    });
+    server.listen({ host: "127.0.0.1", port, exclusive: true }, () => server.close(() => resolve()));
+  });
+}
+
+async function create() {
+  const { kind, kubectl } = await tools();
+  const name = env("COHORT_CLUSTER_NAME");
+  checkDocker();
+  if (kindClusters(kind).includes(name)) {
+    const labels = nodeLabels(kind, kubectl, name);
+    if (!labels.ok) {
+      throw new StepError(`a kind cluster named "${name}" already exists and its owner cannot be checked (${labels.reason}); cohort-lab never replaces a cluster it cannot prove it created. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`);
+    }
+    const mismatch = ownershipMismatch(labels.nodes);
+    if (mismatch !== undefined) {
+      throw new StepError(`a kind cluster named "${name}" already exists and was not created by this stack with this configuration (${mismatch}); cohort-lab never replaces it. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`);
+    }
+    log(`kind cluster "${name}" exists and carries this stack's owner labels: adopting it`);
+  } else {
+    const artifacts = env("COHORT_ARTIFACTS_DIR");
+    fs.mkdirSync(artifacts, { recursive: true });
+    if (!fs.statSync(artifacts).isDirectory()) throw new StepError(`artifacts path ${artifacts} is not a directory`);
+    await checkPortFree(Number(env("COHORT_TEMPORAL_PORT")));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kind-"));
+    try {
+      const config = path.join(dir, "kind-config.yaml");
+      fs.writeFileSync(config, env("COHORT_KIND_CONFIG"), { mode: 0o600 });
+      log(`kind create cluster --name ${name} (this takes a few minutes)`);
+      const r = run(kind, ["create", "cluster", "--name", name, "--config", config, "--wait", env("COHORT_KIND_WAIT")], { passStderr: true });
+      if (r.status !== 0) {
+        const left = run(kind, ["get", "nodes", "--name", name]);
+        if (left.status === 0 && left.stdout.trim() !== "") {
+          log(`removing the nodes kind left behind: ${left.stdout.trim().split("\n").join(", ")}`);
+          run(kind, ["delete", "cluster", "--name", name], { passStderr: true });
+        }
+        throw new StepError(`kind create cluster --name ${name} failed (exit ${r.status}); see the kind output above`);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    const labels = nodeLabels(kind, kubectl, name);
+    const mismatch = labels.ok ? ownershipMismatch(labels.nodes) : labels.reason;
+    if (mismatch !== undefined) throw new StepError(`kind cluster "${name}" was created but its owner labels are not right (${mismatch})`);
+  }
+  const kc = run(kind, ["get", "kubeconfig", "--name", name]);
+  if (kc.status !== 0) throw new StepError(`kind get kubeconfig --name ${name} failed: ${tail(kc.stderr, 5)}`);
+  process.stdout.write(kc.stdout);
+}
+
+async function del() {
+  const { kind, kubectl } = await tools();
+  const name = env("COHORT_CLUSTER_NAME");
+  checkDocker();
+  if (!kindClusters(kind).includes(name)) {
+    log(`kind cluster "${name}" is not there (deleted out of band?); nothing to delete`);
+    return;
+  }
+  const labels = nodeLabels(kind, kubectl, name);
+  const mismatch = labels.ok ? ownershipMismatch(labels.nodes) : `its nodes cannot be read: ${labels.reason}`;
+  if (mismatch !== undefined) {
+    throw new StepError(`refusing to delete kind cluster "${name}": ${mismatch}. cohort-lab deletes only a cluster it can prove it created; if it is yours, run kind delete cluster --name ${name} and destroy again`);
+  }
+  const r = run(kind, ["delete", "cluster", "--name", name], { passStderr: true });
+  if (r.status !== 0) throw new StepError(`kind delete cluster --name ${name} failed (exit ${r.status})`);
+  log(`kind cluster "${name}" deleted`);
+}
+
+/** @param {number} ms */
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function webhookProbe() {
+  const { kubectl } = await tools();
+  /** @type {{ name: string, manifest: object, expectSchedulingGate?: string }[]} */
+  const probes = JSON.parse(env("COHORT_PROBES"));
+  const deadline = Date.now() + Number(env("COHORT_PROBE_TIMEOUT_MS"));
+  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+    for (const probe of probes) {
+      let attempts = 0;
+      let last = "";
+      for (;;) {
+        attempts += 1;
+        const r = run(kubectl, ["--kubeconfig", file, "create", "--dry-run=server", "-o", "json", "--request-timeout=10s", "-f", "-"], {
+          input: JSON.stringify(probe.manifest),
+        });
+        if (r.status === 0) {
+          const gates = (JSON.parse(r.stdout).spec?.schedulingGates ?? []).map((/** @type {{name: string}} */ g) => g.name);
+          if (probe.expectSchedulingGate === undefined || gates.includes(probe.expectSchedulingGate)) break;
+          last = `the dry-run object came back without scheduling gate ${probe.expectSchedulingGate} (gates: ${gates.join(", ") || "none"})`;
+        } else {
+          last = tail(r.stderr, 3);
+        }
+        if (Date.now() > deadline) {
+          throw new StepError(`webhook probe ${probe.name} did not pass after ${attempts} attempts: ${last}`);
+        }
+        await sleep(500);
+      }
+      log(`webhook probe ${probe.name}: passed after ${attempts} attempt(s)`);
+    }
+  });
+}
+
+async function runSummary() {
+  const { kubectl } = await tools();
+  const ns = env("COHORT_NAMESPACE");
+  const job = env("COHORT_JOB");
+  const container = env("COHORT_CONTAINER");
+  const hostRoot = env("COHORT_ARTIFACTS_DIR");
+  const nodeRoot = env("COHORT_ARTIFACTS_NODE_PATH");
+  const deadline = Date.now() + Number(env("COHORT_WAIT_MS"));
+  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+    const kubectlArgs = ["--kubeconfig", file, "--namespace", ns, "--request-timeout=20s"];
+    let state = "";
+    for (;;) {
+      const r = run(kubectl, [...kubectlArgs, "get", "job", job, "-o", "json"]);
+      if (r.status !== 0) throw new StepError(`kubectl get job ${ns}/${job} failed: ${tail(r.stderr, 3)}`);
+      const conditions = JSON.parse(r.stdout).status?.conditions ?? [];
+      const done = conditions.find((/** @type {any} */ c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+      if (done !== undefined) {
+        state = done.type;
+        break;
+      }
+      if (Date.now() > deadline) throw new StepError(`Job ${ns}/${job} did not finish in time`);
+      await sleep(1000);
+    }
+    const logs = run(kubectl, [...kubectlArgs, "logs", `job/${job}`, "-c", container]);
+    if (logs.status !== 0) throw new StepError(`kubectl logs job/${job} failed: ${tail(logs.stderr, 3)}`);
+    const lines = logs.stdout.split("\n").filter((line) => line.trim() !== "");
+    if (state === "Failed") {
+      throw new StepError(`the cohort runtime Job ${ns}/${job} failed: ${lines.at(-1) ?? "no output"}`);
+    }
+    /** @type {any} */
+    let summary;
+    for (const line of [...lines].reverse()) {
+      try {
+        const value = JSON.parse(line);
+        if (value !== null && typeof value === "object" && typeof value.runId === "string") {
+          summary = value;
+          break;
+        }
+      } catch {
+        // progress line
+      }
+    }
+    if (summary === undefined) throw new StepError(`the cohort runtime Job ${ns}/${job} printed no JSON summary line`);
+    const ledger = String(summary.ledgerPath);
+    if (ledger !== nodeRoot && !ledger.startsWith(`${nodeRoot}/`)) {
+      throw new StepError(`the runtime wrote its ledger to ${ledger}, outside the mounted artifacts directory ${nodeRoot}`);
+    }
+    const hostLedger = path.join(hostRoot, path.relative(nodeRoot, ledger));
+    if (!fs.existsSync(path.join(hostLedger, "completion.json"))) {
+      throw new StepError(`the ledger ${hostLedger} has no completion.json on the host: is the artifacts directory mounted into the kind nodes?`);
+    }
+    process.stdout.write(`${JSON.stringify({ ...summary, ledgerPath: hostLedger })}\n`);
+  });
+}
+
+const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary };
+
+async function main() {
+  const step = process.argv[2];
+  if (step === undefined || !Object.hasOwn(STEPS, step)) {
+    process.stderr.write(`usage: local-profile.cjs ${Object.keys(STEPS).join("|")}\n`);
+    process.exit(2);
+  }
+  await STEPS[/** @type {keyof typeof STEPS} */ (step)]();
+}
+
+main().catch((err) => {
+  process.stderr.write(`${PREFIX} ${err instanceof StepError ? err.message : err && err.stack ? err.stack : String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,622 @@
+/**
+ * The `local` profile: a kind cluster (1 control-plane + 2 workers) on this machine's Docker, with Kueue, Agent
+ * Sandbox and a Temporal dev server, the cohort runtime deployed in the cluster, and the cohort run as Sandboxes
+ * admitted by Kueue (DESIGN.md "Profiles"). See docs/local.md.
+ *
+ * Config keys (besides the common ones of stacks/config.ts; objects are set field by field with `--path`):
+ * - `cohort-lab:local` — `clusterName` (default `cohort-lab`), `workers` (2), `temporalPort` (7233, a loopback
+ *   host port, checked free before the cluster is created), `waitForPodsReadyTimeout` (default: the cohort's
+ *   `startupTimeout` + 1m; must be longer than it), `queue.cpu` / `queue.memory` (lower the ClusterQueue quota;
+ *   never above what the nodes hold).
+ * - `cohort-lab:images` — `kueue`, `agentSandbox`, `runtime`: `<repository>[:<tag>]@sha256:<64 hex>` for the pins
+ *   whose digest is not known here (stacks/pins.ts `digest: null`). Preview warns and uses the tags; `pulumi up`
+ *   refuses before creating anything until each is set.
+ * - `cohort-lab:cohort` — the common cohort key, but the local profile needs `cohort.roles` (members run as
+ *   Pods; the app presets run host programs). A role without `app.image` runs in the runtime's Node image.
+ *
+ * Build order, everything refusable before any resource exists:
+ * 1. config (zod; each problem names its key), platform (pinned kind/kubectl sums), image digests;
+ * 2. the RunSpec (the runtime's own validation), the runtime bundle, the pinned manifests (tool cache);
+ * 3. the queue quota (components/quota.ts) from the nodes kind will create — every worker gets this machine's
+ *    CPUs and memory (kind nodes are containers on one host; the control-plane is tainted) — less what the
+ *    system pods request, and the cohort's fit against it (refused with the arithmetic);
+ * 4. KindCluster → Kueue (in-cluster; webhook gate) → Agent Sandbox and Temporal (after Kueue's webhooks,
+ *    whose pod webhook fails closed for every namespace but kube-system and kueue-system) → Runtime (run
+ *    namespace, LocalQueue, RBAC, bundle) → CohortRun with the Kubernetes-Job executor.
+ */
+import { createHash } from "node:crypto";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import { z } from "zod";
+import { CohortRun } from "../components/CohortRun.js";
+import { kubernetesJobExecutor } from "../components/cohortRunJob.js";
+import { AgentSandbox } from "../components/AgentSandbox.js";
+import { KindCluster, localTools } from "../components/KindCluster.js";
+import { Kueue } from "../components/Kueue.js";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/manifests/cache.js";
+import { ARTIFACTS_NODE_PATH, TEMPORAL_NODE_PORT } from "../components/manifests/kindConfig.js";
+import { AGENT_SANDBOX_NAMESPACE } from "../components/manifests/agentSandbox.js";
+import { KUEUE_NAMESPACE, renderKueueInstall, type KueueConfigurationInput } from "../components/manifests/kueue.js";
+import { RUNTIME_JOB_RESOURCES } from "../components/manifests/runtime.js";
+import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/manifests/temporal.js";
+import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type NodeCapacity, type QuotaResult, type ReservedPods } from "../components/quota.js";
+import { Runtime } from "../components/Runtime.js";
+import { Temporal } from "../components/Temporal.js";
+import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
+import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
+import { local, type ImagePin } from "./pins.js";
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
+
+/** Where `npm run build` writes the runtime bundle, relative to the project directory. */
+export const LOCAL_RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");
+
+/** Queue names of the profile. */
+export const LOCAL_QUEUES = { resourceFlavor: "cohort-lab-default", clusterQueue: "cohort-lab", localQueue: "cohort" } as const;
+
+/** Defaults of `cohort-lab:local` (the ONE place they are set). */
+export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalPort: 7233, kindWait: "5m" } as const;
+
+/** Extra time Kueue's waitForPodsReady gives beyond the cohort's startupTimeout, so the runtime's own deadline fires first. */
+export const WAIT_FOR_PODS_READY_MARGIN_MS = 60_000;
+
+/** Namespaces Kueue never manages on this profile (the pod integration must exclude kube-system and kueue-system). */
+export const LOCAL_EXCLUDED_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "local-path-storage", KUEUE_NAMESPACE, AGENT_SANDBOX_NAMESPACE, SYSTEM_NAMESPACE];
+
+/**
+ * Pods of a kind v0.31.0 cluster that request resources on the workers, per pinned upstream source. (Control
+ * plane pods run on the tainted control-plane and do not count.) The Kubernetes manifests were read at
+ * v1.35.4 of kubeadm; the node image is v1.35.0, whose addon manifests are the same in these fields.
+ */
+export const KIND_SYSTEM_PODS: readonly ReservedPods[] = [
+  {
+    name: "kindnet",
+    placement: "daemonset",
+    requests: { cpu: "100m", memory: "50Mi" },
+    source: "https://github.com/kubernetes-sigs/kind/blob/v0.31.0/pkg/build/nodeimage/const_cni.go (DaemonSet kindnet)",
+  },
+  {
+    name: "kube-proxy",
+    placement: "daemonset",
+    requests: {},
+    source: "https://github.com/kubernetes/kubernetes/blob/v1.35.4/cmd/kubeadm/app/phases/addons/proxy/manifests.go (no requests)",
+  },
+  {
+    name: "coredns",
+    placement: "replicas",
+    count: 2,
+    requests: { cpu: "100m", memory: "70Mi" },
+    source:
+      "https://github.com/kubernetes/kubernetes/blob/v1.35.4/cmd/kubeadm/app/phases/addons/dns/manifests.go (requests), dns.go coreDNSReplicas = 2; " +
+      "it tolerates the control-plane taint, so both replicas are counted against the workers (worst case)",
+  },
+  {
+    name: "local-path-provisioner",
+    placement: "replicas",
+    count: 1,
+    requests: {},
+    source: "https://github.com/kubernetes-sigs/kind/blob/v0.31.0/pkg/build/nodeimage/const_storage.go (no requests)",
+  },
+];
+
+/**
+ * What kind's nodes will report: kind runs every node as a container on this machine, so each node's capacity is
+ * the machine's CPUs and memory, and kind's kubelet config reserves nothing (`evictionHard` lists only disk
+ * signals and `mergeDefaultEvictionSettings` defaults to false, so `memory.available` is 0:
+ * https://github.com/kubernetes-sigs/kind/blob/v0.31.0/pkg/cluster/internal/kubeadm/config.go,
+ * https://github.com/kubernetes/kubelet/blob/v0.35.4/config/v1beta1/types.go). Allocatable = capacity;
+ * `maxPods` is the kubelet default, 110. The control-plane carries kind's `node-role.kubernetes.io/control-plane`
+ * NoSchedule taint in a multi-node cluster.
+ */
+export function kindNodes(clusterName: string, workers: number, facts: Pick<LocalHostFacts, "cpus" | "memoryBytes">): NodeCapacity[] {
+  const allocatable = { cpu: String(facts.cpus), memory: String(facts.memoryBytes), pods: "110" };
+  const controlPlane: NodeCapacity = {
+    name: `${clusterName}-control-plane`,
+    allocatable,
+    taints: [{ key: "node-role.kubernetes.io/control-plane", effect: "NoSchedule" }],
+  };
+  // kind names workers <cluster>-worker, <cluster>-worker2, …
+  const ws = Array.from({ length: workers }, (_, i): NodeCapacity => ({ name: `${clusterName}-worker${i === 0 ? "" : String(i + 1)}`, allocatable }));
+  return [controlPlane, ...ws];
+}
+
+/** Requests of the pod template of every Deployment/DaemonSet in `objects`, as reserved pods. */
+export function reservedFromObjects(objects: readonly KubernetesObject[], source: string): ReservedPods[] {
+  const out: ReservedPods[] = [];
+  for (const obj of objects) {
+    if (obj.kind !== "Deployment" && obj.kind !== "DaemonSet") continue;
+    const spec = obj.spec as { replicas?: number; template: { spec: { containers: { resources?: { requests?: Record<string, string> } }[] } } };
+    const containers = spec.template.spec.containers;
+    const sum = (resource: "cpu" | "memory") => containers.map((c) => c.resources?.requests?.[resource]).filter((v): v is string => v !== undefined);
+    const cpu = sum("cpu");
+    const memory = sum("memory");
+    if (cpu.length > 1 || memory.length > 1) throw new Error(`${obj.kind} ${obj.metadata.name}: several containers with requests are not supported by the reservation`);
+    out.push({
+      name: obj.metadata.name,
+      placement: obj.kind === "DaemonSet" ? "daemonset" : "replicas",
+      count: spec.replicas ?? 1,
+      requests: { ...(cpu[0] !== undefined ? { cpu: cpu[0] } : {}), ...(memory[0] !== undefined ? { memory: memory[0] } : {}) },
+      source,
+    });
+  }
+  return out;
+}
+
+/** Facts about this machine the profile depends on (injectable for tests). */
+export interface LocalHostFacts {
+  /** Logical CPUs (what kubelet reports as node capacity in a kind node). */
+  readonly cpus: number;
+  /** Total memory in bytes (MemTotal). */
+  readonly memoryBytes: number;
+  /** uid/gid the runtime Job runs as (the ledger files on the host belong to them). */
+  readonly uid: number;
+  readonly gid: number;
+  /** `${process.platform}-${process.arch}`. */
+  readonly platform: string;
+}
+
+/** This machine's facts. */
+export function hostFacts(): LocalHostFacts {
+  const info = os.userInfo();
+  return { cpus: os.cpus().length, memoryBytes: os.totalmem(), uid: info.uid, gid: info.gid, platform: `${process.platform}-${process.arch}` };
+}
+
+/** `cohort-lab:local`, validated, defaults applied. */
+export interface LocalConfig {
+  readonly clusterName: string;
+  readonly workers: number;
+  readonly temporalPort: number;
+  /** Kueue waitForPodsReady timeout (a duration string) if set. */
+  readonly waitForPodsReadyTimeout?: string;
+  readonly queue: { readonly cpu?: string; readonly memory?: string };
+}
+
+const QUANTITY_TEXT = /^[+]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$/;
+const IMAGE_REF = /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?@(sha256:[0-9a-f]{64})$/;
+
+function describe(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : value === undefined ? "nothing" : Array.isArray(value) ? "a list" : typeof value === "object" && value !== null ? "an object" : String(value);
+}
+
+const intIn = (min: number, max: number) =>
+  z.unknown().transform((value, ctx): number => {
+    const n = typeof value === "string" && /^\d+$/.test(value.trim()) ? Number(value) : value;
+    if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
+      ctx.addIssue({ code: "custom", message: `must be an integer from ${min} to ${max} (got ${describe(value)})` });
+      return z.NEVER;
+    }
+    return n;
+  });
+const quantity = z.unknown().transform((value, ctx): string => {
+  const text = typeof value === "number" ? String(value) : value;
+  if (typeof text !== "string" || !QUANTITY_TEXT.test(text)) {
+    ctx.addIssue({ code: "custom", message: `must be a Kubernetes quantity such as 8, 7500m, 16Gi (got ${describe(value)})` });
+    return z.NEVER;
+  }
+  return text;
+});
+const duration = z.unknown().transform((value, ctx): string => {
+  try {
+    parseDurationMs(value);
+  } catch (error) {
+    ctx.addIssue({ code: "custom", message: (error as Error).message });
+    return z.NEVER;
+  }
+  return value as string;
+});
+
+const localSchema = z.strictObject({
+  clusterName: z
+    .unknown()
+    .refine((v) => typeof v === "string" && /^[a-z0-9.-]+$/.test(v) && v.length <= 50, {
+      error: (issue) => `must match ^[a-z0-9.-]+$ (kind's rule) and have at most 50 characters (got ${describe(issue.input)})`,
+    })
+    .optional(),
+  workers: intIn(1, 16).optional(),
+  temporalPort: intIn(1024, 65535).optional(),
+  waitForPodsReadyTimeout: duration.optional(),
+  queue: z.strictObject({ cpu: quantity.optional(), memory: quantity.optional() }).optional(),
+});
+
+/** Image keys of `cohort-lab:images` and the pin each overrides. */
+export const IMAGE_KEYS = { kueue: local.kueue.image, agentSandbox: local.agentSandbox.image, runtime: local.runtimeNode } as const satisfies Record<string, ImagePin>;
+export type ImageKey = keyof typeof IMAGE_KEYS;
+
+const imagesSchema = z.strictObject({ kueue: z.string().optional(), agentSandbox: z.string().optional(), runtime: z.string().optional() });
+
+function zodIssues(prefix: string, error: z.ZodError, known: readonly string[]): ConfigIssue[] {
+  return error.issues.flatMap((issue): ConfigIssue[] => {
+    if (issue.code === "unrecognized_keys") {
+      return issue.keys.map((k) => ({ key: configKey([prefix, ...issue.path.map(String), k].join(".")), reason: `unknown field (known fields: ${known.join(", ")})` }));
+    }
+    return [{ key: configKey([prefix, ...issue.path.map(String)].join(".")), reason: issue.message }];
+  });
+}
+
+function parseObjectKey(raw: RawConfig, key: string, issues: ConfigIssue[]): unknown {
+  const text = raw[key];
+  if (text === undefined) return {};
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    value = text;
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    issues.push({ key: configKey(key), reason: `must be an object whose fields are set one by one with --path, e.g. \`pulumi config set --path ${key}.<field> <value>\` (got ${describe(value)})` });
+    return {};
+  }
+  return value;
+}
+
+/** The images the profile deploys, resolved from pins and config. */
+export interface ResolvedImages {
+  /** Image references to deploy: `repository:tag@digest`, or `repository:tag` when the digest is missing (preview only). */
+  readonly refs: Readonly<Record<ImageKey, string>>;
+  /** Config keys whose digest is missing, with the tag reference. */
+  readonly missing: readonly { readonly key: string; readonly ref: string }[];
+}
+
+/**
+ * Parses `cohort-lab:local` and `cohort-lab:images`.
+ *
+ * @throws {StackConfigError} listing every problem with its key
+ */
+export function parseLocalConfig(raw: RawConfig): { local: LocalConfig; images: ResolvedImages } {
+  const issues: ConfigIssue[] = [];
+  const parsedLocal = localSchema.safeParse(parseObjectKey(raw, "local", issues));
+  if (!parsedLocal.success) issues.push(...zodIssues("local", parsedLocal.error, Object.keys(localSchema.shape)));
+  const parsedImages = imagesSchema.safeParse(parseObjectKey(raw, "images", issues));
+  if (!parsedImages.success) issues.push(...zodIssues("images", parsedImages.error, Object.keys(IMAGE_KEYS)));
+
+  const refs: Partial<Record<ImageKey, string>> = {};
+  const missing: { key: string; ref: string }[] = [];
+  for (const key of Object.keys(IMAGE_KEYS) as ImageKey[]) {
+    const pin: ImagePin = IMAGE_KEYS[key];
+    const tagRef = `${pin.repository}:${pin.tag}`;
+    const given = parsedImages.success ? parsedImages.data[key] : undefined;
+    if (given !== undefined) {
+      const m = IMAGE_REF.exec(given.trim());
+      if (m === null) {
+        issues.push({ key: configKey(`images.${key}`), reason: `must be ${pin.repository}[:${pin.tag}]@sha256:<64 hex> (got ${JSON.stringify(given)})` });
+        continue;
+      }
+      const [, repository, tag, digest] = m;
+      if (repository !== pin.repository || (tag !== undefined && tag !== pin.tag)) {
+        issues.push({
+          key: configKey(`images.${key}`),
+          reason: `must be the pinned image ${tagRef} (stacks/pins.ts) by digest, ${pin.repository}[:${pin.tag}]@sha256:<64 hex> (got ${JSON.stringify(given)})`,
+        });
+        continue;
+      }
+      if (pin.digest !== null && digest !== pin.digest) {
+        issues.push({ key: configKey(`images.${key}`), reason: `${tagRef} is pinned to ${pin.digest} in stacks/pins.ts; got ${digest}` });
+        continue;
+      }
+      refs[key] = `${tagRef}@${digest}`;
+    } else if (pin.digest !== null) {
+      refs[key] = `${tagRef}@${pin.digest}`;
+    } else {
+      refs[key] = tagRef;
+      missing.push({ key: configKey(`images.${key}`), ref: tagRef });
+    }
+  }
+  if (issues.length > 0) throw new StackConfigError(issues);
+  const l = parsedLocal.success ? parsedLocal.data : {};
+  return {
+    local: {
+      clusterName: (l.clusterName as string | undefined) ?? LOCAL_DEFAULTS.clusterName,
+      workers: l.workers ?? LOCAL_DEFAULTS.workers,
+      temporalPort: l.temporalPort ?? LOCAL_DEFAULTS.temporalPort,
+      ...(l.waitForPodsReadyTimeout !== undefined ? { waitForPodsReadyTimeout: l.waitForPodsReadyTimeout } : {}),
+      queue: { ...(l.queue?.cpu !== undefined ? { cpu: l.queue.cpu } : {}), ...(l.queue?.memory !== undefined ? { memory: l.queue.memory } : {}) },
+    },
+    images: { refs: refs as Record<ImageKey, string>, missing },
+  };
+}
+
+/** The message for images without a digest (a warning in preview, a refusal in `pulumi up`). */
+export function missingDigestIssues(missing: ResolvedImages["missing"]): ConfigIssue[] {
+  return missing.map((m) => ({
+    key: m.key,
+    reason:
+      `no digest is pinned for ${m.ref} (it cannot be learned without registry access, and none is invented). ` +
+      `Get it with \`docker buildx imagetools inspect ${m.ref}\` (the "Digest:" line) and run ` +
+      `\`npm run pulumi -- config set --stack local --path ${m.key.replace(/^cohort-lab:/, "")} ${m.ref}@sha256:<digest>\``,
+  }));
+}
+
+/**
+ * The RunSpec of the local profile: `cohort.roles` is required; a role without `app.image` gets the runtime's
+ * Node image (when its digest is known; otherwise the image stays empty, which only a preview can reach).
+ *
+ * @throws {StackConfigError} naming `cohort-lab:cohort.roles` when no roles are configured, or any RunSpec problem
+ */
+export function resolveLocalRunSpec(config: StackConfig, runtimeImage: string | undefined, projectDir: string): ResolvedRunSpec {
+  const roles = config.cohort.roles;
+  if (roles === undefined) {
+    throw new StackConfigError([
+      {
+        key: configKey("cohort.roles"),
+        reason:
+          "the local profile runs members as Pods, so it needs a custom roster (cohort.roles in the RunSpec shape, images pinned by digest); " +
+          `the app presets (${config.cohort.app ?? "openclaw"}) run host programs. See Pulumi.local.yaml for an example`,
+      },
+    ]);
+  }
+  const withImages = roles.map((role) => {
+    if (role === null || typeof role !== "object" || Array.isArray(role)) return role;
+    const r = role as { app?: unknown };
+    if (r.app === null || typeof r.app !== "object" || Array.isArray(r.app)) return role;
+    const app = r.app as { image?: unknown };
+    if (app.image !== undefined && app.image !== "") return role;
+    return { ...r, app: { ...app, image: runtimeImage ?? "" } };
+  });
+  return resolveRunSpec({ ...config.cohort, roles: withImages }, { nodePath: process.execPath, projectDir });
+}
+
+/** Everything the profile decided before creating resources. */
+export interface LocalPlan {
+  readonly local: LocalConfig;
+  readonly images: ResolvedImages;
+  readonly resolved: ResolvedRunSpec;
+  readonly quota: QuotaResult;
+  readonly configuration: KueueConfigurationInput;
+  /** The Job's `activeDeadlineSeconds`. */
+  readonly jobDeadlineSeconds: number;
+  /** The run namespace. */
+  readonly namespace: string;
+  readonly bundle: Buffer;
+  readonly bundleSha256: string;
+  readonly manifests: { readonly kueue: readonly KubernetesObject[]; readonly agentSandbox: readonly KubernetesObject[] };
+}
+
+/** Inputs of {@link planLocal}. */
+export interface PlanInput {
+  readonly config: StackConfig;
+  readonly raw: RawConfig;
+  readonly projectDir: string;
+  readonly facts: LocalHostFacts;
+  /** `pulumi.runtime.isDryRun()`: missing digests are warnings in a preview and refusals otherwise. */
+  readonly dryRun: boolean;
+  /** Where warnings go. @default pulumi.log.warn */
+  readonly warn?: (message: string) => void;
+  /** @default the tool cache */
+  readonly manifests?: { readonly kueue: readonly KubernetesObject[]; readonly agentSandbox: readonly KubernetesObject[] };
+  /** @default reads `<projectDir>/dist/cohort.cjs` */
+  readonly bundle?: Buffer;
+}
+
+/**
+ * Validates everything and computes the quota and the cohort's fit, with no resource created.
+ *
+ * @throws {StackConfigError} for config, image, RunSpec, quota and fit problems (each names its key)
+ * @throws {UnsupportedPlatformError} | {ManifestsMissingError} | {Error} (missing runtime bundle)
+ */
+export function planLocal(input: PlanInput): LocalPlan {
+  const { config, raw, projectDir, facts } = input;
+  const warn = input.warn ?? ((m: string) => pulumi.log.warn(m));
+  const { local: localConfig, images } = parseLocalConfig(raw);
+  localTools(facts.platform, "/"); // refuses an unsupported platform before anything else
+  if (images.missing.length > 0) {
+    const issues = missingDigestIssues(images.missing);
+    if (!input.dryRun) throw new StackConfigError(issues);
+    warn(`local profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${issues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
+  }
+  const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? undefined : images.refs.runtime;
+  const resolved = resolveLocalRunSpec(config, runtimeImage, projectDir);
+  const spec = resolved.spec;
+
+  const startupMs = parseDurationMs(spec.startupTimeout);
+  let waitMs = startupMs + WAIT_FOR_PODS_READY_MARGIN_MS;
+  if (localConfig.waitForPodsReadyTimeout !== undefined) {
+    waitMs = parseDurationMs(localConfig.waitForPodsReadyTimeout);
+    if (waitMs <= startupMs) {
+      throw new StackConfigError([
+        {
+          key: configKey("local.waitForPodsReadyTimeout"),
+          reason:
+            `${localConfig.waitForPodsReadyTimeout} is not longer than the cohort's startupTimeout ${spec.startupTimeout}: Kueue would evict the roster's Workload ` +
+            "before the runtime's own deadline names the member that is late; set it above startupTimeout or leave it unset",
+        },
+      ]);
+    }
+  }
+  const configuration: KueueConfigurationInput = {
+    // requeuingStrategy: the runtime fails the run when its Workload is evicted, so a requeue would only restart a
+    // half-started society: deactivate on the first eviction (backoffLimitCount 0). blockAdmission stays false: the
+    // whole roster is ONE Workload (a pod group), and the quota is derived so that an admitted roster can schedule.
+    waitForPodsReady: { timeout: formatDurationMs(waitMs), blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } },
+    excludedNamespaces: LOCAL_EXCLUDED_NAMESPACES,
+    frameworks: ["pod"],
+  };
+
+  let manifests = input.manifests;
+  if (manifests === undefined) manifests = { kueue: loadManifests(KUEUE_MANIFESTS), agentSandbox: loadManifests(AGENT_SANDBOX_MANIFESTS) };
+
+  const bundlePath = path.join(projectDir, LOCAL_RUNTIME_BUNDLE);
+  let bundle = input.bundle;
+  if (bundle === undefined) {
+    if (!existsSync(bundlePath)) throw new pulumi.RunError(`the cohort runtime bundle ${bundlePath} does not exist: run \`npm run build\` first`);
+    bundle = readFileSync(bundlePath);
+  }
+  const bundleSha256 = createHash("sha256").update(bundle).digest("hex");
+
+  // Quota: the nodes kind will create, less the system pods and what this profile deploys besides the cohort.
+  const kueueInstall = renderKueueInstall(manifests.kueue, { controller: "in-cluster", image: images.refs.kueue, configuration });
+  const reserved: ReservedPods[] = [
+    ...KIND_SYSTEM_PODS,
+    ...reservedFromObjects(kueueInstall, `Kueue ${local.kueue.version} release manifests (config/components/manager/manager.yaml)`),
+    ...reservedFromObjects(manifests.agentSandbox, `Agent Sandbox ${local.agentSandbox.version} k8s/controller.yaml`),
+    { name: "temporal", placement: "replicas", count: 1, requests: TEMPORAL_REQUESTS, source: "components/manifests/temporal.ts" },
+    { name: "cohort runtime Job", placement: "replicas", count: 1, requests: RUNTIME_JOB_RESOURCES.requests, source: "components/manifests/runtime.ts" },
+  ];
+  let quota: QuotaResult;
+  let roles: CohortRoleDemand[];
+  try {
+    quota = deriveQuota({
+      nodes: kindNodes(localConfig.clusterName, localConfig.workers, facts),
+      reserved,
+      override: localConfig.queue,
+      overrideKey: configKey("local.queue"),
+    });
+    roles = spec.roles.map((role, i) => ({
+      name: role.name,
+      replicas: role.replicas,
+      requests: { ...(role.resources.cpu !== undefined ? { cpu: role.resources.cpu } : {}), ...(role.resources.memory !== undefined ? { memory: role.resources.memory } : {}) },
+      replicasKey: configKey(`cohort.roles[${i}].replicas`),
+    }));
+    checkCohortFits(quota, roles, configKey("cohort"));
+  } catch (error) {
+    if (error instanceof QuotaError) throw new StackConfigError([{ key: error.key, reason: error.reason }]);
+    throw error;
+  }
+
+  const ms = (text: string) => parseDurationMs(text);
+  const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
+  const runHash = createHash("sha256").update(`${resolved.specSha256}\n${bundleSha256}`).digest("hex").slice(0, 10);
+  return {
+    local: localConfig,
+    images,
+    resolved,
+    quota,
+    configuration,
+    jobDeadlineSeconds,
+    namespace: `${spec.name}-${runHash}`,
+    bundle,
+    bundleSha256,
+    manifests,
+  };
+}
+
+/** Test seams of {@link buildLocal} (everything else comes from the stack config). */
+export interface LocalBuildOverrides {
+  /** @default hostFacts() */
+  readonly facts?: LocalHostFacts;
+  /** @default the tool cache */
+  readonly manifests?: PlanInput["manifests"];
+  /** @default `<projectDir>/dist/cohort.cjs` */
+  readonly bundle?: Buffer;
+  /** Tool cache root for the kind/kubectl paths. @default cacheRoot() */
+  readonly toolCacheRoot?: string;
+}
+
+/**
+ * Builds the `local` profile.
+ *
+ * @throws {StackConfigError} and the other refusals of {@link planLocal}, before any resource exists
+ */
+export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides = {}): StackOutputs {
+  const { config, projectDir } = ctx;
+  const facts = overrides.facts ?? hostFacts();
+  let plan: LocalPlan;
+  try {
+    plan = planLocal({
+      config,
+      raw: ctx.raw,
+      projectDir,
+      facts,
+      dryRun: pulumi.runtime.isDryRun(),
+      ...(overrides.manifests !== undefined ? { manifests: overrides.manifests } : {}),
+      ...(overrides.bundle !== undefined ? { bundle: overrides.bundle } : {}),
+    });
+  } catch (error) {
+    if (error instanceof ManifestsMissingError) throw new pulumi.RunError(error.message);
+    throw error;
+  }
+  const stackId = `${pulumi.getOrganization()}/${pulumi.getProject()}/${pulumi.getStack()}`;
+  const artifactsDir = existsSync(config.artifactRoot) ? realpathOr(config.artifactRoot) : config.artifactRoot;
+
+  const cluster = new KindCluster("local", {
+    clusterName: plan.local.clusterName,
+    workers: plan.local.workers,
+    temporalHostPort: plan.local.temporalPort,
+    artifactsDir,
+    stackId,
+    projectDir,
+    waitTimeout: LOCAL_DEFAULTS.kindWait,
+    platform: facts.platform,
+    ...(overrides.toolCacheRoot !== undefined ? { toolCacheRoot: overrides.toolCacheRoot } : {}),
+  });
+  const provider = cluster.provider;
+  const kueue = new Kueue("kueue", {
+    provider,
+    controller: "in-cluster",
+    image: plan.images.refs.kueue,
+    configuration: plan.configuration,
+    webhookProbe: { nodePath: cluster.nodePath, projectDir, toolEnvironment: cluster.tools.environment, kubeconfig: cluster.kubeconfig },
+    queue: { resourceFlavor: LOCAL_QUEUES.resourceFlavor, clusterQueue: LOCAL_QUEUES.clusterQueue, nominalQuota: plan.quota.nominalQuota },
+    manifests: plan.manifests.kueue,
+  });
+  const sandbox = new AgentSandbox(
+    "agent-sandbox",
+    { provider, controller: "in-cluster", image: plan.images.refs.agentSandbox, manifests: plan.manifests.agentSandbox },
+    { dependsOn: [...kueue.webhookReady] },
+  );
+  const temporal = new Temporal(
+    "temporal",
+    { provider, image: `${local.temporal.repository}:${local.temporal.tag}@${local.temporal.digest}`, nodePort: TEMPORAL_NODE_PORT, hostPort: plan.local.temporalPort },
+    { dependsOn: [...kueue.webhookReady] },
+  );
+  const runtime = new Runtime("runtime", {
+    provider,
+    namespace: plan.namespace,
+    localQueue: LOCAL_QUEUES.localQueue,
+    clusterQueue: LOCAL_QUEUES.clusterQueue,
+    image: plan.images.refs.runtime,
+    bundle: plan.bundle,
+    specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
+    artifactsPath: ARTIFACTS_NODE_PATH,
+    profile: "local",
+    runAs: { uid: facts.uid, gid: facts.gid },
+    activeDeadlineSeconds: plan.jobDeadlineSeconds,
+    localQueueDependsOn: [kueue.crds.get("localqueues.kueue.x-k8s.io")!, kueue.clusterQueue, ...kueue.webhookReady],
+  });
+  const run = new CohortRun("cohort", {
+    spec: plan.resolved.spec,
+    runtime: { runtimeBundlePath: path.join(projectDir, LOCAL_RUNTIME_BUNDLE), runtimeBundleSha256: plan.bundleSha256, nodePath: cluster.nodePath },
+    artifactRoot: artifactsDir,
+    profile: "local",
+    backend: "kubernetes",
+    keepLedgers: config.keepLedgers,
+    executor: kubernetesJobExecutor({
+      provider,
+      runtime,
+      dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady, temporal.deployment],
+      artifactsDir,
+      artifactsNodePath: ARTIFACTS_NODE_PATH,
+      nodePath: cluster.nodePath,
+      projectDir,
+      toolEnvironment: cluster.tools.environment,
+      kubeconfig: cluster.kubeconfig,
+    }),
+  });
+  const runOutputs: pulumi.Output<RunOutputs> = pulumi
+    .all([run.runId, run.outcome, run.size, run.readyCount, run.timeToReadyMs, run.ledgerPath])
+    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath }));
+  return {
+    profile: "local",
+    artifactRoot: artifactsDir,
+    run: runOutputs,
+    kubeContext: cluster.kubeContext,
+    kubeconfig: cluster.kubeconfig,
+    temporalAddress: temporal.hostAddress,
+    queues: pulumi.output({ clusterQueue: LOCAL_QUEUES.clusterQueue, localQueue: LOCAL_QUEUES.localQueue }),
+  };
+}
+
+function realpathOr(p: string): string {
+  try {
+    return realpathSync(p);
+  } catch {
+    return p;
+  }
+}
+
+/** The `local` profile entry of stacks/profiles.ts. */
+export const localProfile: ProfileDefinition = {
+  description: "kind on this machine's Docker: Kueue, Agent Sandbox and Temporal in the cluster; members are Sandboxes admitted by Kueue",
+  configKeys: ["local", "images"],
+  build: (ctx) => buildLocal(ctx),
+};
