@@ -108,14 +108,17 @@ export interface CohortRunOutputs {
 export const COHORT_RUN_SCRIPT = `set -u
 case "$1" in
 "cohort run")
-  log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
-  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" 2>"$log"
+  out=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || { rm -f "$out"; exit 1; }
+  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" >"$out" 2>"$log"
   rc=$?
-  if [ "$rc" -ne 0 ]; then
+  if [ "$rc" -eq 0 ]; then
+    cat "$out"
+  else
     reason=$(tail -n 1 "$log")
     printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
   fi
-  rm -f "$log"
+  rm -f "$out" "$log"
   exit "$rc"
   ;;
 "cohort keep")

@@ -129,9 +129,12 @@ const openclaw: MemberPreset = {
   description: "stock OpenClaw gateway (no model credentials, tools denied, nested sandbox off, loopback, token auth)",
   roleName: "gateway",
   program: hostMembers.openclaw,
-  // Measured on a 2-core machine: one gateway is ready in ~14 s alone and needs ~1 GB; several starting
-  // at once share the two cores, so each takes longer. Generous member deadline, 4 at a time.
-  defaults: { startupTimeout: "20m", memberTimeout: "5m", hold: "5s", concurrency: 4, stopGracePeriod: "30s" },
+  // Measured on a 2-core machine: one gateway needs ~21 s of CPU to start and ~1 GB (gateway ~850 MB, SQLite
+  // worker ~105 MB, spawn broker ~70 MB). OpenClaw gives a start-up worker thread a fixed 5 s to come up
+  // (LEASE_HEARTBEAT_START_TIMEOUT_MS) and exits with code 78 when it does not: with 4 gateways starting on a
+  // CPU-saturated 2-core machine that happened, so start at most 2 at a time (one per core). A generous
+  // member deadline: a gateway took up to ~140 s to be ready on that loaded machine.
+  defaults: { startupTimeout: "20m", memberTimeout: "5m", hold: "5s", concurrency: 2, stopGracePeriod: "30s" },
   role(replicas, ctx) {
     const entry = resolveMemberProgram(hostMembers.openclaw, ctx.projectDir);
     return {

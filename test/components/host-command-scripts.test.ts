@@ -24,6 +24,7 @@ fs.appendFileSync(${JSON.stringify(callLog)}, JSON.stringify({ argv: process.arg
 if (process.argv[2] === "run") {
   process.stderr.write("progress: admitted 2 members\\nprogress: web-0 ready\\n");
   if (process.env.FAKE_FAIL === "1") {
+    process.stdout.write(JSON.stringify({ runId: "lab-x", outcome: "failed" }) + "\\n");
     process.stderr.write("run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\\n");
     process.exit(1);
   }
@@ -67,7 +68,7 @@ describe("CohortRun step 'cohort run'", () => {
     ]);
   });
 
-  it("on failure prints only the runtime's last line (the reason naming the member) and keeps the exit status", () => {
+  it("on failure prints only the runtime's last stderr line (the reason naming the member), not its summary, and keeps the exit status", () => {
     const r = step(COHORT_RUN_STEPS.create, { FAKE_FAIL: "1" }, "{}");
     expect(r).toEqual({ status: 1, stdout: "", stderr: "run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\n" });
   });

@@ -11,10 +11,10 @@ import { beforeAll, describe, expect, it } from "vitest";
 
 const registered: string[] = [];
 const projectDir = mkdtempSync(path.join(os.tmpdir(), "cohort-host-invalid-"));
-let buildStack: typeof import("../../stacks/profiles").buildStack;
+let buildStack: typeof import("../../stacks/profiles.js").buildStack;
 
 beforeAll(async () => {
-  const { PROJECT_DIR } = await import("../../stacks/config");
+  const { PROJECT_DIR } = await import("../../stacks/config.js");
   mkdirSync(path.join(projectDir, "dist"));
   writeFileSync(path.join(projectDir, "dist", "cohort.cjs"), "// bundle\n");
   symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
@@ -30,7 +30,7 @@ beforeAll(async () => {
     "host",
     true,
   );
-  ({ buildStack } = await import("../../stacks/profiles"));
+  ({ buildStack } = await import("../../stacks/profiles.js"));
 });
 
 /** Runs the program with `raw` config and returns the error message; asserts nothing was registered. */

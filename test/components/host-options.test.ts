@@ -12,7 +12,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 const inputs = new Map<string, Record<string, unknown>>();
 const projectDir = mkdtempSync(path.join(os.tmpdir(), "cohort-host-opts-"));
 const artifactRoot = mkdtempSync(path.join(os.tmpdir(), "cohort-host-opts-root-"));
-let stack: import("../../stacks/profiles").StackOutputs;
+let stack: import("../../stacks/profiles.js").StackOutputs;
 
 function valueOf<T>(output: pulumi.Input<T> | undefined): Promise<T> {
   return new Promise((resolve) => pulumi.output(output as pulumi.Input<T>).apply((v) => resolve(v as T)));
@@ -21,7 +21,7 @@ function valueOf<T>(output: pulumi.Input<T> | undefined): Promise<T> {
 beforeAll(async () => {
   mkdirSync(path.join(projectDir, "dist"));
   writeFileSync(path.join(projectDir, "dist", "cohort.cjs"), "// bundle\n");
-  const { PROJECT_DIR } = await import("../../stacks/config");
+  const { PROJECT_DIR } = await import("../../stacks/config.js");
   symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
   await pulumi.runtime.setMocks(
     {
@@ -47,7 +47,7 @@ beforeAll(async () => {
     "ci-host",
     false,
   );
-  const { buildStack } = await import("../../stacks/profiles");
+  const { buildStack } = await import("../../stacks/profiles.js");
   stack = buildStack({
     stack: "ci-host",
     projectDir,

@@ -51,14 +51,14 @@ function registration(type: string, name: string): Registration {
   return found;
 }
 
-let stack: import("../../stacks/profiles").StackOutputs;
-let profilesModule: typeof import("../../stacks/profiles");
-let resolvedSpec: import("../../stacks/config").ResolvedRunSpec;
+let stack: import("../../stacks/profiles.js").StackOutputs;
+let profilesModule: typeof import("../../stacks/profiles.js");
+let resolvedSpec: import("../../stacks/config.js").ResolvedRunSpec;
 
 beforeAll(async () => {
   mkdirSync(path.join(projectDir, "dist"));
   writeFileSync(path.join(projectDir, "dist", "cohort.cjs"), bundleBytes);
-  const { PROJECT_DIR } = await import("../../stacks/config");
+  const { PROJECT_DIR } = await import("../../stacks/config.js");
   symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
 
   await pulumi.runtime.setMocks(
@@ -78,8 +78,8 @@ beforeAll(async () => {
   );
   pulumi.runtime.setAllConfig({ "cohort-lab:cohort": JSON.stringify({ size: 3 }), "cohort-lab:artifactRoot": "ledgers" });
 
-  profilesModule = await import("../../stacks/profiles");
-  const config = await import("../../stacks/config");
+  profilesModule = await import("../../stacks/profiles.js");
+  const config = await import("../../stacks/config.js");
   resolvedSpec = config.resolveRunSpec(config.parseStackConfig(config.readRawConfig(), { stack: "host", projectDir }).cohort, {
     nodePath: process.execPath,
     projectDir,
@@ -132,7 +132,7 @@ describe("host profile component graph", () => {
   });
 
   it("the run command gets the RunSpec on stdin, its digest as the first trigger, and the reap step as delete", async () => {
-    const { COHORT_RUN_SCRIPT } = await import("../../components/CohortRun");
+    const { COHORT_RUN_SCRIPT } = await import("../../components/CohortRun.js");
     const run = registration("command:local:Command", "cohort-run");
     const stdin = run.inputs.stdin as string;
     expect(JSON.parse(stdin)).toEqual(resolvedSpec.spec);

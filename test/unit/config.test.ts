@@ -141,7 +141,7 @@ describe("resolveRunSpec: RunSpec from the cohort config, validated by the runti
       startupTimeout: "20m",
       memberTimeout: "5m",
       hold: "5s",
-      concurrency: 4,
+      concurrency: 2,
       stopGracePeriod: "30s",
     });
     expect(spec.roles).toHaveLength(1);
@@ -151,8 +151,8 @@ describe("resolveRunSpec: RunSpec from the cohort config, validated by the runti
   });
 
   it("config fields override the preset's run defaults", () => {
-    const { spec } = resolve({ cohort: JSON.stringify({ size: 16, memberTimeout: "7m", hold: "0s", concurrency: 2 }) });
-    expect(spec).toMatchObject({ memberTimeout: "7m", hold: "0s", concurrency: 2, startupTimeout: "20m" });
+    const { spec } = resolve({ cohort: JSON.stringify({ size: 16, memberTimeout: "7m", hold: "0s", concurrency: 1 }) });
+    expect(spec).toMatchObject({ memberTimeout: "7m", hold: "0s", concurrency: 1, startupTimeout: "20m" });
     expect(spec.roles[0]?.replicas).toBe(16);
   });
 
@@ -237,7 +237,7 @@ describe("buildStack: profile dispatch", () => {
   });
 
   it("the real registry has the host profile", async () => {
-    const { PROFILES } = await import("../../stacks/profiles");
+    const { PROFILES } = await import("../../stacks/profiles.js");
     expect(Object.keys(PROFILES)).toContain("host");
     expect(path.isAbsolute(PROJECT_DIR)).toBe(true);
   });
