@@ -51,7 +51,7 @@ export async function eventually<T>(what: string, timeoutMs: number, check: () =
 /**
  * A fresh namespace with a LocalQueue `queue` pointing at `clusterQueue`, once the LocalQueue is active.
  */
-export async function namespaceWithQueue(admin: KubeClient, namespace: string, clusterQueue: string, queue = "cohort"): Promise<void> {
+export async function namespaceWithQueue(admin: KubeClient, namespace: string, clusterQueue: string, queue = "cohort", waitActive = true): Promise<void> {
   await ensure(admin, "/api/v1/namespaces", { apiVersion: "v1", kind: "Namespace", metadata: { name: namespace } });
   await ensure(admin, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${namespace}/localqueues`, {
     apiVersion: "kueue.x-k8s.io/v1beta2",
@@ -59,6 +59,7 @@ export async function namespaceWithQueue(admin: KubeClient, namespace: string, c
     metadata: { name: queue, namespace },
     spec: { clusterQueue },
   });
+  if (!waitActive) return;
   await eventually(`LocalQueue ${namespace}/${queue} to be active`, 30_000, async () => {
     const lq = await admin.request("admin get" as ApiCallKey, HttpMethod.GET, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${namespace}/localqueues/${queue}`);
     const active = ((lq.status as Json | undefined)?.conditions as Json[] | undefined)?.find((c) => c.type === "Active");

@@ -14,7 +14,7 @@ import { ApiCounters } from "../../runtime/backends/kubernetes/counters";
 import type { Json } from "../../runtime/backends/kubernetes/render";
 import { ListWatch } from "../../runtime/backends/kubernetes/watch";
 import { simUnavailableReason, startSim, type SimHarness } from "./harness";
-import { FAKE_IMAGE, adminClient, clusterQueue, createKubernetesBackendFor, list, namespaceWithQueue, runCohort } from "./k8s-backend-helpers";
+import { FAKE_IMAGE, adminClient, clusterQueue, createKubernetesBackendFor, eventually, list, namespaceWithQueue, runCohort } from "./k8s-backend-helpers";
 
 const unavailable = simUnavailableReason();
 if (unavailable !== undefined) console.warn(`k8s-backend sim tests skipped: ${unavailable}`);
@@ -165,7 +165,12 @@ describe.skipIf(unavailable !== undefined)("kubernetes backend on the sim", () =
 
   it("fails admission at once when the LocalQueue's ClusterQueue does not exist (Kueue: Inadmissible)", async () => {
     const ns = fresh();
-    await namespaceWithQueue(admin, ns, "no-such-cq", "orphan").catch(() => undefined); // never active
+    await namespaceWithQueue(admin, ns, "no-such-cq", "orphan", false); // never becomes active
+    // Kueue marks it inactive (ClusterQueue missing) shortly after it is created.
+    await eventually("LocalQueue orphan to have an Active condition", 30_000, async () => {
+      const lq = await admin.request("admin get" as never, HttpMethod.GET, `/apis/kueue.x-k8s.io/v1beta2/namespaces/${ns}/localqueues/orphan`);
+      return ((lq.status as Json | undefined)?.conditions as Json[] | undefined)?.some((c) => c.type === "Active") === true ? true : undefined;
+    });
     const run = await runCohort(cohort("orphan", role("solo", 2)), { kubeconfig: sim.kubeconfigPath, namespace: ns, queue: "orphan" }).catch((e: Error) => e);
     // available() refuses an inactive LocalQueue before anything is created.
     expect(run).toBeInstanceOf(Error);

@@ -6,6 +6,7 @@ import { resolveKubernetesConfig } from "../../runtime/backends/kubernetes/index
 import type { Json } from "../../runtime/backends/kubernetes/render";
 import { Run } from "../../runtime/backends/kubernetes/run";
 import { classifyPod, classifySandbox, classifyWorkload, podProgress } from "../../runtime/backends/kubernetes/status";
+import { podTerminated } from "../../runtime/backends/kubernetes/stop";
 
 // Objects below follow the shapes written by kube-scheduler, the kubelet, kwok's stages
 // (kustomize/stage/pod/fast/pod-ready.yaml, chaos/pod-container-running-failed.yaml), the Agent Sandbox
@@ -333,8 +334,7 @@ describe("Run: watch events -> member events", () => {
 });
 
 describe("podTerminated (stop is done)", () => {
-  it("a pod is terminated when gone, terminal, or deleted with grace 0 (the node's final delete; Kueue's finalizer may keep the object)", async () => {
-    const { podTerminated } = await import("../../runtime/backends/kubernetes/stop");
+  it("a pod is terminated when gone, terminal, or deleted with grace 0 (the node's final delete; Kueue's finalizer may keep the object)", () => {
     const deleting = (grace: number, phase = "Running"): Json => ({
       metadata: { name: "a", deletionTimestamp: T, deletionGracePeriodSeconds: grace, finalizers: ["kueue.x-k8s.io/managed"] },
       status: { phase },
