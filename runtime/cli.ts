@@ -222,6 +222,10 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
     ledger,
     onProgress: (p) => progress.update(p),
     runStartedFields: { runtimePid: process.pid, runtimeStartTicks: readProcStat(process.pid)?.startTicks ?? null },
+    completionFields: () => {
+      const usage = process.resourceUsage();
+      return { runtime: { maxRssKiB: usage.maxRSS, cpuUserMs: Math.round(usage.userCPUTime / 1000), cpuSystemMs: Math.round(usage.systemCPUTime / 1000) } };
+    },
   });
 
   let signals = 0;

@@ -112,6 +112,8 @@ export interface SchedulerConfig {
   readonly outputTailLines?: number;
   /** Extra JSON fields for the `run-started` record (e.g. the runtime's pid and start time). */
   readonly runStartedFields?: Readonly<Record<string, unknown>>;
+  /** Extra JSON fields for `completion.json`, computed when the run ends (e.g. the runtime's peak RSS). */
+  readonly completionFields?: () => Readonly<Record<string, unknown>>;
 }
 
 type MemberPhase = "waiting" | "queued" | "starting" | "ready" | "stopping" | "stopped";
@@ -320,6 +322,7 @@ export class Scheduler {
         readyCount: this.counts.ready,
         timeToReadyMs,
         ...(this.interruptedBy !== null ? { interruptedBy: this.interruptedBy } : {}),
+        ...this.config.completionFields?.(),
       });
     } catch (error) {
       this.ledgerError ??= `completion not written: ${(error as Error).message}`;

@@ -17,7 +17,7 @@ import * as path from "node:path";
 import type { Backend, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
-import { OutputCapture, RING_LINES, loadExeca, memberEnvironment, prepareMemberDir, spawnMember } from "./start";
+import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
 import { GroupWatcher, groupAlive } from "./status";
 import { stopGroup } from "./stop";
 
@@ -78,6 +78,8 @@ export class ProcessBackend implements Backend {
   private readonly members = new Map<string, RunningMember>();
   private readonly prepared = new Map<string, Promise<void>>();
   private readonly watcher = new GroupWatcher();
+  /** Spawns run one at a time, one per event-loop turn (see {@link ProcessBackend.spawnTurn}). */
+  private spawnTail: Promise<void> = Promise.resolve();
 
   constructor(options: ProcessBackendOptions) {
     if (!path.isAbsolute(options.runDir)) throw new TypeError(`ProcessBackendOptions.runDir must be absolute; got "${options.runDir}"`);
@@ -164,20 +166,34 @@ export class ProcessBackend implements Backend {
    */
   async start(plan: MemberPlan, signal: AbortSignal): Promise<MemberHandle> {
     if (this.members.has(plan.id)) throw new MemberStartError(plan.id, this.name, `member ${plan.id} was already started`);
+    const entered = performance.now();
     await this.prepare(plan);
-    if (signal.aborted) throw new Error(`start of ${plan.id} aborted`);
-    const secrets = plan.secretEnv.map((name) => plan.env[name] ?? "").filter((value) => value.length > 0);
-    const output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
-    void this.ports.release(plan.id); // the listening socket is closed synchronously; the callback only confirms
+    const { execa } = await loadExeca();
     const env = memberEnvironment(plan);
-    let spawned;
+    const release = await this.spawnTurn();
+    let subprocess;
+    let queuedMs = 0;
+    let spawnMs = 0;
+    let output: OutputCapture;
     try {
-      spawned = await spawnMember(plan, env, output);
+      if (signal.aborted) throw new Error(`start of ${plan.id} aborted`);
+      const secrets = plan.secretEnv.map((name) => plan.env[name] ?? "").filter((value) => value.length > 0);
+      output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
+      void this.ports.release(plan.id); // the listening socket is closed synchronously; the callback only confirms
+      const issued = performance.now();
+      queuedMs = issued - entered;
+      subprocess = launchMember(execa, plan, env);
+      spawnMs = performance.now() - issued;
+    } finally {
+      release();
+    }
+    let pid: number;
+    try {
+      pid = await awaitSpawn(subprocess, plan, output);
     } catch (error) {
       await output.end();
       throw new MemberStartError(plan.id, this.name, (error as Error).message, { cause: error });
     }
-    const { pid, subprocess } = spawned;
     liveGroups.add(pid);
     let escalate!: () => void;
     const escalated = new Promise<void>((resolve) => (escalate = resolve));
@@ -210,7 +226,7 @@ export class ProcessBackend implements Backend {
     return {
       member: plan.id,
       endpoint: { host: this.ports.host, port: plan.port },
-      detail: { pid, pgid: pid },
+      detail: { pid, pgid: pid, queuedMs: round3(queuedMs), spawnMs: round3(spawnMs) },
       onOutputLine: (listener) => output.onLine(listener),
       outputTail: async (lines) => output.tail(lines),
       exec: (command, execSignal) => this.exec(member, command, execSignal),
@@ -237,6 +253,22 @@ export class ProcessBackend implements Backend {
       },
     );
     return member.stopping;
+  }
+
+  /**
+   * Waits for this start's turn to spawn. A spawn blocks the event loop (fork, then libuv waits for
+   * the child's exec), so spawns go one per event-loop turn: timers, probes, member events and signals
+   * are handled between two spawns even when hundreds of members start at once.
+   *
+   * @returns the function that ends the turn (call it once the spawn call returned)
+   */
+  private async spawnTurn(): Promise<() => void> {
+    const previous = this.spawnTail;
+    let release!: () => void;
+    this.spawnTail = new Promise<void>((resolve) => (release = resolve));
+    await previous;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    return release;
   }
 
   /** Releases port reservations that were never used (members not started). Idempotent. */
@@ -266,6 +298,10 @@ export class ProcessBackend implements Backend {
     }
     return { exitCode: result.exitCode ?? null };
   }
+}
+
+function round3(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
 }
 
 /**

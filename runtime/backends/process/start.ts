@@ -174,21 +174,13 @@ export class OutputCapture {
   }
 }
 
-/** A spawned member process. */
-export interface SpawnedMember {
-  readonly pid: number;
-  readonly subprocess: ResultPromise;
-}
-
 /**
- * Spawns the member's command in a new process group (execa `detached: true`).
- *
- * @returns once the process exists (the `spawn` event)
- * @throws {Error} `cannot run "<program>": <reason>` when it cannot be spawned (ENOENT, EACCES, ...)
+ * Spawns the member's command in a new process group (execa `detached: true`). Synchronous: the
+ * fork and exec happen inside this call (libuv waits until the child has exec'd); use
+ * {@link awaitSpawn} for the outcome.
  */
-export async function spawnMember(plan: MemberPlan, env: Record<string, string>, output: OutputCapture): Promise<SpawnedMember> {
+export function launchMember(execa: (typeof import("execa"))["execa"], plan: MemberPlan, env: Record<string, string>): ResultPromise {
   const [file, ...args] = plan.command;
-  const { execa } = await loadExeca();
   const subprocess = execa(file!, args, {
     cwd: plan.workDir,
     env,
@@ -204,6 +196,16 @@ export async function spawnMember(plan: MemberPlan, env: Record<string, string>,
     stripFinalNewline: false,
   });
   subprocess.catch(() => undefined);
+  return subprocess;
+}
+
+/**
+ * Waits for the outcome of {@link launchMember} and attaches the output capture.
+ *
+ * @returns the pid (= pgid)
+ * @throws {Error} `cannot run "<program>": <reason>` when it could not be spawned (ENOENT, EACCES, ...)
+ */
+export async function awaitSpawn(subprocess: ResultPromise, plan: MemberPlan, output: OutputCapture): Promise<number> {
   const child = subprocess.nodeChildProcess;
   await new Promise<void>((resolve, reject) => {
     const onSpawn = (): void => {
@@ -213,12 +215,12 @@ export async function spawnMember(plan: MemberPlan, env: Record<string, string>,
     const onError = (error: NodeJS.ErrnoException): void => {
       child.off("spawn", onSpawn);
       const reason = error.code === "ENOENT" ? "command not found (ENOENT)" : error.code === "EACCES" ? "permission denied (EACCES)" : error.message;
-      reject(new Error(`cannot run "${file}": ${reason}`));
+      reject(new Error(`cannot run "${plan.command[0]}": ${reason}`));
     };
     child.once("spawn", onSpawn);
     child.once("error", onError);
   });
   output.attach(subprocess.stdout);
   output.attach(subprocess.stderr);
-  return { pid: child.pid!, subprocess };
+  return child.pid!;
 }

@@ -1,0 +1,295 @@
+/**
+ * Start-up benchmark of the cohort runtime (`npm run bench:startup`).
+ *
+ * 1. Parallel start: 200 members in a graph three levels deep (1 router -> 20 mid -> 179 leaf; every
+ *    member of a level needs every member of the level above), each member sleeping a known delay and
+ *    then listening on COHORT_PORT (tcp readiness). Runs the SHIPPED runtime (the esbuild bundle, as a
+ *    child process, `node cohort.cjs run`) and reads its ledger. Prints time to ready (admission -> roster
+ *    ready), the critical path (the longest chain of configured delays: the lower bound with unbounded
+ *    concurrency), their ratio and the target check: time to ready <= 1.05 x critical path + 0.3 s.
+ * 2. Sequential baseline: the same cohort with `concurrency: 1` (start one member, wait until it is
+ *    ready, start the next). Skipped with BENCH_BASELINE=0 (it takes minutes: the sum of all delays).
+ * 3. Placement latency from the parallel run's ledger: for each member of levels 1-2, the last
+ *    dependency's `member-ready` -> the dependant's spawn call (`member-started.elapsedMs - startMs`) and
+ *    -> spawned (`member-started`), p50/p99 (targets 5 ms and 25 ms, research/perf-anchors.md §8).
+ * 4. Runtime peak RSS with 1,000 members (cheap `sh` -> `sleep` members, log readiness), from the
+ *    runtime's own `process.resourceUsage().maxRSS` recorded in completion.json.
+ * 5. Ledger append throughput (LedgerWriter, default fsync policy): fire-and-forget appends as the
+ *    scheduler does them, and awaited one-by-one appends.
+ *
+ * Members: a tiny C listener compiled with `cc` when available (about 1 ms of CPU to start), else perl
+ * (Socket), else node; the choice is printed. The machine's load average is printed next to the figures.
+ * Env: BENCH_BASELINE=0 skips (2); BENCH_RSS_MEMBERS (default 1000); BENCH_KEEP=1 keeps the artifacts.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { criticalPath } from "../runtime/core/graph";
+import { LedgerWriter, readLedger, type LedgerRecord } from "../runtime/core/ledger";
+
+const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-startup-"));
+const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+
+// ---- the cohort ---------------------------------------------------------------------------------
+
+/** Deterministic, spread delays in [lowMs, lowMs + spanMs), including both ends' neighbourhood. */
+function delays(count: number, lowMs: number, spanMs: number, salt: number): number[] {
+  return Array.from({ length: count }, (_, i) => (count === 1 ? lowMs : lowMs + Math.round((((i * 7919 + salt * 104729) % count) / (count - 1)) * (spanMs - 1))));
+}
+
+const LEVELS = [
+  { name: "router", replicas: 1, needs: [] as string[], delaysMs: delays(1, 1000, 1000, 0) },
+  { name: "mid", replicas: 20, needs: ["router"], delaysMs: delays(20, 1000, 1000, 1) },
+  { name: "leaf", replicas: 179, needs: ["mid"], delaysMs: delays(179, 1000, 1000, 2) },
+];
+
+const LISTENER_C = `
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+  const char *list = getenv("DELAYS"), *idx = getenv("COHORT_INDEX"), *port = getenv("COHORT_PORT");
+  if (!list || !idx || !port) { fprintf(stderr, "DELAYS, COHORT_INDEX and COHORT_PORT are required\\n"); return 2; }
+  long want = atol(idx), ms = 0; const char *p = list;
+  for (long i = 0; i <= want && p; i++) { ms = atol(p); p = strchr(p, ','); if (p) p++; }
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L }; nanosleep(&ts, NULL);
+  int s = socket(AF_INET, SOCK_STREAM, 0), one = 1; setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  struct sockaddr_in a; memset(&a, 0, sizeof a); a.sin_family = AF_INET; a.sin_port = htons((unsigned short)atoi(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(s, (struct sockaddr *)&a, sizeof a) || listen(s, 128)) { perror("listen"); return 1; }
+  for (;;) pause();
+}
+`;
+const LISTENER_PERL =
+  'my @d = split /,/, $ENV{DELAYS}; select(undef, undef, undef, $d[$ENV{COHORT_INDEX}] / 1000); ' +
+  "socket(S, PF_INET, SOCK_STREAM, 0) or die; setsockopt(S, SOL_SOCKET, SO_REUSEADDR, 1); " +
+  'bind(S, sockaddr_in($ENV{COHORT_PORT}, INADDR_LOOPBACK)) or die "bind: $!"; listen(S, 128) or die; sleep 1 while 1';
+const LISTENER_NODE =
+  'const d=process.env.DELAYS.split(",")[+process.env.COHORT_INDEX];setTimeout(()=>require("net").createServer().listen(+process.env.COHORT_PORT,"127.0.0.1"),+d)';
+
+function has(program: string, args: string[]): boolean {
+  try {
+    execFileSync(program, args, { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function listener(): { kind: string; command: string[] } {
+  const source = path.join(WORK, "listener.c");
+  const binary = path.join(WORK, "listener");
+  fs.writeFileSync(source, LISTENER_C);
+  if (has("cc", ["-O2", "-o", binary, source])) return { kind: "C (cc)", command: [binary] };
+  if (has("perl", ["-MSocket", "-e", "1"])) return { kind: "perl", command: ["perl", "-MSocket", "-e", LISTENER_PERL] };
+  return { kind: "node", command: [process.execPath, "-e", LISTENER_NODE] };
+}
+
+function startupSpec(name: string, command: string[], concurrency: number): object {
+  return {
+    apiVersion: "cohort-lab/v1",
+    kind: "Cohort",
+    name,
+    concurrency,
+    memberTimeout: "60s",
+    startupTimeout: "30m",
+    stopGracePeriod: "2s",
+    roles: LEVELS.map((level) => ({
+      name: level.name,
+      replicas: level.replicas,
+      needs: level.needs,
+      app: { command, env: { DELAYS: level.delaysMs.join(",") } },
+      readiness: { tcp: {} },
+    })),
+  };
+}
+
+// ---- running the shipped runtime ----------------------------------------------------------------
+
+interface CliRun {
+  summary: { runId: string; outcome: string; size: number; readyCount: number; timeToReadyMs: number | null; ledgerPath: string };
+  records: LedgerRecord[];
+  completion: Record<string, unknown> | null;
+  wallMs: number;
+}
+
+async function runCli(bundle: string, spec: object, label: string): Promise<CliRun> {
+  const specFile = path.join(WORK, `${label}.json`);
+  fs.writeFileSync(specFile, JSON.stringify(spec));
+  const artifacts = path.join(WORK, "artifacts");
+  const started = performance.now();
+  const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, [bundle, "run", "--spec", specFile, "--artifacts", artifacts], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (chunk) => (out += chunk));
+    child.stderr.on("data", (chunk) => (err += chunk));
+    child.on("close", (exitCode) => resolve({ code: exitCode, stdout: out, stderr: err }));
+  });
+  const wallMs = performance.now() - started;
+  if (code !== 0) throw new Error(`${label}: cohort run exited ${code}\n${stderr.split("\n").slice(-15).join("\n")}`);
+  const summary = JSON.parse(stdout) as CliRun["summary"];
+  const { records, completion } = await readLedger(summary.ledgerPath);
+  return { summary, records, completion: completion as Record<string, unknown> | null, wallMs };
+}
+
+// ---- figures --------------------------------------------------------------------------------------
+
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/**
+ * Per dependant member (ms): last dependency ready -> the scheduler asked the backend to start it
+ * (`toStart`), -> the spawn call was issued (`toSpawnCall`: after waiting for the spawns queued before
+ * it), -> the process existed (`toSpawned`).
+ */
+function placement(records: readonly LedgerRecord[]): { toStart: number[]; toSpawnCall: number[]; toSpawned: number[] } {
+  const readyAt = new Map<string, number>();
+  const startedRec = new Map<string, LedgerRecord>();
+  for (const r of records) {
+    if (r.kind === "member-ready") readyAt.set(r.member!, r.elapsedMs);
+    if (r.kind === "member-started") startedRec.set(r.member!, r);
+  }
+  const roleReady = new Map<string, number>();
+  for (const level of LEVELS) {
+    const times = Array.from({ length: level.replicas }, (_, i) => readyAt.get(`${level.name}-${i}`) ?? Number.NaN);
+    roleReady.set(level.name, Math.max(...times));
+  }
+  const toStart: number[] = [];
+  const toSpawnCall: number[] = [];
+  const toSpawned: number[] = [];
+  for (const level of LEVELS) {
+    if (level.needs.length === 0) continue;
+    const depsReady = Math.max(...level.needs.map((need) => roleReady.get(need)!));
+    for (let i = 0; i < level.replicas; i++) {
+      const r = startedRec.get(`${level.name}-${i}`);
+      if (r === undefined) continue;
+      const startAt = r.elapsedMs - (r.startMs as number);
+      toStart.push(startAt - depsReady);
+      toSpawnCall.push(startAt + (r.queuedMs as number) - depsReady);
+      toSpawned.push(r.elapsedMs - depsReady);
+    }
+  }
+  return { toStart, toSpawnCall, toSpawned };
+}
+
+async function ledgerThroughput(): Promise<{ fireAndForget: number; awaited: number }> {
+  const n = 20_000;
+  const open = (tag: string) =>
+    LedgerWriter.open(path.join(WORK, `ledger-${tag}`), {
+      runId: `bench-${tag}`,
+      profile: "bench",
+      backend: "process",
+      spec: { roles: [] },
+      tools: {},
+      createdAt: new Date().toISOString(),
+    });
+  const fields = (i: number) => ({ member: `agent-${i % 1000}`, pid: 100000 + i, pgid: 100000 + i, port: 20000 + (i % 10000), endpoint: "127.0.0.1:20000", startMs: 3.25 });
+  const w1 = await open("fire");
+  let t = performance.now();
+  const pending: Promise<unknown>[] = [];
+  for (let i = 0; i < n; i++) pending.push(w1.append("member-started", fields(i)));
+  await Promise.all(pending);
+  const fireAndForget = n / ((performance.now() - t) / 1000);
+  await w1.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {} });
+  const w2 = await open("awaited");
+  t = performance.now();
+  for (let i = 0; i < n / 4; i++) await w2.append("member-started", fields(i));
+  const awaited = n / 4 / ((performance.now() - t) / 1000);
+  await w2.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {} });
+  return { fireAndForget, awaited };
+}
+
+// ---- main -----------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const out = (line = ""): void => void process.stdout.write(`${line}\n`);
+  out(`cohort start-up bench  (${os.cpus().length} CPUs, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, node ${process.version}, work dir ${WORK})`);
+  const { bundle } = (await import("../scripts/bundle.mjs")) as typeof import("../scripts/bundle.mjs");
+  const built = await bundle({ outfile: path.join(WORK, "cohort.cjs") });
+  const member = listener();
+  out(`runtime: ${path.basename(built.outfile)} (${(built.bytes / 1024).toFixed(0)} KiB bundle, run as a child process); members: ${member.kind} listener`);
+
+  const cp = criticalPath(
+    LEVELS.map((level) => ({ name: level.name, needs: level.needs })),
+    (role) => Math.max(...LEVELS.find((level) => level.name === role)!.delaysMs),
+  );
+  out(`cohort: ${LEVELS.map((l) => `${l.name} x${l.replicas} (delays ${Math.min(...l.delaysMs)}-${Math.max(...l.delaysMs)} ms)`).join(" -> ")}; tcp readiness`);
+  out();
+
+  const loadBefore = load();
+  const parallel = await runCli(built.outfile, startupSpec("bench", member.command, 256), "parallel");
+  const loadAfterParallel = load();
+  const ttr = parallel.summary.timeToReadyMs!;
+  const target = 1.05 * cp.totalMs + 300;
+  const { toStart, toSpawnCall, toSpawned } = placement(parallel.records);
+  const spawnMs = parallel.records.filter((r) => r.kind === "member-started").map((r) => r.spawnMs as number);
+
+  let sequential: CliRun | null = null;
+  let loadAfterSeq = "";
+  if (process.env.BENCH_BASELINE !== "0") {
+    out(`sequential baseline running (about ${(LEVELS.reduce((sum, l) => sum + l.delaysMs.reduce((a, b) => a + b, 0), 0) / 1000).toFixed(0)} s of delays)...`);
+    sequential = await runCli(built.outfile, startupSpec("bench-seq", member.command, 1), "sequential");
+    loadAfterSeq = load();
+  }
+
+  const rssMembers = Number(process.env.BENCH_RSS_MEMBERS ?? 1000);
+  const rssRun = await runCli(
+    built.outfile,
+    {
+      apiVersion: "cohort-lab/v1",
+      kind: "Cohort",
+      name: "bench-rss",
+      memberTimeout: "5m",
+      startupTimeout: "30m",
+      hold: "2s",
+      stopGracePeriod: "5s",
+      roles: [{ name: "idle", replicas: rssMembers, app: { command: ["sh", "-c", "echo ready; exec sleep 600"], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+    },
+    "rss",
+  );
+  const runtime = (rssRun.completion?.runtime ?? {}) as { maxRssKiB?: number; cpuUserMs?: number; cpuSystemMs?: number };
+  const parallelRuntime = (parallel.completion?.runtime ?? {}) as { maxRssKiB?: number };
+  const loadAfterRss = load();
+  const ledger = await ledgerThroughput();
+
+  const row = (label: string, value: string, note = ""): void => out(`  ${label.padEnd(44)} ${value.padStart(14)}  ${note}`);
+  out("start-up (200 members, 3 levels)                       value  notes");
+  row("critical path (longest chain of delays)", `${(cp.totalMs / 1000).toFixed(3)} s`, cp.roles.join(" -> "));
+  row("time to ready, parallel (admission -> ready)", `${(ttr / 1000).toFixed(3)} s`, `concurrency 256; wall ${(parallel.wallMs / 1000).toFixed(1)} s incl. runtime boot and teardown`);
+  row("ratio time to ready / critical path", (ttr / cp.totalMs).toFixed(3));
+  row("target: <= 1.05 x critical path + 0.3 s", `${(target / 1000).toFixed(3)} s`, ttr <= target ? "MET" : `MISSED by ${((ttr - target) / 1000).toFixed(3)} s`);
+  if (sequential !== null) {
+    const seq = sequential.summary.timeToReadyMs!;
+    row("time to ready, sequential (concurrency 1)", `${(seq / 1000).toFixed(3)} s`, `parallel is ${(seq / ttr).toFixed(1)}x faster`);
+  } else {
+    row("time to ready, sequential (concurrency 1)", "skipped", "BENCH_BASELINE=0");
+  }
+  const pp = (values: number[]): string => `${percentile(values, 50).toFixed(1)}/${percentile(values, 99).toFixed(1)} ms`;
+  row("placement: dep ready -> start requested p50/p99", pp(toStart), `scheduler only (${toStart.length} dependants)`);
+  row("placement: dep ready -> spawn call      p50/p99", pp(toSpawnCall), "targets 5 / 25 ms; includes waiting for earlier spawns");
+  row("placement: dep ready -> spawned         p50/p99", pp(toSpawned));
+  row("one spawn (fork + exec, blocking)       p50/p99", pp(spawnMs), "the runtime spawns one member per event-loop turn");
+  row("runtime peak RSS, 200-member run", `${((parallelRuntime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`);
+  row(`runtime peak RSS, ${rssMembers} members`, `${((runtime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`, `time to ready ${((rssRun.summary.timeToReadyMs ?? 0) / 1000).toFixed(1)} s; runtime CPU ${(((runtime.cpuUserMs ?? 0) + (runtime.cpuSystemMs ?? 0)) / 1000).toFixed(1)} s`);
+  row("ledger appends, fire-and-forget (scheduler)", `${Math.round(ledger.fireAndForget)} rec/s`, "default fsync policy, 20,000 member-started records");
+  row("ledger appends, awaited one by one", `${Math.round(ledger.awaited)} rec/s`, "5,000 records");
+  out();
+  out(`load average (1/5/15 min): before ${loadBefore}; after parallel ${loadAfterParallel}${sequential ? `; after sequential ${loadAfterSeq}` : ""}; after ${rssMembers}-member run ${loadAfterRss}`);
+  if (process.env.BENCH_KEEP !== "1") fs.rmSync(WORK, { recursive: true, force: true });
+  else out(`artifacts kept in ${WORK}`);
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench: ${(error as Error).stack ?? String(error)}\n`);
+  process.exitCode = 1;
+});
