@@ -3,13 +3,12 @@
  * script that needs Node >= 22 or Pulumi goes through it (`npm run pulumi`, `up`, `preview`, `destroy`,
  * `test`, `build`, `typecheck`, ...), so a user never sources anything.
  *
- * Stages:
- * 1. Under whatever Node npm started (the system Node 20 on our machines), it finds the toolchain without
- *    building anything (scripts/lib/env.ts). If this Node is older than 22 it re-executes itself under the
- *    cached Node 24 with tsx's loader, forwarding stdio, signals and the exit status.
- * 2. Under Node >= 22 it computes the environment (PATH with Node 24 and the pinned `pulumi` first,
- *    repo-local PULUMI_HOME, the file backend, PULUMI_CONFIG_PASSPHRASE, plugin downloads, registry lookups
- *    and update checks disabled) and runs the command with it.
+ * Under whatever Node npm started (the system Node 20 on our machines) it finds the toolchain without building
+ * anything (scripts/lib/env.ts), computes the environment (PATH with Node 24 and the pinned `pulumi` first,
+ * repo-local PULUMI_HOME, the file backend, PULUMI_CONFIG_PASSPHRASE, plugin downloads, registry lookups and
+ * update checks disabled) and runs the command with it, forwarding stdio, signals and the exit status. Only
+ * when the program itself must run in this process (below) and this Node is older than 22 does it re-execute
+ * itself under the cached Node 24 with tsx's loader.
  *
  * For `pulumi`, it first refuses with a clear message (exit code 2) when the toolchain is missing or when the
  * CLI or the plugins in PULUMI_HOME do not match the versions in package.json. `pulumi up` and `pulumi preview`
@@ -34,6 +33,7 @@
  * for something else (`pulumi about`'s dependency list, `pulumi install`, `pulumi convert`, `pulumi import`'s
  * code generation, `pulumi watch`, `runtime: nodejs` policy packs) are not available through this launcher.
  */
+import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { ensureBackendDir, resolveToolchain, toolchainEnv, ToolchainError, type Toolchain } from "./lib/env";
 import { toolchain as pins } from "../stacks/pins";
@@ -62,52 +62,61 @@ async function main(argv: readonly string[]): Promise<void> {
     throw err;
   }
   const env = toolchainEnv(tc);
+  delete env[envNames.stage2];
 
-  if (nodeMajor(process.version) < pins.node.minSystemMajor && process.env[envNames.stage2] === undefined) {
+  if (command !== "pulumi") {
+    // Any other command (vitest, tsc, node, tsx, ...): resolved through the new PATH, whose first entries are the
+    // cached Node and node_modules/.bin, so `#!/usr/bin/env node` scripts run under Node >= 22.
+    runDirect(command, args, env);
+    return;
+  }
+
+  ensureBackendDir(tc.backendUrl);
+  fs.mkdirSync(tc.pulumiHome, { recursive: true });
+  const pulumiBin = (tc.pulumi as NonNullable<Toolchain["pulumi"]>).bin;
+  const inv = parsePulumiArgs(args);
+  if (!inv.runsProgram || inv.hasClient || inv.help) {
+    runDirect(pulumiBin, args, env);
+    return;
+  }
+
+  // The program runs in this process (the SDK's in-process language runtime), which needs Node >= 22.
+  if (nodeMajor(process.version) < pins.node.minSystemMajor) {
+    if (process.env[envNames.stage2] !== undefined) throw new Error(`re-executed under ${process.version}, still older than ${pins.node.minSystemMajor}`);
     reexecUnder(tc.node.bin, __filename, argv, { ...env, [envNames.stage2]: "1" });
     return;
   }
-  delete env[envNames.stage2];
-
-  // Stage 2: Node >= 22 from here on (execa, @pulumi/pulumi).
-  const { execa } = await import("execa");
-  if (command === "pulumi") {
-    ensureBackendDir(tc.backendUrl);
-    fs.mkdirSync(tc.pulumiHome, { recursive: true });
-    const pulumiBin = (tc.pulumi as NonNullable<Toolchain["pulumi"]>).bin;
-    const inv = parsePulumiArgs(args);
-    if (inv.runsProgram && !inv.hasClient && !inv.help) {
-      const { findProject, runPulumiInline, ProjectError } = await import("./lib/pulumi-host.js");
-      let project: Awaited<ReturnType<typeof findProject>>;
-      try {
-        project = findProject(inv.cwd ?? process.cwd());
-      } catch (err) {
-        if (err instanceof ProjectError) refuse([(err as Error).message]);
-        throw err;
-      }
-      if (project !== undefined && project.runtime === "nodejs") {
-        const status = await runPulumiInline({ pulumiBin, args, invocation: inv, project, env });
-        exitLike(status.exitCode, status.signal);
-        return;
-      }
-    }
-    const sub = execa(pulumiBin, args, { stdio: "inherit", env, extendEnv: false, reject: false });
-    const stop = forwardSignals(sub);
-    const result = await sub;
-    stop();
-    exitLike(result.exitCode, result.signal);
+  const { findProject, runPulumiInline, ProjectError } = await import("./lib/pulumi-host.js");
+  let project: Awaited<ReturnType<typeof findProject>>;
+  try {
+    project = findProject(inv.cwd ?? process.cwd());
+  } catch (err) {
+    if (err instanceof ProjectError) refuse([(err as Error).message]);
+    throw err;
+  }
+  if (project === undefined || project.runtime !== "nodejs") {
+    runDirect(pulumiBin, args, env); // the CLI reports the missing project or the other runtime itself
     return;
   }
+  const status = await runPulumiInline({ pulumiBin, args, invocation: inv, project, env });
+  exitLike(status.exitCode, status.signal);
+}
 
-  // Any other command: resolved through PATH (node_modules/.bin first after Node and pulumi).
-  const sub = execa(command, args, { stdio: "inherit", env, extendEnv: false, reject: false, cwd: process.cwd() });
-  const stop = forwardSignals(sub);
-  const result = await sub;
-  stop();
-  if (result.failed && result.exitCode === undefined && result.signal === undefined) {
-    refuse([`${command}: ${result.shortMessage}`]);
-  }
-  exitLike(result.exitCode, result.signal);
+/**
+ * Runs `file` with stdio inherited and signals forwarded, then ends this process with its status. Uses
+ * `node:child_process` because this may run under the system Node 20, where execa 10 is not available.
+ */
+function runDirect(file: string, args: readonly string[], env: Record<string, string>): void {
+  const child = spawn(file, args, { stdio: "inherit", env });
+  const stop = forwardSignals(child);
+  child.on("error", (err) => {
+    stop();
+    refuse([`${file}: ${err.message}`]);
+  });
+  child.on("exit", (code, signal) => {
+    stop();
+    exitLike(code, signal);
+  });
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {

@@ -114,8 +114,8 @@ describe.skipIf(absent !== undefined)("npm run pulumi with the pinned toolchain"
       [
         `cohort-lab: cannot run: PULUMI_HOME (${home}) has pulumi-resource-command v1.0.0 but not v${pins.command.version}, and package.json pins @pulumi/command ${pins.command.version}: run \`npm run toolchain\``,
         `  PULUMI_HOME (${home}) has no pulumi-resource-kubernetes, and package.json pins @pulumi/kubernetes ${pins.kubernetes.version}: run \`npm run toolchain\``,
-        "",
-      ].join("\n"),
+      ].join("\n"), // execa strips the final newline
+
     );
   }, step);
 });
