@@ -221,6 +221,32 @@ describe("cohort CLI (bundled)", () => {
     expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
   });
 
+  it("reap while the runtime is alive: the runtime is stopped (it tears down and completes as interrupted)", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({
+      name: "live",
+      roles: [quick("router"), { name: "agent", needs: ["router"], app: { command: ["sleep", "1000"] }, readiness: { tcp: {} } }],
+    });
+    let reap: Exit | null = null;
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts], {
+      onStart: () => {
+        void (async () => {
+          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+          const runDir = onlyRunDir(artifacts);
+          await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"member-started","member":"agent-0"/, 1);
+          reap = await cohort(["reap", runDir]);
+        })();
+      },
+    });
+    expect(out.code).toBe(143);
+    expect(JSON.parse(out.stdout)).toMatchObject({ outcome: "interrupted" });
+    while (reap === null) await new Promise((resolve) => setTimeout(resolve, 25));
+    const reaped = reap as Exit;
+    expect(reaped.code).toBe(0);
+    expect(reaped.stdout).toMatch(/^stopped runtime pid \d+ of run live-\S+\n/);
+    expect(processesOfRun(JSON.parse(out.stdout).runId)).toEqual([]);
+  });
+
   it("usage errors exit 2", async () => {
     expect(await cohort(["run", "--spec", "x.yaml"])).toMatchObject({ code: 2 });
     expect((await cohort(["run", "--spec", "x", "--artifacts", "y", "--backend", "nope"])).stderr).toMatch(
