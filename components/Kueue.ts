@@ -33,6 +33,7 @@ import {
   renderResourceFlavor,
   type ControllerMode,
   type KueueConfigurationInput,
+  type ResourceFlavorInput,
 } from "./manifests/kueue.js";
 
 /** How the in-cluster webhook gate reaches the cluster. */
@@ -74,6 +75,8 @@ export interface KueueArgs {
     readonly nominalQuota: { readonly cpu: string; readonly memory: string };
     /** ResourceFlavor `nodeLabels`. @default none */
     readonly nodeLabels?: Readonly<Record<string, string>>;
+    /** ResourceFlavor `tolerations` (injected into admitted pods). @default none */
+    readonly tolerations?: ResourceFlavorInput["tolerations"];
   };
   /** The release objects. @default loadManifests(KUEUE_MANIFESTS) (the tool cache) */
   readonly manifests?: readonly KubernetesObject[];
@@ -146,7 +149,11 @@ export class Kueue extends pulumi.ComponentResource {
       configuration: args.configuration,
       ...(args.externalWebhookPort !== undefined ? { externalWebhookPort: args.externalWebhookPort } : {}),
     });
-    const flavor = renderResourceFlavor({ name: args.queue.resourceFlavor, ...(args.queue.nodeLabels !== undefined ? { nodeLabels: args.queue.nodeLabels } : {}) });
+    const flavor = renderResourceFlavor({
+      name: args.queue.resourceFlavor,
+      ...(args.queue.nodeLabels !== undefined ? { nodeLabels: args.queue.nodeLabels } : {}),
+      ...(args.queue.tolerations !== undefined ? { tolerations: args.queue.tolerations } : {}),
+    });
     const clusterQueue = renderClusterQueue({ name: args.queue.clusterQueue, flavor: args.queue.resourceFlavor, nominalQuota: args.queue.nominalQuota });
     super("cohortlab:k8s:Kueue", name, {}, opts);
     this.provider = args.provider;

@@ -203,6 +203,13 @@ export interface ResourceFlavorInput {
   readonly name: string;
   /** Labels the admitted pods are pinned to (injected as nodeSelector). @default none */
   readonly nodeLabels?: Readonly<Record<string, string>>;
+  /** Tolerations injected into admitted pods (e.g. for a tainted agent pool). @default none */
+  readonly tolerations?: readonly {
+    readonly key: string;
+    readonly operator: "Equal" | "Exists";
+    readonly value?: string;
+    readonly effect: "NoSchedule" | "PreferNoSchedule" | "NoExecute";
+  }[];
 }
 
 /** A `ResourceFlavor`. */
@@ -211,7 +218,10 @@ export function renderResourceFlavor(input: ResourceFlavorInput): KubernetesObje
     apiVersion: KUEUE_API_VERSION,
     kind: "ResourceFlavor",
     metadata: { name: input.name },
-    spec: input.nodeLabels !== undefined && Object.keys(input.nodeLabels).length > 0 ? { nodeLabels: { ...input.nodeLabels } } : {},
+    spec: {
+      ...(input.nodeLabels !== undefined && Object.keys(input.nodeLabels).length > 0 ? { nodeLabels: { ...input.nodeLabels } } : {}),
+      ...(input.tolerations !== undefined && input.tolerations.length > 0 ? { tolerations: input.tolerations.map((t) => ({ ...t })) } : {}),
+    },
   };
 }
 
