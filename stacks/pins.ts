@@ -198,6 +198,112 @@ export const toolchain: ToolchainPins = {
 };
 
 // ------------------------------------------------------------------------------------------------
+// sim profile (scripts/toolchain-sim.ts, scripts/sim/**, components/SimCluster.ts, stacks/sim.ts)
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * One Go program of the `sim` tool set, built from the Go module proxy in a throw-away wrapper module
+ * (`CGO_ENABLED=0`, `-trimpath`, `-ldflags "-s -w ..."`).
+ */
+export interface SimGoProgramPin {
+  /** Go module that contains the main package(s). */
+  readonly goModule: string;
+  /** Exact module version handed to the wrapper's `require`. */
+  readonly goModuleVersion: string;
+  /**
+   * Upstream commit of the release (40 hex), or `null` when the Go proxy's `.info` carries no `Origin.Hash`
+   * for it (older releases; the module zip is still verified by the Go checksum database through go.sum).
+   */
+  readonly commit: string | null;
+  /** Binary name -> import path of its main package. */
+  readonly mainPackages: Readonly<Record<string, string>>;
+  /** `-X` version stamps (`importpath.name` -> value). */
+  readonly versionVars: Readonly<Record<string, string>>;
+  /** Wrapper `replace` entries (old module -> new module@version). */
+  readonly replace: Readonly<Record<string, string>>;
+  /**
+   * Arguments that make the first binary print its version, and the text it must print; `null` when the program
+   * has no version flag (the Kueue manager): the stamp's pin and size checks then stand alone.
+   */
+  readonly versionCheck: { readonly args: readonly string[]; readonly expect: string } | null;
+}
+
+/** The sim profile's own pins (Kueue and Agent Sandbox come from the `local` section: one pin each). */
+export interface SimPins {
+  readonly etcd: SimGoProgramPin;
+  /** kube-apiserver, kube-controller-manager, kube-scheduler: the same minor as the `local` node image. */
+  readonly kubernetes: SimGoProgramPin;
+  readonly kwok: SimGoProgramPin;
+}
+
+/** The Kubernetes staging modules replaced by their published `v0.<minor>.<patch>` tags in the wrapper. */
+const kubernetesStagingModules = [
+  "api", "apiextensions-apiserver", "apimachinery", "apiserver", "cli-runtime", "client-go", "cloud-provider",
+  "cluster-bootstrap", "code-generator", "component-base", "component-helpers", "controller-manager", "cri-api",
+  "cri-client", "csi-translation-lib", "dynamic-resource-allocation", "endpointslice", "externaljwt", "kms",
+  "kube-aggregator", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubectl", "kubelet", "metrics",
+  "mount-utils", "pod-security-admission", "sample-apiserver", "sample-cli-plugin", "sample-controller",
+] as const;
+
+const kubernetesVersion = "v1.35.4";
+const kubernetesStagingVersion = "v0.35.4";
+
+/**
+ * sim pins.
+ *
+ * Sources:
+ * - etcd: https://github.com/etcd-io/etcd/tree/v3.6.14 (`server/` module; its go.mod has local replaces, so it
+ *   is built from a wrapper module; version string is a constant in api/v3/version).
+ * - Kubernetes: https://github.com/kubernetes/kubernetes/tree/v1.35.4; staging modules at the matching
+ *   `v0.35.4` tags (https://github.com/kubernetes/api/tree/v0.35.4 etc.); version ldflags as set by
+ *   `hack/lib/version.sh`.
+ * - kwok: https://github.com/kubernetes-sigs/kwok/tree/v0.8.0 (no replace directives).
+ * - Commits: the Go proxy's `.info` for these three versions has no `Origin` block (checked 2026-11-30), so
+ *   `commit` is `null`; the module zips are verified through go.sum against sum.golang.org.
+ */
+export const sim: SimPins = {
+  etcd: {
+    goModule: "go.etcd.io/etcd/server/v3",
+    goModuleVersion: "v3.6.14",
+    commit: null,
+    mainPackages: { etcd: "go.etcd.io/etcd/server/v3" },
+    versionVars: {},
+    replace: {},
+    versionCheck: { args: ["--version"], expect: "etcd Version: 3.6.14" },
+  },
+  kubernetes: {
+    goModule: "k8s.io/kubernetes",
+    goModuleVersion: kubernetesVersion,
+    commit: null,
+    mainPackages: {
+      "kube-apiserver": "k8s.io/kubernetes/cmd/kube-apiserver",
+      "kube-controller-manager": "k8s.io/kubernetes/cmd/kube-controller-manager",
+      "kube-scheduler": "k8s.io/kubernetes/cmd/kube-scheduler",
+    },
+    versionVars: {
+      "k8s.io/component-base/version.gitVersion": kubernetesVersion,
+      "k8s.io/component-base/version.gitMajor": "1",
+      "k8s.io/component-base/version.gitMinor": "35",
+      "k8s.io/component-base/version.gitTreeState": "clean",
+    },
+    replace: Object.fromEntries(
+      kubernetesStagingModules.map((m) => [`k8s.io/${m}`, `k8s.io/${m}@${kubernetesStagingVersion}`]),
+    ),
+    versionCheck: { args: ["--version"], expect: `Kubernetes ${kubernetesVersion}` },
+  },
+  kwok: {
+    goModule: "sigs.k8s.io/kwok",
+    goModuleVersion: "v0.8.0",
+    commit: null,
+    mainPackages: { kwok: "sigs.k8s.io/kwok/cmd/kwok" },
+    // `pkg/consts.Version` already holds "0.8.0" in the tagged source.
+    versionVars: {},
+    replace: {},
+    versionCheck: { args: ["--version"], expect: "0.8.0" },
+  },
+};
+
+// ------------------------------------------------------------------------------------------------
 // host profile members (stacks/members.ts): stock server programs from npm, run unmodified
 // ------------------------------------------------------------------------------------------------
 

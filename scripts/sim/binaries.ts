@@ -1,0 +1,67 @@
+/**
+ * Where the sim's executables are: the `sim` tool set in the toolchain cache (`npm run toolchain -- sim`), or a
+ * directory named by `COHORT_SIM_BIN_DIR` holding binaries you built yourself (same names).
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { simToolIds } from "./catalog";
+import { cacheRoot, toolDir } from "../lib/paths";
+import { readStamp } from "../lib/stamp";
+
+/** Logical names of the sim executables. */
+export const simBinaryNames = [
+  "etcd",
+  "kube-apiserver",
+  "kube-controller-manager",
+  "kube-scheduler",
+  "kwok",
+  "kueue",
+  "agent-sandbox-controller",
+] as const;
+export type SimBinaryName = (typeof simBinaryNames)[number];
+
+/** Absolute paths of every sim executable. */
+export type SimBinaries = Readonly<Record<SimBinaryName, string>>;
+
+/** Raised when sim executables are missing; the message says how to build them. */
+export class SimBinariesMissingError extends Error {
+  constructor(readonly missing: readonly string[]) {
+    super(`sim binaries not built: ${missing.join("; ")}. Run \`npm run toolchain -- sim\` (cold build: about 30-60 min on 2 cores)`);
+    this.name = "SimBinariesMissingError";
+  }
+}
+
+/** Env var naming a directory of self-built sim binaries (overrides the cache). */
+export const binDirEnv = "COHORT_SIM_BIN_DIR";
+
+/**
+ * Finds every sim executable without building anything.
+ *
+ * @throws SimBinariesMissingError listing each missing tool (and why: no stamp, missing file).
+ */
+export function findSimBinaries(env: NodeJS.ProcessEnv = process.env): SimBinaries {
+  const out: Partial<Record<SimBinaryName, string>> = {};
+  const missing: string[] = [];
+  const dirOverride = env[binDirEnv];
+  if (dirOverride !== undefined && dirOverride !== "") {
+    for (const name of simBinaryNames) {
+      const p = path.resolve(dirOverride, name);
+      if (fs.existsSync(p)) out[name] = p;
+      else missing.push(`${name} (not in ${binDirEnv}=${dirOverride})`);
+    }
+  } else {
+    const root = cacheRoot(env);
+    for (const id of simToolIds) {
+      const dir = toolDir(root, id.name, id.version);
+      const stamp = readStamp(dir);
+      for (const [logical, rel] of Object.entries(id.binaries)) {
+        const p = path.join(dir, rel);
+        if (stamp === undefined) missing.push(`${logical} (${id.name}-${id.version}: not built)`);
+        else if (!fs.existsSync(p)) missing.push(`${logical} (${p} missing)`);
+        else out[logical as SimBinaryName] = p;
+      }
+    }
+  }
+  if (missing.length > 0) throw new SimBinariesMissingError(missing);
+  return out as SimBinaries;
+}

@@ -1,0 +1,120 @@
+/**
+ * Installs what the out-of-cluster controllers need into a running sim through the API (server-side apply) —
+ * the path of the test harness and the benchmark. It applies the SAME objects the `Kueue` and `AgentSandbox`
+ * components render in `controller: "external"` mode (components/manifests/kueue.ts, agentSandbox.ts) and the
+ * SAME queue objects with the quota derived by components/quota.ts from the fake nodes; the Pulumi `sim` stack
+ * applies them through the components instead.
+ */
+import * as fs from "node:fs";
+import * as path from "node:path";
+import * as k8s from "@kubernetes/client-node";
+import { stringify } from "yaml";
+import { renderAgentSandboxInstall } from "../../components/manifests/agentSandbox.js";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/manifests/cache.js";
+import { renderClusterQueue, renderKueueConfiguration, renderKueueInstall, renderResourceFlavor } from "../../components/manifests/kueue.js";
+import { deriveQuota, type QuotaResult } from "../../components/quota.js";
+import { toNodeCapacity, type FakeNodeManifest } from "../../components/sim/fakeNode.js";
+import { simFlavor, simKueueConfigurationInput, simQueueNames } from "../../components/sim/queue.js";
+import { waitUntil } from "./probe.js";
+
+/** Field manager of the harness's server-side applies. */
+export const FIELD_MANAGER = "cohort-lab-sim";
+
+/** The queue objects a sim got. */
+export interface SimQueue {
+  readonly resourceFlavor: string;
+  readonly clusterQueue: string;
+  readonly nominalQuota: { readonly cpu: string; readonly memory: string };
+  readonly quota: QuotaResult;
+}
+
+function client(kubeconfigPath: string): k8s.KubernetesObjectApi {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  return k8s.KubernetesObjectApi.makeApiClient(kc);
+}
+
+/** Server-side applies `objects` in order (forced: the sim is ours). */
+export async function applyObjects(kubeconfigPath: string, objects: readonly KubernetesObject[]): Promise<void> {
+  const api = client(kubeconfigPath);
+  for (const obj of objects) {
+    try {
+      await api.patch(obj as k8s.KubernetesObject, undefined, undefined, FIELD_MANAGER, true, k8s.PatchStrategy.ServerSideApply);
+    } catch (err) {
+      const body = (err as { body?: unknown }).body;
+      throw new Error(`applying ${obj.kind} ${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ""}${obj.metadata.name}: ${(err as Error).message}${body ? ` ${JSON.stringify(body).slice(0, 300)}` : ""}`);
+    }
+  }
+}
+
+/** Waits until every CRD among `objects` is Established. */
+async function waitCrdsEstablished(kubeconfigPath: string, objects: readonly KubernetesObject[]): Promise<void> {
+  const kc = new k8s.KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const api = kc.makeApiClient(k8s.ApiextensionsV1Api);
+  const names = objects.filter((o) => o.kind === "CustomResourceDefinition").map((o) => o.metadata.name);
+  await waitUntil(
+    async () => {
+      for (const name of names) {
+        const crd = await api.readCustomResourceDefinition({ name });
+        if (!crd.status?.conditions?.some((c) => c.type === "Established" && c.status === "True")) return `CRD ${name} not Established`;
+      }
+      return true;
+    },
+    { component: "CRDs", timeoutMs: 60_000, intervalMs: 100 },
+  );
+}
+
+/** Options of {@link installControllerObjects}. */
+export interface InstallOptions {
+  readonly kubeconfigPath: string;
+  /** The sim's `kueueWebhook` port (the ExternalName Service and webhook clientConfigs point there). */
+  readonly kueueWebhookPort: number;
+  /** Where to write the Kueue manager's base Configuration (YAML) for `simctl start-controller kueue`. */
+  readonly configurationFile: string;
+  readonly log?: (line: string) => void;
+}
+
+/**
+ * Applies Kueue's and Agent Sandbox's install objects in `external` mode and writes Kueue's Configuration.
+ * Start the controllers afterwards (their caches need the CRDs).
+ *
+ * @throws ManifestsMissingError when the pinned manifests are not in the tool cache
+ */
+export async function installControllerObjects(o: InstallOptions): Promise<void> {
+  const kueueUpstream = loadManifests(KUEUE_MANIFESTS);
+  const sandboxUpstream = loadManifests(AGENT_SANDBOX_MANIFESTS);
+  const configuration = simKueueConfigurationInput();
+  const kueue = renderKueueInstall(kueueUpstream, { controller: "external", image: "", configuration, externalWebhookPort: o.kueueWebhookPort });
+  const sandbox = renderAgentSandboxInstall(sandboxUpstream, { controller: "external", image: "" });
+  await applyObjects(o.kubeconfigPath, kueue);
+  await applyObjects(o.kubeconfigPath, sandbox);
+  await waitCrdsEstablished(o.kubeconfigPath, [...kueue, ...sandbox]);
+  fs.mkdirSync(path.dirname(o.configurationFile), { recursive: true });
+  fs.writeFileSync(o.configurationFile, stringify(renderKueueConfiguration(kueueUpstream, configuration)), { mode: 0o600 });
+  o.log?.(`applied ${kueue.length} Kueue and ${sandbox.length} Agent Sandbox objects`);
+}
+
+/**
+ * Creates the ResourceFlavor and ClusterQueue, with the quota derived from `nodes` exactly as the `sim` stack does.
+ *
+ * @throws QuotaError when no node is eligible or the override exceeds what the nodes hold
+ */
+export async function createQueue(
+  kubeconfigPath: string,
+  nodes: readonly FakeNodeManifest[],
+  override?: { readonly cpu?: string; readonly memory?: string },
+): Promise<SimQueue> {
+  const flavor = simFlavor();
+  const quota = deriveQuota({
+    nodes: nodes.map(toNodeCapacity),
+    reserved: [],
+    flavorNodeLabels: flavor.nodeLabels,
+    flavorTolerations: flavor.tolerations,
+    ...(override !== undefined ? { override } : {}),
+  });
+  const rf = renderResourceFlavor({ name: simQueueNames.resourceFlavor, nodeLabels: flavor.nodeLabels, tolerations: flavor.tolerations });
+  const cq = renderClusterQueue({ name: simQueueNames.clusterQueue, flavor: simQueueNames.resourceFlavor, nominalQuota: quota.nominalQuota });
+  await applyObjects(kubeconfigPath, [rf, cq]);
+  return { resourceFlavor: simQueueNames.resourceFlavor, clusterQueue: simQueueNames.clusterQueue, nominalQuota: quota.nominalQuota, quota };
+}
