@@ -178,6 +178,36 @@ describe("cohort CLI (bundled)", () => {
     expect(processesOfRun(summary.runId)).toEqual([]);
   });
 
+  it("a second SIGTERM during a slow teardown kills the members at once; the completion is still written", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({
+      name: "stubborn",
+      stopGracePeriod: "10m",
+      roles: [{ name: "deaf", replicas: 2, app: { command: ["sh", "-c", 'trap "" TERM; echo ready; while :; do sleep 1; done'], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+      hold: "10m",
+    });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts], {
+      onStart: (child) => {
+        void (async () => {
+          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+          const records = path.join(onlyRunDir(artifacts), "records.ndjson");
+          await waitForLines(records, /"kind":"hold-started"/, 1);
+          child.kill("SIGTERM");
+          await waitForLines(records, /"kind":"member-stopping"/, 2);
+          child.kill("SIGTERM");
+        })();
+      },
+    });
+    expect(out.code).toBe(143);
+    expect(out.stderr).toContain("cohort: SIGTERM: killing members");
+    const summary = JSON.parse(out.stdout);
+    expect(summary).toMatchObject({ outcome: "interrupted", readyCount: 2 });
+    const runDir = onlyRunDir(artifacts);
+    expect(JSON.parse(fs.readFileSync(path.join(runDir, "completion.json"), "utf8"))).toMatchObject({ outcome: "interrupted" });
+    expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
+    expect(processesOfRun(summary.runId)).toEqual([]);
+  });
+
   it("reap stops the members of a run whose runtime was SIGKILLed; the torn ledger is recovered", async () => {
     const artifacts = tempDir("artifacts");
     const spec = writeSpec({
