@@ -11,7 +11,8 @@
  * COHORT_PULUMI_HOME, and the usual Go variables (GOPROXY, GOMODCACHE, GOCACHE, GOFLAGS). See docs/toolchain.md.
  *
  * Bootstrap: execa 10 and the Go builds need Node >= 22. Under an older system Node the first stage ensures
- * only the Node tool (Node-20-safe code), then re-executes this script under the cached Node for the rest.
+ * the Node tool (Node-20-safe code) and checks the others; when all are warm it finishes there, otherwise it
+ * re-executes this script under the cached Node to build the rest.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
@@ -22,7 +23,7 @@ import { nodeMajor, nodeTool, systemNodeVersion } from "./lib/node-tool";
 import { cacheRoot, envNames, pulumiHome, repoRoot } from "./lib/paths";
 import { sdkPinMismatches, type PackageJsonLike, type PackageLockLike } from "./lib/pin-checks";
 import { reexecUnder } from "./lib/process";
-import { ensureTools, ToolBuildError, type ReadyTool, type Tool, type ToolContext, type ToolSet } from "./lib/tool";
+import { ensureTools, NeedsBuildError, ToolBuildError, type ReadyTool, type Tool, type ToolContext, type ToolSet } from "./lib/tool";
 
 const log = (line: string) => process.stderr.write(`toolchain: ${line}\n`);
 
@@ -85,25 +86,34 @@ async function main(argv: readonly string[]): Promise<void> {
   const mismatches = sdkPinMismatches(sdkCouplings, pkg, lock);
   if (mismatches.length > 0) throw new Error(mismatches.join("\n"));
 
-  if (nodeMajor(process.version) < pins.node.minSystemMajor && process.env[envNames.stage2] === undefined) {
-    const [node] = await ensureTools([nodeTool], ctx);
-    const bin = node?.binaries.node;
-    if (bin === undefined) throw new Error("the Node tool produced no binary");
-    reexecUnder(bin, __filename, argv, {
-      ...process.env,
-      [envNames.stage2]: "1",
-      [envNames.systemNodeVersion]: systemNodeVersion(),
-      COHORT_TOOLCHAIN_STARTED_NS: String(started),
-    });
-    return;
-  }
-
   const setNames = argv.filter((a) => !a.startsWith("-"));
   const sets = await Promise.all((setNames.length > 0 ? setNames : ["default"]).map(loadSet));
   const tools: Tool[] = [];
   for (const set of sets) for (const tool of await set.tools()) if (!tools.some((t) => t.name === tool.name && t.version === tool.version)) tools.push(tool);
-  log(`sets ${sets.map((s) => s.name).join(", ")}: ${tools.length} tools, cache ${ctx.cacheRoot}, source ${ctx.source}`);
-  const ready = await ensureTools(tools, ctx);
+
+  let ready: ReadyTool[];
+  if (nodeMajor(process.version) < pins.node.minSystemMajor && process.env[envNames.stage2] === undefined) {
+    // First stage, under the old system Node: fetch Node 24, then finish here if everything else is warm
+    // (checks need only node: built-ins); otherwise re-execute under Node 24 to build (execa, Go).
+    const [node] = await ensureTools([nodeTool], ctx);
+    const bin = node?.binaries.node;
+    if (bin === undefined) throw new Error("the Node tool produced no binary");
+    try {
+      ready = await ensureTools(tools, { ...ctx, noBuild: true, log: () => undefined });
+    } catch (err) {
+      if (!(err instanceof NeedsBuildError)) throw err;
+      reexecUnder(bin, __filename, argv, {
+        ...process.env,
+        [envNames.stage2]: "1",
+        [envNames.systemNodeVersion]: systemNodeVersion(),
+        COHORT_TOOLCHAIN_STARTED_NS: String(started),
+      });
+      return;
+    }
+  } else {
+    log(`sets ${sets.map((s) => s.name).join(", ")}: ${tools.length} tools, cache ${ctx.cacheRoot}, source ${ctx.source}`);
+    ready = await ensureTools(tools, ctx);
+  }
   const t0 = process.env.COHORT_TOOLCHAIN_STARTED_NS;
   // hrtime is per process; the first stage's start is only comparable on the same boot, which it is.
   const total = Number(process.hrtime.bigint() - (t0 !== undefined ? BigInt(t0) : started)) / 1e9;

@@ -26,6 +26,12 @@ export interface ToolContext {
   readonly env: NodeJS.ProcessEnv;
   /** Progress line sink (stderr in the CLI). */
   readonly log: (line: string) => void;
+  /**
+   * When true, a tool that is not already finished raises {@link NeedsBuildError} instead of being produced
+   * (the Node-20 first stage of `npm run toolchain` uses this to finish warm runs without re-executing).
+   * @default false
+   */
+  readonly noBuild?: boolean;
 }
 
 /** Inputs of one build. */
@@ -104,6 +110,17 @@ export class ToolBuildError extends Error {
   ) {
     super(message);
     this.name = "ToolBuildError";
+  }
+}
+
+/** Raised by {@link ensureTool} under `noBuild` when a tool would have to be produced. */
+export class NeedsBuildError extends Error {
+  constructor(
+    readonly tool: string,
+    readonly reason: string,
+  ) {
+    super(`${tool}: ${reason}`);
+    this.name = "NeedsBuildError";
   }
 }
 
@@ -300,6 +317,7 @@ export async function ensureTool(tool: Tool, ctx: ToolContext): Promise<ReadyToo
   const dir = toolDir(ctx.cacheRoot, tool.name, tool.version);
   let problem = checkToolDir(tool, dir, ctx.env);
   let outcome: ReadyTool["outcome"] = "warm";
+  if (problem !== undefined && ctx.noBuild === true) throw new NeedsBuildError(`${tool.name} ${tool.version}`, problem);
   if (problem !== undefined) {
     const unlock = await lockTool(ctx.cacheRoot, tool, ctx.log);
     try {
