@@ -28,6 +28,12 @@ export interface AgentSandboxArgs {
   readonly image: string;
   /** The release objects. @default loadManifests(AGENT_SANDBOX_MANIFESTS) (the tool cache) */
   readonly manifests?: readonly KubernetesObject[];
+  /**
+   * Resources every child waits for (e.g. Kueue's webhook gate: its pod webhook fails closed in this namespace).
+   * Given to each child's `dependsOn`, because a component's own `dependsOn` does not reach its children's
+   * registrations. @default []
+   */
+  readonly waitFor?: readonly pulumi.Resource[];
 }
 
 /**
@@ -58,7 +64,8 @@ export class AgentSandbox extends pulumi.ComponentResource {
     let crd: pulumi.CustomResource | undefined;
     let deployment: pulumi.CustomResource | undefined;
     for (const obj of rendered) {
-      const dependsOn = obj.kind === "Deployment" ? [...install] : obj.kind !== "Namespace" && namespace !== undefined ? [namespace] : [];
+      const own = obj.kind === "Deployment" ? [...install] : obj.kind !== "Namespace" && namespace !== undefined ? [namespace] : [];
+      const dependsOn = [...(args.waitFor ?? []), ...own];
       const resource = createObject(name, obj, { ...base, dependsOn });
       if (obj.kind === "Namespace") namespace = resource;
       if (obj.kind === "CustomResourceDefinition" && obj.metadata.name === SANDBOX_CRD) crd = resource;

@@ -22,6 +22,8 @@ export interface TemporalArgs {
   readonly hostPort: number;
   /** @default "cohort-lab-system" */
   readonly namespace?: string;
+  /** Resources every child waits for (given to each child's `dependsOn`). @default [] */
+  readonly waitFor?: readonly pulumi.Resource[];
 }
 
 /**
@@ -46,9 +48,10 @@ export class Temporal extends pulumi.ComponentResource {
     super("cohortlab:k8s:Temporal", name, {}, opts);
     this.provider = args.provider;
     const base = { parent: this, provider: args.provider };
-    this.namespace = createObject(name, { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { "app.kubernetes.io/part-of": "cohort-lab" } } }, base);
-    this.deployment = createObject(name, deploymentObj!, { ...base, dependsOn: [this.namespace] });
-    this.service = createObject(name, serviceObj!, { ...base, dependsOn: [this.namespace] });
+    const waitFor = args.waitFor ?? [];
+    this.namespace = createObject(name, { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { "app.kubernetes.io/part-of": "cohort-lab" } } }, { ...base, dependsOn: [...waitFor] });
+    this.deployment = createObject(name, deploymentObj!, { ...base, dependsOn: [...waitFor, this.namespace] });
+    this.service = createObject(name, serviceObj!, { ...base, dependsOn: [...waitFor, this.namespace] });
     this.hostAddress = pulumi.output(`127.0.0.1:${args.hostPort}`);
     this.clusterAddress = pulumi.output(`${TEMPORAL_NAME}.${ns}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`);
     this.registerOutputs({ hostAddress: this.hostAddress, clusterAddress: this.clusterAddress });

@@ -549,16 +549,22 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     queue: { resourceFlavor: LOCAL_QUEUES.resourceFlavor, clusterQueue: LOCAL_QUEUES.clusterQueue, nominalQuota: plan.quota.nominalQuota },
     manifests: plan.manifests.kueue,
   });
-  const sandbox = new AgentSandbox(
-    "agent-sandbox",
-    { provider, controller: "in-cluster", image: plan.images.refs.agentSandbox, manifests: plan.manifests.agentSandbox },
-    { dependsOn: [...kueue.webhookReady] },
-  );
-  const temporal = new Temporal(
-    "temporal",
-    { provider, image: `${local.temporal.repository}:${local.temporal.tag}@${local.temporal.digest}`, nodePort: TEMPORAL_NODE_PORT, hostPort: plan.local.temporalPort },
-    { dependsOn: [...kueue.webhookReady] },
-  );
+  // Kueue's pod webhook fails closed in every namespace but kube-system and kueue-system: pods of the other
+  // controllers could not be created before it serves.
+  const sandbox = new AgentSandbox("agent-sandbox", {
+    provider,
+    controller: "in-cluster",
+    image: plan.images.refs.agentSandbox,
+    manifests: plan.manifests.agentSandbox,
+    waitFor: kueue.webhookReady,
+  });
+  const temporal = new Temporal("temporal", {
+    provider,
+    image: `${local.temporal.repository}:${local.temporal.tag}@${local.temporal.digest}`,
+    nodePort: TEMPORAL_NODE_PORT,
+    hostPort: plan.local.temporalPort,
+    waitFor: kueue.webhookReady,
+  });
   const runtime = new Runtime("runtime", {
     provider,
     namespace: plan.namespace,

@@ -1,0 +1,146 @@
+/**
+ * The `local` profile refuses before creating anything (no resource is registered) — `pulumi up` mode:
+ * a cohort that cannot fit the queue's quota (with the arithmetic), missing image digests, no custom roster,
+ * an unsupported platform, bad `cohort-lab:local` values, a waitForPodsReady timeout shorter than startupTimeout.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { RawConfig } from "../../stacks/config.js";
+import type { LocalHostFacts } from "../../stacks/local.js";
+import { ensureLocalTools } from "../unit/crd-schema-tools.js";
+import { installMocks, settle, TEST_DIGEST, type Registration } from "./local-harness.js";
+
+const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-local-refusals-"));
+const facts: LocalHostFacts = { cpus: 8, memoryBytes: 32 * 2 ** 30, uid: 1000, gid: 1000, platform: "linux-x64" };
+const images = JSON.stringify({
+  kueue: `registry.k8s.io/kueue/kueue@${TEST_DIGEST}`,
+  agentSandbox: `registry.k8s.io/agent-sandbox/agent-sandbox-controller@${TEST_DIGEST}`,
+  runtime: `docker.io/library/node@${TEST_DIGEST}`,
+});
+const role = (replicas: number, cpu: string) => ({ name: "agent", replicas, app: { command: ["agent"] }, resources: { cpu, memory: "256Mi" } });
+
+let regs: Registration[] = [];
+let skipReason: string | undefined;
+let build: (raw: RawConfig, f?: LocalHostFacts) => void;
+
+beforeAll(async () => {
+  const tools = await ensureLocalTools();
+  if (!tools.ok) {
+    skipReason = tools.reason;
+    return;
+  }
+  regs = await installMocks({ preview: false });
+  const { parseStackConfig } = await import("../../stacks/config.js");
+  const { buildLocal, localProfile } = await import("../../stacks/local.js");
+  build = (raw, f = facts) => {
+    const config = parseStackConfig(raw, { stack: "local", projectDir, profileKeys: localProfile.configKeys });
+    buildLocal({ stack: "local", projectDir, config, raw }, { facts: f, bundle: Buffer.from("//") });
+  };
+}, 900_000);
+
+/** Runs a refused build and checks that nothing was registered. */
+async function refusal(raw: RawConfig, f?: LocalHostFacts): Promise<string> {
+  let message = "";
+  try {
+    build(raw, f);
+  } catch (error) {
+    expect(error).toBeInstanceOf(pulumi.RunError);
+    message = (error as Error).message;
+  }
+  await settle(regs, 0);
+  expect(regs).toEqual([]);
+  return message;
+}
+
+describe("refusals before any resource", () => {
+  it("a cohort that cannot fit the queue's quota, with the arithmetic", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(40, "1100m")] }), images })).toBe(
+      "cohort-lab:cohort: 40 members need 44000m CPU (agent 40 × 1100m), more than the ClusterQueue quota of 14750m (2 nodes × 8000m allocatable − 1250m reserved = 14750m); " +
+        "Kueue admits the cohort all-or-nothing, so it would wait forever. lower cohort.roles[0].replicas to at most 13, lower the members' requests, or lower what else runs on the nodes",
+    );
+  });
+
+  it("a quota override above what the nodes hold", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(2, "1")] }), images, local: JSON.stringify({ queue: { cpu: "32" } }) })).toBe(
+      "cohort-lab:local.queue.cpu: 32 (32000m) is more than the nodes can hold: 2 nodes × 8000m allocatable − 1250m reserved = 14750m; set it to at most 14750m or leave it unset",
+    );
+  });
+
+  it("a cohort that fits the config-lowered quota only without the override", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(5, "1")] }), images, local: JSON.stringify({ queue: { cpu: "4" } }) })).toContain(
+      "cohort-lab:cohort: 5 members need 5000m CPU (agent 5 × 1000m), more than the ClusterQueue quota of 4000m (lowered by config; the nodes could hold 2 nodes × 8000m allocatable − 1250m reserved = 14750m)",
+    );
+  });
+
+  it("image digests that are not known, in pulumi up", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const message = await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images: JSON.stringify({ kueue: `registry.k8s.io/kueue/kueue@${TEST_DIGEST}` }) });
+    expect(message.split("\n").map((l) => l.split(":")[0] + ":" + l.split(":")[1])).toEqual(["cohort-lab:images.agentSandbox", "cohort-lab:images.runtime"]);
+    expect(message).toContain("docker buildx imagetools inspect registry.k8s.io/agent-sandbox/agent-sandbox-controller:v0.5.5");
+  });
+
+  it.for<[Record<string, string>, string]>([
+    [{ kueue: "registry.k8s.io/kueue/kueue:v0.17.0" }, 'cohort-lab:images.kueue: must be registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.17.0")'],
+    [
+      { kueue: `registry.k8s.io/kueue/kueue:v0.18.0@${TEST_DIGEST}` },
+      `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (stacks/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.18.0@${TEST_DIGEST}")`,
+    ],
+    [
+      { kueue: `mirror.example/kueue/kueue@${TEST_DIGEST}` },
+      `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (stacks/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "mirror.example/kueue/kueue@${TEST_DIGEST}")`,
+    ],
+    [{ temporal: "x" }, "cohort-lab:images.temporal: unknown field (known fields: kueue, agentSandbox, runtime)"],
+  ])("images %j", async ([value, message], ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images: JSON.stringify(value) })).toBe(message);
+  });
+
+  it("no custom roster (the app presets run host programs)", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ images })).toBe(
+      "cohort-lab:cohort.roles: the local profile runs members as Pods, so it needs a custom roster (cohort.roles in the RunSpec shape, images pinned by digest); " +
+        "the app presets (openclaw) run host programs. See Pulumi.local.yaml for an example",
+    );
+  });
+
+  it("a platform whose kind/kubectl sums are not pinned", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images }, { ...facts, platform: "darwin-arm64" })).toBe(
+      "the local profile runs kind and kubectl only where their SHA-256 is pinned (stacks/pins.ts: linux-x64); this machine is darwin-arm64. " +
+        "The sums for other platforms are not known here and are never invented: add them to stacks/pins.ts from the official release pages to support it",
+    );
+  });
+
+  it("bad cohort-lab:local values, each named", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(
+      await refusal({
+        cohort: JSON.stringify({ roles: [role(1, "1")] }),
+        images,
+        local: JSON.stringify({ clusterName: "Big_Name", workers: 0, temporalPort: "80", queue: { cpu: "lots" }, extra: true }),
+      }),
+    ).toBe(
+      [
+        'cohort-lab:local.clusterName: must match ^[a-z0-9.-]+$ (kind\'s rule) and have at most 50 characters (got "Big_Name")',
+        "cohort-lab:local.workers: must be an integer from 1 to 16 (got 0)",
+        'cohort-lab:local.temporalPort: must be an integer from 1024 to 65535 (got "80")',
+        'cohort-lab:local.queue.cpu: must be a Kubernetes quantity such as 8, 7500m, 16Gi (got "lots")',
+        "cohort-lab:local.extra: unknown field (known fields: clusterName, workers, temporalPort, waitForPodsReadyTimeout, queue)",
+      ].join("\n"),
+    );
+  });
+
+  it("a waitForPodsReady timeout that would evict the roster before the runtime's own deadline", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")], startupTimeout: "10m" }), images, local: JSON.stringify({ waitForPodsReadyTimeout: "10m" }) })).toBe(
+      "cohort-lab:local.waitForPodsReadyTimeout: 10m is not longer than the cohort's startupTimeout 10m: Kueue would evict the roster's Workload before the runtime's own deadline " +
+        "names the member that is late; set it above startupTimeout or leave it unset",
+    );
+  });
+});
