@@ -498,7 +498,7 @@ export class Scheduler {
 
   private onEvent(event: MemberEvent): void {
     const member = this.members.get(event.member);
-    if (member === undefined) return;
+    if (member === undefined || this.phase === "done") return;
     if (event.kind === "ready") {
       if ((this.backend.readiness ?? "probe") === "backend") this.markReady(member, { probe: "backend", ...event.detail });
       return;

@@ -72,6 +72,17 @@ describe("process backend", () => {
     expect(fs.readFileSync(path.join(memberDir, "conf/agent.json"), "utf8")).toBe('{"ok":true}');
     expect((fs.statSync(path.join(memberDir, "conf/agent.json")).mode & 0o777).toString(8)).toBe("600");
     expect(fs.readFileSync(path.join(runDir, "members", "logger-0", "output.log"), "utf8")).toBe("starting\nREADY\n");
+    // Each member's records come in lifecycle order, its exit before its stop.
+    for (const member of ["router-0", "agent-0", "agent-1", "gate-0", "logger-0"]) {
+      expect(records.filter((r) => r.member === member).map((r) => r.kind)).toEqual([
+        "member-scheduled",
+        "member-started",
+        "member-ready",
+        "member-stopping",
+        "member-exited",
+        "member-stopped",
+      ]);
+    }
     // Distinct ports; every group is gone after teardown.
     const ports = records.filter((r) => r.kind === "member-started" && r.port !== 0).map((r) => r.port);
     expect(new Set(ports).size).toBe(ports.length);

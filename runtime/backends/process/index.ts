@@ -38,6 +38,8 @@ interface RunningMember {
   readonly output: OutputCapture;
   readonly env: Record<string, string>;
   readonly leaderExited: Promise<void>;
+  /** Resolves once the `exited` event was handed to the event sink. */
+  readonly exitReported: Promise<void>;
   exited: boolean;
   stopping: Promise<void> | null;
   escalate: () => void;
@@ -202,20 +204,7 @@ export class ProcessBackend implements Backend {
       if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
       else child.once("exit", (code, sig) => resolve({ code, signal: sig }));
     });
-    const member: RunningMember = {
-      plan,
-      pid,
-      pgid: pid,
-      output,
-      env,
-      leaderExited: leaderExited.then(() => undefined),
-      exited: false,
-      stopping: null,
-      escalate,
-      escalated,
-    };
-    this.members.set(plan.id, member);
-    void leaderExited.then(async ({ code, signal: sig }) => {
+    const exitReported = leaderExited.then(async ({ code, signal: sig }) => {
       member.exited = true;
       await output.closed(200);
       if (!groupAlive(pid)) liveGroups.delete(pid);
@@ -223,6 +212,20 @@ export class ProcessBackend implements Backend {
       this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES) });
       await output.end();
     });
+    const member: RunningMember = {
+      plan,
+      pid,
+      pgid: pid,
+      output,
+      env,
+      leaderExited: leaderExited.then(() => undefined),
+      exitReported,
+      exited: false,
+      stopping: null,
+      escalate,
+      escalated,
+    };
+    this.members.set(plan.id, member);
     return {
       member: plan.id,
       endpoint: { host: this.ports.host, port: plan.port },
@@ -248,8 +251,9 @@ export class ProcessBackend implements Backend {
       return member.stopping;
     }
     member.stopping = stopGroup({ member: memberId, pgid: member.pgid, leaderExited: member.leaderExited }, graceMs, this.watcher, member.escalated).then(
-      () => {
+      async () => {
         liveGroups.delete(member.pgid);
+        await member.exitReported; // the member's `exited` event comes before stop() resolves
       },
     );
     return member.stopping;

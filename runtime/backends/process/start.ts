@@ -34,9 +34,9 @@ export function loadExeca(): Promise<typeof import("execa")> {
 export const INHERITED_ENV: readonly string[] = ["PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"];
 
 /** Lines kept in memory per member for `outputTail`. */
-export const RING_LINES = 200;
+export const RING_LINES = 50;
 /** Longest line kept in the ring buffer (longer lines are cut, with a marker). */
-const RING_LINE_CHARS = 4_000;
+const RING_LINE_CHARS = 2_000;
 /** A partial line longer than this is written out before its newline arrives. */
 const MAX_PENDING_CHARS = 64 * 1024;
 /** Replacement for a secret in member output (same text as the ledger's). */
