@@ -184,10 +184,14 @@ describe("host profile, real engine", () => {
     expect(ledgerText).not.toMatch(/OPENCLAW_GATEWAY_TOKEN["=:]+\s*"?[0-9a-f]{32,}/);
     expect(leftovers([o.run.id])).toEqual([]);
 
+    // Nothing changed, so the preview proposes nothing and a second `up` neither runs nor replaces anything.
+    // (A rebuilt dist/cohort.cjs would be a change: the runtime's digest is a trigger.)
+    const preview = await pulumi(["preview", "--stack", "host", "--expect-no-changes", "--diff"]);
+    expect(preview.exitCode, preview.all.slice(-3000)).toBe(0);
     const again = await ok(["up", "--yes", "--stack", "host", "--expect-no-changes"]);
     console.log(`[e2e host] second up (no changes): ${(again.ms / 1000).toFixed(1)} s wall`);
+    expect(again.all).toMatch(/5 unchanged/);
     expect((await outputs()).run.id).toBe(o.run.id);
-    expect((await ok(["preview", "--stack", "host", "--expect-no-changes"])).exitCode).toBe(0);
 
     const destroy = await ok(["destroy", "--yes", "--stack", "host", "--skip-preview"]);
     console.log(`[e2e host] destroy: ${(destroy.ms / 1000).toFixed(1)} s wall`);
@@ -203,7 +207,9 @@ describe("host profile, real engine", () => {
     const first = (await up("http-server size 2")).o;
     expect(first.run).toMatchObject({ outcome: "succeeded", size: 2, readyCount: 2 });
 
-    await ok(["up", "--yes", "--stack", "host", "--expect-no-changes"]);
+    const again = await ok(["up", "--yes", "--stack", "host", "--expect-no-changes"]);
+    expect(again.all).toMatch(/5 unchanged/);
+    expect((await outputs()).run.id).toBe(first.run.id);
 
     await config("--path", "cohort.size", "3");
     const second = (await up("http-server size 3")).o;
