@@ -400,14 +400,20 @@ export class Scheduler {
 
   // ---- startup ------------------------------------------------------------------------------
 
-  /** Queues every member of a role whose needs are all ready. */
+  /**
+   * Queues every member of a role whose needs are all ready, and starts as many as the concurrency
+   * allows BEFORE writing their `member-scheduled` records: the starts are not delayed by a burst of
+   * ledger appends (each costs a serialization and a SHA-256), and `member-scheduled` still precedes
+   * `member-started` (which is written only after the backend's start resolved).
+   */
   private schedule(role: RoleState): void {
     for (const member of role.members) {
       member.phase = "queued";
       this.counts.scheduled++;
-      this.append("member-scheduled", { member: member.id, role: role.spec.name, level: role.spec.level });
       this.queue.push(member);
     }
+    this.pump();
+    for (const member of role.members) this.append("member-scheduled", { member: member.id, role: role.spec.name, level: role.spec.level });
     this.progress();
   }
 
