@@ -82,6 +82,11 @@ export interface CohortRunArgs {
   readonly profile: string;
   /** Runtime backend (`--backend`). @default "process" */
   readonly backend?: string;
+  /**
+   * `process` executor: path of a backend config file (`--backend-config`, JSON or YAML) the runtime reads, e.g.
+   * the `sim` profile's out-of-cluster Kubernetes settings (kubeconfig path, namespace, queue). @default none
+   */
+  readonly backendConfigFile?: pulumi.Input<string>;
   /** `false`: deleting the run (destroy, replacement) removes its ledger directory too. @default true */
   readonly keepLedgers?: boolean;
   /** Where to look for a runtime to reap with if the bundle copy was deleted out of band. @default none */
@@ -103,14 +108,14 @@ export interface CohortRunOutputs {
 /**
  * The shared step script (see the module doc). Inputs arrive as environment variables:
  * `COHORT_NODE`, `COHORT_BUNDLE`, `COHORT_BUNDLE_FALLBACK`, `COHORT_ARTIFACT_ROOT`, `COHORT_PROFILE`,
- * `COHORT_BACKEND`, `COHORT_KEEP_LEDGERS`; the provider adds `PULUMI_COMMAND_STDOUT` (previous summary).
+ * `COHORT_BACKEND`, `COHORT_BACKEND_CONFIG` (optional), `COHORT_KEEP_LEDGERS`; the provider adds `PULUMI_COMMAND_STDOUT` (previous summary).
  */
 export const COHORT_RUN_SCRIPT = `set -u
 case "$1" in
 "cohort run")
   out=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
   log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || { rm -f "$out"; exit 1; }
-  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" >"$out" 2>"$log"
+  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" \${COHORT_BACKEND_CONFIG:+--backend-config "$COHORT_BACKEND_CONFIG"} >"$out" 2>"$log"
   rc=$?
   if [ "$rc" -eq 0 ]; then
     cat "$out"
@@ -227,6 +232,7 @@ export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): 
         COHORT_ARTIFACT_ROOT: args.artifactRoot,
         COHORT_PROFILE: args.profile,
         COHORT_BACKEND: backend,
+        ...(args.backendConfigFile !== undefined ? { COHORT_BACKEND_CONFIG: args.backendConfigFile } : {}),
         COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
       },
       triggers: [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend],
