@@ -9,6 +9,7 @@
 import * as pulumi from "@pulumi/pulumi";
 import { host } from "./host.js";
 import { localProfile } from "./local.js";
+import { simProfile } from "./sim.js";
 import { PROJECT_DIR, StackConfigError, configKey, parseStackConfig, readRawConfig, type RawConfig, type StackConfig } from "./config.js";
 
 /** The run, as every profile reports it. */
@@ -87,6 +88,7 @@ export interface ProfileDefinition {
 export const PROFILES: Readonly<Record<string, ProfileDefinition>> = {
   host,
   local: localProfile,
+  sim: simProfile,
 };
 
 /** Inputs of {@link buildStack}; defaults read the Pulumi runtime. */

@@ -177,6 +177,13 @@ export async function startSim(o: StartSimOptions): Promise<SimState> {
   const l = simLayout(path.resolve(o.stateDir));
   const timeoutMs = o.readyTimeoutMs ?? 180_000;
   const contextName = o.contextName ?? defaultContextName;
+  for (const name of ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const) {
+    try {
+      fs.accessSync(o.binaries[name], fs.constants.X_OK);
+    } catch {
+      throw new SimStartError(`${name}: ${o.binaries[name]} is not an executable file; run \`npm run toolchain -- sim\``, name);
+    }
+  }
   claimStateDir(l, log);
   let state: SimState | undefined;
   try {
@@ -311,13 +318,19 @@ export async function startController(name: ControllerName, o: StartControllerOp
     log(`${spec.component} already runs (pid ${existing.pid})`);
     return state;
   }
+  const binary = o.binaries[spec.component as SimBinaryName];
+  try {
+    fs.accessSync(binary, fs.constants.X_OK);
+  } catch {
+    throw new SimStartError(`${spec.component}: ${binary} is not an executable file; run \`npm run toolchain -- sim\``, spec.component);
+  }
   state.processes = state.processes.filter((p) => p.component !== spec.component);
   for (const portName of spec.ports) await assertFree(portName as PortName, state.ports[portName as PortName]);
   const tokens = readTokens(l);
   const ca = fs.readFileSync(l.apiserverCaFile, "utf8");
   const prepared = spec.prepare(l, state, o);
   const t0 = Date.now();
-  const r = await spawnComponent(state, l, spec.component, o.binaries[spec.component as SimBinaryName], prepared.args, prepared.env);
+  const r = await spawnComponent(state, l, spec.component, binary, prepared.args, prepared.env);
   try {
     const ms = await waitUntil(() => spec.ready(l, state, { ca, adminToken: tokens.admin }), {
       component: spec.component,

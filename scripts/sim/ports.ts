@@ -132,6 +132,11 @@ export interface PortRequest {
   readonly overrides?: Partial<Record<PortName, number>>;
 }
 
+/** The ports of a consecutive block starting at `base` (what `--port-base` gives, before the free check). */
+export function portsFromBase(base: number): PortMap {
+  return Object.fromEntries(portNames.map((n, i) => [n, base + i])) as PortMap;
+}
+
 /**
  * Resolves every sim port and checks that each is free.
  *

@@ -5,7 +5,6 @@
  *
  * Linux only (reads `/proc`). Requires Node >= 22 (execa).
  */
-import { execa } from "execa";
 import * as fs from "node:fs";
 
 /** What is needed to find a started process again from any other process. */
@@ -86,6 +85,9 @@ export function groupMembers(pgid: number): number[] {
  * @throws Error when the process cannot be spawned (missing or non-executable file), naming the file.
  */
 export async function spawnDetached(o: SpawnOptions): Promise<SpawnedProcess> {
+  // execa is ESM-only; a dynamic import keeps this CommonJS module loadable by tsx, whose require hook cannot
+  // resolve execa's ESM-only dependencies (the same reason scripts/toolchain.ts imports its Go builders lazily).
+  const { execa } = await import("execa");
   const fd = fs.openSync(o.logFile, "a", 0o600);
   // A numeric fd is handed to the child natively (execa's "native" stdio type), so the child keeps writing to
   // the file after this process exits; execa 10's types only admit literal fd numbers, hence the cast.
@@ -116,7 +118,8 @@ export async function spawnDetached(o: SpawnOptions): Promise<SpawnedProcess> {
     const pid = sub.pid;
     if (pid === undefined) {
       const r = await sub;
-      throw new Error(`could not start ${o.file}: ${r.shortMessage ?? "spawn failed"}`);
+      const cause = (r as { cause?: unknown }).cause;
+      throw new Error(`could not start ${o.file}: ${cause instanceof Error ? cause.message : "spawn failed"}`);
     }
     sub.nodeChildProcess.unref();
     const stat = readProcStat(pid);

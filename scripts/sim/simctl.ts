@@ -8,9 +8,12 @@
  *   simctl stop-controller kueue|agent-sandbox --state-dir DIR
  *   simctl nodes --state-dir DIR --count N [--pool NAME]          register N e2-standard-16 agent nodes, wait Ready
  *   simctl wait-nodes --state-dir DIR --count N [--pool NAME]     wait until <pool>-0000.. are Ready
+ *   simctl run-credentials --state-dir DIR --namespace NS --service-account SA [--queue LQ]
+ *                kubeconfig of a ServiceAccount token + backend config for the out-of-cluster runtime
  *   simctl status --state-dir DIR [--json]
  *   simctl stop --state-dir DIR [--grace-ms MS]
- *   simctl check            exit 0 when every sim binary is built, else print the reason and exit 1
+ *   simctl check            exit 0 when every sim binary and the pinned manifests are in the cache, else print
+ *                           the reason and exit 1
  *
  * `start` and `start-controller` print one JSON line on stdout (state dir, kubeconfig path, API server URL,
  * ports, context name; with `--print-kubeconfig` also the kubeconfig itself, which holds a token: treat that
@@ -18,11 +21,13 @@
  * `node --import tsx scripts/sim/simctl.ts ...` (or `npm run simctl -- ...`).
  */
 import { parseArgs } from "node:util";
-import { findSimBinaries, SimBinariesMissingError } from "./binaries";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests } from "../../components/manifests/cache";
+import { findSimBinaries } from "./binaries";
 import * as fs from "node:fs";
 import { startController, startSim, simStatus, stopController, stopSim } from "./cluster";
 import { controllerNames, type ControllerName } from "./controllers";
 import { fakeNodeName } from "../../components/sim/fakeNode";
+import { writeRunCredentials } from "./credentials";
 import { registerFakeNodes, waitNodesReady } from "./nodes";
 import { parsePortOverrides } from "./ports";
 import type { SimState } from "./state";
@@ -68,6 +73,9 @@ async function main(argv: string[]): Promise<number> {
       json: { type: "boolean" },
       "print-kubeconfig": { type: "boolean" },
       context: { type: "string" },
+      namespace: { type: "string" },
+      "service-account": { type: "string" },
+      queue: { type: "string" },
     },
   });
   const stateDir = values["state-dir"];
@@ -77,14 +85,21 @@ async function main(argv: string[]): Promise<number> {
   };
   switch (command) {
     case "check": {
+      const problems: string[] = [];
       try {
         findSimBinaries();
-        process.stdout.write("sim binaries: ready\n");
-        return 0;
       } catch (err) {
-        process.stdout.write(`${(err as Error).message}\n`);
-        return 1;
+        problems.push((err as Error).message);
       }
+      for (const set of [KUEUE_MANIFESTS, AGENT_SANDBOX_MANIFESTS]) {
+        try {
+          loadManifests(set);
+        } catch (err) {
+          problems.push((err as Error).message);
+        }
+      }
+      process.stdout.write(problems.length === 0 ? "sim binaries and manifests: ready\n" : `${problems.join("; ")}\n`);
+      return problems.length === 0 ? 0 : 1;
     }
     case "start": {
       const dir = needDir();
@@ -150,6 +165,17 @@ async function main(argv: string[]): Promise<number> {
       log(`${count} nodes of pool ${pool} Ready`);
       return 0;
     }
+    case "run-credentials": {
+      if (values.namespace === undefined || values["service-account"] === undefined) throw new Error("run-credentials: --namespace and --service-account are required");
+      const c = await writeRunCredentials({
+        stateDir: needDir(),
+        namespace: values.namespace,
+        serviceAccount: values["service-account"],
+        ...(values.queue !== undefined ? { queue: values.queue } : {}),
+      });
+      process.stdout.write(`${JSON.stringify(c)}\n`);
+      return 0;
+    }
     case "status": {
       const s = simStatus(needDir());
       if (values.json === true) {
@@ -170,7 +196,7 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     default:
-      throw new Error(`unknown command ${JSON.stringify(command ?? "")}; expected start, start-controller, stop-controller, nodes, wait-nodes, status, stop or check`);
+      throw new Error(`unknown command ${JSON.stringify(command ?? "")}; expected start, start-controller, stop-controller, nodes, wait-nodes, run-credentials, status, stop or check`);
   }
 }
 
@@ -178,7 +204,7 @@ main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
     const e = err as Error;
-    process.stderr.write(`simctl: ${e instanceof SimBinariesMissingError ? e.message : e.message}\n`);
+    process.stderr.write(`simctl: ${e.message}\n`);
     process.exit(1);
   },
 );
