@@ -276,7 +276,6 @@ export class KubernetesBackend implements Backend {
     const calls = this.#counters.snapshot();
     const n = Math.max(1, run.roster.length);
     const memberWrites = (calls.calls["create sandboxes.agents.x-k8s.io"] ?? 0) + (calls.calls["patch pods"] ?? 0);
-    const verdict = run.workloadVerdict;
     const names = ["pods", "sandboxes", "events", "workloads"];
     return {
       backend: "kubernetes",
@@ -287,11 +286,7 @@ export class KubernetesBackend implements Backend {
       apiCalls: calls,
       memberWritesPerMember: memberWrites / n,
       writesPerMember: calls.writes / n,
-      admission: {
-        ...run.admission,
-        clusterQueue: verdict?.kind === "admitted" ? (verdict.clusterQueue ?? null) : null,
-        flavors: verdict?.kind === "admitted" ? verdict.flavors : {},
-      },
+      admission: { ...run.admission, clusterQueue: run.admittedTo?.clusterQueue ?? null, flavors: run.admittedTo?.flavors ?? {} },
       watches: Object.fromEntries(run.watches.map((w, i) => [names[i] ?? String(i), w.stats])),
       stopTimeouts: run.stopTimeouts,
       leftovers: run.leftovers,

@@ -84,6 +84,8 @@ export class Run {
   runFailure: string | undefined;
   stopTimeouts = 0;
   leftovers: string[] = [];
+  /** Where Kueue admitted the roster (kept after the Workload is gone). */
+  admittedTo: { clusterQueue: string | null; flavors: Readonly<Record<string, string>> } | undefined;
   /** A problem found during admission, reported by `admit()` instead of as a member event. */
   admissionProblem: string | undefined;
   /** Called after every event; admission waits and stop/close waits hook in here. */
@@ -191,7 +193,10 @@ export class Run {
       this.workload = event.object;
       this.admission.workloadObservedMs ??= this.now() - this.admitStartedAt;
       this.workloadVerdict = classifyWorkload(event.object);
-      if (this.workloadVerdict.kind === "admitted") this.admission.admittedMs ??= this.now() - this.admitStartedAt;
+      if (this.workloadVerdict.kind === "admitted") {
+        this.admission.admittedMs ??= this.now() - this.admitStartedAt;
+        this.admittedTo ??= { clusterQueue: this.workloadVerdict.clusterQueue ?? null, flavors: this.workloadVerdict.flavors };
+      }
     }
     if (this.workloadVerdict.kind === "lost" && this.phase === "admitted") this.failRun(this.workloadVerdict.reason);
     this.#changed();
