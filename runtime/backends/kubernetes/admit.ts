@@ -214,7 +214,8 @@ function describeWait(run: Run): string {
   return verdict.kind === "pending" ? `Workload ${run.settings.namespace}/${run.settings.podGroup} pending: ${verdict.message}` : verdict.kind;
 }
 
-function waitForAdmission(run: Run, signal: AbortSignal): Promise<void> {
+/** Waits until the roster is admitted (see the module doc); exported for tests. */
+export function waitForAdmission(run: Run, signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const timers: NodeJS.Timeout[] = [];
     let unsubscribe = (): void => undefined;
