@@ -1,0 +1,172 @@
+/**
+ * Scale benchmark of the `sim` profile (`npm run bench:sim`): the shipped runtime bundle, out of cluster, against
+ * a real control plane with kwok nodes and the real Kueue and Agent Sandbox controllers (the path of
+ * `pulumi up --stack sim`, scripts/sim/cohort.ts), for 100 and 1,000 members, with no simulated start-up delay
+ * and with a simulated delay of 2 s ± 1 s (kwok pod-ready stage: 1 s + U[0, 2 s)).
+ *
+ * The roster is flat (one role, no `needs`), so the ideal time to ready is the slowest member's own start: the
+ * figure "ratio" is admission -> all ready divided by the slowest member's start -> ready (`member-ready`
+ * `startToReadyMs` in the ledger).
+ *
+ * Printed per run: submission -> admission of the gang Workload (the ledger's `roster-admitted.admissionMs`, and
+ * the backend's own admission timings), admission -> all ready (`roster-ready.timeToReadyMs`), the ratio, API
+ * calls the runtime made (writes and reads per member, watches, conflicts, 429s, client-side throttle waits, any
+ * per-member GET), and the RSS of kube-apiserver, etcd and the controllers after the run. Targets
+ * (research/perf-anchors.md §8): admission <= 2 s; 1,000 Ready <= 20 s with no delay; <= 2 writes per member,
+ * no per-member polling, no client-side throttle waits.
+ *
+ * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_KEEP=1 keeps the artifacts.
+ * Needs the sim binaries and manifests (`npm run toolchain -- sim manifests`) and the bundle (`npm run build`).
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import type { LedgerRecord } from "../runtime/core/ledger";
+import { runCohortOnSim, type SimRunResult } from "../scripts/sim/cohort";
+import { simStatus } from "../scripts/sim/cluster";
+import { PROJECT_DIR } from "../stacks/config";
+import { simUnavailableReason, startSim } from "../test/sim/harness";
+
+const SIZES = (process.env.BENCH_SIZES ?? "100,1000").split(",").map((s) => Number(s.trim()));
+const NODES = Number(process.env.BENCH_NODES ?? 12);
+const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-sim-"));
+const BUNDLE = path.join(PROJECT_DIR, "dist", "cohort.cjs");
+const IMAGE = `registry.invalid/bench/member@sha256:${"ab".repeat(32)}`;
+const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+
+interface Timing {
+  readonly label: string;
+  readonly podReadyDelayMs: number;
+  readonly jitterMs: number;
+}
+
+const TIMINGS: readonly Timing[] = [
+  { label: "no delay", podReadyDelayMs: 0, jitterMs: 0 },
+  { label: "2 s ± 1 s", podReadyDelayMs: 1000, jitterMs: 2000 },
+];
+
+function spec(size: number): string {
+  return `apiVersion: cohort-lab/v1
+kind: Cohort
+name: bench
+startupTimeout: 10m
+memberTimeout: 10m
+admissionTimeout: 5m
+hold: 1s
+concurrency: ${Math.max(size, 1)}
+stopGracePeriod: 1s
+roles:
+  - name: agent
+    replicas: ${size}
+    app: { image: "${IMAGE}", command: [agent] }
+    resources: { cpu: 10m, memory: 16Mi }
+`;
+}
+
+function record(records: readonly LedgerRecord[], kind: string): (LedgerRecord & Record<string, unknown>) | undefined {
+  return records.find((r) => r.kind === kind) as (LedgerRecord & Record<string, unknown>) | undefined;
+}
+
+interface Figures {
+  timing: string;
+  members: number;
+  outcome: string;
+  submissionToAdmissionMs: number | null;
+  backendAdmission: unknown;
+  admissionToAllReadyMs: number | null;
+  slowestMemberStartMs: number | null;
+  ratio: number | null;
+  writesPerMember: number | null;
+  memberWritesPerMember: number | null;
+  readsPerMember: number | null;
+  perMemberGets: number;
+  watches: number | null;
+  conflicts: number | null;
+  throttled429: number | null;
+  clientThrottleWaits: number | null;
+  maxInFlight: number | null;
+  calls: unknown;
+  rssMiB: Record<string, number>;
+  runtimeWallMs: number;
+}
+
+function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<string, number>): Figures {
+  const admitted = record(r.records, "roster-admitted");
+  const rosterReady = record(r.records, "roster-ready");
+  const starts = r.records.filter((x) => x.kind === "member-ready").map((x) => Number((x as unknown as { startToReadyMs: number }).startToReadyMs));
+  const slowest = starts.length > 0 ? Math.max(...starts) : null;
+  const statsRec = record(r.records, "backend-stats") as { stats?: Record<string, any> } | undefined;
+  const stats = statsRec?.stats;
+  const calls = (stats?.apiCalls?.calls ?? {}) as Record<string, number>;
+  const ttr = rosterReady !== undefined ? Number(rosterReady.timeToReadyMs) : null;
+  return {
+    timing: timing.label,
+    members: size,
+    outcome: r.summary?.outcome ?? `no summary (exit ${r.exitCode}): ${r.reason}`,
+    submissionToAdmissionMs: admitted !== undefined ? Math.round(Number(admitted.admissionMs)) : null,
+    backendAdmission: stats?.admission ?? null,
+    admissionToAllReadyMs: ttr !== null ? Math.round(ttr) : null,
+    slowestMemberStartMs: slowest !== null ? Math.round(slowest) : null,
+    ratio: ttr !== null && slowest !== null && slowest > 0 ? Number((ttr / slowest).toFixed(3)) : null,
+    writesPerMember: stats !== undefined ? Number(Number(stats.writesPerMember).toFixed(3)) : null,
+    memberWritesPerMember: stats !== undefined ? Number(stats.memberWritesPerMember) : null,
+    readsPerMember: stats !== undefined ? Number((Number(stats.apiCalls.reads) / size).toFixed(4)) : null,
+    perMemberGets: Object.entries(calls)
+      .filter(([k]) => k.startsWith("get pods") || k.startsWith("get sandboxes"))
+      .reduce((a, [, n]) => a + n, 0),
+    watches: stats?.apiCalls?.watches ?? null,
+    conflicts: stats?.apiCalls?.conflicts ?? null,
+    throttled429: stats?.apiCalls?.throttled ?? null,
+    clientThrottleWaits: stats?.apiCalls?.clientThrottleWaits ?? null,
+    maxInFlight: stats?.apiCalls?.maxInFlight ?? null,
+    calls,
+    rssMiB: rss,
+    runtimeWallMs: Math.round(r.wallMs),
+  };
+}
+
+async function main(): Promise<void> {
+  const why = simUnavailableReason();
+  if (why !== undefined) throw new Error(`bench:sim needs the sim: ${why}`);
+  if (!fs.existsSync(BUNDLE)) throw new Error(`${BUNDLE} does not exist: run npm run build`);
+  console.log(`bench:sim  sizes ${SIZES.join(", ")}  nodes ${NODES} (e2-standard-16)  cpus ${os.cpus().length}  load ${load()}`);
+  const all: Figures[] = [];
+  for (const timing of TIMINGS) {
+    const bootStarted = performance.now();
+    const sim = await startSim({ nodes: NODES, controllers: true, podReadyDelayMs: timing.podReadyDelayMs, jitterMs: timing.jitterMs });
+    console.log(`sim up (${timing.label}) in ${((performance.now() - bootStarted) / 1000).toFixed(1)} s; quota ${JSON.stringify(sim.queue?.nominalQuota)}`);
+    try {
+      for (const size of SIZES) {
+        const r = await runCohortOnSim({
+          stateDir: sim.stateDir,
+          specText: spec(size),
+          namespace: `bench-${size}-${timing.podReadyDelayMs}`,
+          bundlePath: BUNDLE,
+          artifactRoot: path.join(WORK, "artifacts"),
+        });
+        const rss: Record<string, number> = {};
+        for (const c of simStatus(sim.stateDir).components) if (c.rssBytes !== undefined) rss[c.component] = Math.round(c.rssBytes / 1048576);
+        const f = figures(timing, size, r, rss);
+        all.push(f);
+        console.log(
+          `${timing.label.padEnd(10)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
+            `admission->all ready ${f.admissionToAllReadyMs} ms; slowest member start ${f.slowestMemberStartMs} ms; ratio ${f.ratio}; ` +
+            `writes/member ${f.writesPerMember} (member writes ${f.memberWritesPerMember}); reads/member ${f.readsPerMember}; per-member GETs ${f.perMemberGets}; ` +
+            `watches ${f.watches}; 409 ${f.conflicts}; 429 ${f.throttled429}; client throttle waits ${f.clientThrottleWaits}; ` +
+            `RSS MiB ${JSON.stringify(f.rssMiB)}; load ${load()}`,
+        );
+        if (r.summary?.outcome !== "succeeded") console.log(r.stderr.split("\n").slice(-15).join("\n"));
+      }
+    } finally {
+      await sim.stop();
+    }
+  }
+  console.log(`bench:sim figures ${JSON.stringify(all)}`);
+  if (process.env.BENCH_KEEP !== "1") fs.rmSync(WORK, { recursive: true, force: true });
+  else console.log(`artifacts kept in ${WORK}`);
+}
+
+main().catch((err: unknown) => {
+  console.error(`bench:sim failed: ${(err as Error).stack ?? String(err)}`);
+  process.exit(1);
+});
