@@ -291,13 +291,14 @@ export function planSim(input: SimPlanInput): SimPlan {
 /**
  * Builds the `sim` profile.
  *
+ * @param inject - tests only: the manifests and bundle (default: the tool cache and `dist/cohort.cjs`)
  * @throws {StackConfigError} and the other refusals of {@link planSim}, before any resource exists
  */
-export function buildSim(ctx: ProfileContext): StackOutputs {
+export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manifests" | "bundle"> = {}): StackOutputs {
   const { config, projectDir } = ctx;
   let plan: SimPlan;
   try {
-    plan = planSim({ config, raw: ctx.raw, projectDir, stack: ctx.stack });
+    plan = planSim({ config, raw: ctx.raw, projectDir, stack: ctx.stack, ...inject });
   } catch (error) {
     if (error instanceof ManifestsMissingError) throw new pulumi.RunError(error.message);
     throw error;

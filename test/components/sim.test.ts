@@ -1,0 +1,194 @@
+/**
+ * The `sim` profile's graph under Pulumi mocks (one program, `pulumi up` mode): every registration is recorded
+ * with its parent, provider and dependency URNs (local-harness.ts), and the test asserts what the profile
+ * promises:
+ * - the control plane Command (simctl start/stop) exists before any Kubernetes resource: every Kubernetes
+ *   resource has the sim's provider, which depends on that Command; its stdout (the kubeconfig) is a secret;
+ * - the fake nodes carry the kwok annotation, pool label and taint, and a gate waits for them;
+ * - Kueue and Agent Sandbox are the SAME components as `local`, in `external` mode: no Deployments, the webhook
+ *   Service is ExternalName on the sim's Kueue port, the manager's start (with the profile's Configuration on
+ *   stdin) depends on the install objects and gates the ResourceFlavor and ClusterQueue;
+ * - the quota is derived from the fake nodes; the flavor injects the agent pool's node label and toleration;
+ * - the run: per-run objects of components/manifests/runtime.ts, the ServiceAccount credentials, then the runtime
+ *   out of cluster with `--backend kubernetes` and the backend config file; outputs have the CI contract's shape.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ensureLocalTools } from "../unit/crd-schema-tools.js";
+import { find, installMocks, settle, valueOf, type Registration } from "./local-harness.js";
+
+const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-sim-mock-"));
+const artifactRoot = path.join(projectDir, "artifacts");
+const stateDir = path.join(projectDir, ".sim", "sim");
+const summary = {
+  runId: "society-20261130T080000Z-a1b2c3",
+  outcome: "succeeded",
+  size: 100,
+  readyCount: 100,
+  timeToReadyMs: 2345,
+  ledgerPath: path.join(artifactRoot, "society-20261130T080000Z-a1b2c3"),
+  firstFailure: null,
+};
+const simSummary = {
+  stateDir,
+  kubeconfig: path.join(stateDir, "kubeconfig"),
+  kubeconfigYaml: "apiVersion: v1\nkind: Config\n# sim\n",
+  apiserverUrl: "https://127.0.0.1:36502",
+  contextName: "cohort-lab-sim",
+  ports: {},
+};
+const roles = [
+  { name: "router", app: { command: ["router"] }, resources: { cpu: "250m", memory: "256Mi" } },
+  { name: "agent", replicas: 99, needs: ["router"], app: { command: ["agent"] }, resources: { cpu: "100m", memory: "128Mi" } },
+];
+
+let regs: Registration[] = [];
+let outputs: import("../../stacks/profiles.js").StackOutputs;
+let skipReason: string | undefined;
+
+const byType = (type: string) => regs.filter((r) => r.type === type);
+const isKubernetes = (r: Registration) => r.type.startsWith("kubernetes:");
+const command = (name: string) => find(regs, "command:local:Command", name);
+
+beforeAll(async () => {
+  const tools = await ensureLocalTools();
+  if (!tools.ok) {
+    skipReason = tools.reason;
+    console.warn(`sim mock test SKIPPED: ${skipReason}`);
+    return;
+  }
+  regs = await installMocks({
+    preview: false,
+    stack: "sim",
+    stdoutFor: (name) =>
+      name === "sim-control-plane"
+        ? `${JSON.stringify(simSummary)}\n`
+        : name === "run-credentials"
+          ? `${JSON.stringify({ kubeconfig: "/k", backendConfig: path.join(stateDir, "runs", "ns", "backend.json") })}\n`
+          : name === "cohort-run"
+            ? `${JSON.stringify(summary)}\n`
+            : undefined,
+  });
+  pulumi.runtime.setAllConfig({
+    "cohort-lab:artifactRoot": artifactRoot,
+    "cohort-lab:cohort": JSON.stringify({ name: "society", roles }),
+    "cohort-lab:sim": JSON.stringify({ nodes: 3, portBase: 40100, podReadyDelay: "1s", podReadyJitter: "2s" }),
+  });
+  const { parseStackConfig, readRawConfig } = await import("../../stacks/config.js");
+  const { buildSim, simProfile } = await import("../../stacks/sim.js");
+  const raw = readRawConfig();
+  const config = parseStackConfig(raw, { stack: "sim", projectDir, profileKeys: simProfile.configKeys });
+  outputs = buildSim({ stack: "sim", projectDir, config, raw }, { bundle: Buffer.from("// stand-in for dist/cohort.cjs\n") });
+  await valueOf(outputs.run);
+  await settle(regs, 100);
+}, 900_000);
+
+describe("sim profile graph", () => {
+  it("starts the control plane with simctl (state dir, ports, simulated delay) and stops it on delete", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const cp = command("sim-control-plane");
+    expect(cp.parent).toBe(find(regs, "cohortlab:sim:SimCluster", "sim").urn);
+    const create = cp.inputs.create as string;
+    expect(create).toContain("'scripts/sim/simctl.ts' 'start' '--state-dir' '" + stateDir + "'");
+    expect(create).toContain("'--pod-ready-delay-ms' '1000' '--pod-ready-jitter-ms' '2000'");
+    expect(create).toContain("'--port-base' '40100'");
+    expect(cp.inputs.delete).toContain(`'stop' '--state-dir' '${stateDir}'`);
+    expect(cp.inputs.dir).toBe(projectDir);
+  });
+
+  it("gives every Kubernetes resource the sim's provider, which waits for the control plane", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const provider = find(regs, "pulumi:providers:kubernetes", "sim-provider");
+    expect(provider.dependencies).toContain(command("sim-control-plane").urn);
+    const kube = regs.filter(isKubernetes);
+    expect(kube.length).toBeGreaterThan(20);
+    for (const r of kube) expect(r.provider, `${r.type} ${r.name}`).toBe(`${provider.urn}::sim-provider-id`);
+  });
+
+  it("registers the fake nodes (kwok annotation, pool label, taint) and a Ready gate after them", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const nodes = byType("kubernetes:core/v1:Node");
+    expect(nodes.map((n) => n.name)).toEqual(["agents-agents-0000", "agents-agents-0001", "agents-agents-0002"]);
+    const meta = nodes[0]!.inputs.metadata as { labels: Record<string, string>; annotations: Record<string, string> };
+    expect(meta.annotations["kwok.x-k8s.io/node"]).toBe("fake");
+    expect(meta.annotations["sim.cohort-lab.dev/allocatable"]).toBe('{"cpu":"15890m","ephemeral-storage":"43Gi","memory":"57Gi","pods":"110"}');
+    expect(meta.labels["cohort-lab.dev/pool"]).toBe("agents");
+    expect((nodes[0]!.inputs.spec as { taints: unknown[] }).taints).toEqual([{ key: "cohort-lab.dev/agents", value: "true", effect: "NoSchedule" }]);
+    const gate = command("agents-ready");
+    for (const n of nodes) expect(gate.dependencies).toContain(n.urn);
+    expect(gate.inputs.create).toContain("'wait-nodes' '--state-dir' '" + stateDir + "' '--pool' 'agents' '--count' '3'");
+  });
+
+  it("runs Kueue and Agent Sandbox out of cluster: no Deployments, ExternalName webhook Service on the sim's port", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(byType("kubernetes:apps/v1:Deployment")).toEqual([]);
+    const svc = find(regs, "kubernetes:core/v1:Service", "kueue:kueue-system/kueue-webhook-service");
+    expect((svc.inputs.spec as { type: string; externalName: string }).type).toBe("ExternalName");
+    expect((svc.inputs.spec as { externalName: string }).externalName).toBe("localhost");
+    expect((svc.inputs.spec as { ports: { port: number }[] }).ports.map((p) => p.port)).toEqual([40106]);
+    const sandboxCrd = find(regs, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "agent-sandbox:sandboxes.agents.x-k8s.io");
+    expect((sandboxCrd.inputs.spec as { conversion: unknown }).conversion).toEqual({ strategy: "None" });
+  });
+
+  it("starts the Kueue manager after its install objects, with the profile's Configuration on stdin, and gates the queue on it", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const kueueStart = command("sim-kueue");
+    expect(kueueStart.inputs.create).toContain("'start-controller' 'kueue' '--state-dir' '" + stateDir + "' '--configuration' '-'");
+    expect(kueueStart.inputs.delete).toContain("'stop-controller' 'kueue'");
+    expect(kueueStart.inputs.stdin).toContain("waitForPodsReady:");
+    expect(kueueStart.inputs.stdin).toContain("timeout: 6m");
+    for (const crd of byType("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition").filter((c) => c.name.startsWith("kueue:"))) {
+      expect(kueueStart.dependencies).toContain(crd.urn);
+    }
+    const cq = find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab");
+    expect(cq.dependencies).toContain(kueueStart.urn);
+    const sandboxStart = command("sim-agent-sandbox");
+    expect(sandboxStart.dependencies).toContain(find(regs, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "agent-sandbox:sandboxes.agents.x-k8s.io").urn);
+  });
+
+  it("derives the ClusterQueue quota from the 3 fake nodes; the flavor pins members to the pool and tolerates its taint", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const cq = find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab");
+    const flavors = (cq.inputs.spec as { resourceGroups: { flavors: { name: string; resources: unknown[] }[] }[] }).resourceGroups[0]!.flavors;
+    expect(flavors).toEqual([{ name: "cohort-lab-agents", resources: [{ name: "cpu", nominalQuota: "47670m" }, { name: "memory", nominalQuota: "175104Mi" }] }]);
+    const rf = find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", "kueue:cohort-lab-agents");
+    expect(rf.inputs.spec).toEqual({
+      nodeLabels: { "cohort-lab.dev/pool": "agents" },
+      tolerations: [{ key: "cohort-lab.dev/agents", operator: "Equal", value: "true", effect: "NoSchedule" }],
+    });
+  });
+
+  it("creates the run's objects, its ServiceAccount credentials, then runs the runtime out of cluster with the backend config", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const lq = byType("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue");
+    expect(lq).toHaveLength(1);
+    expect(lq[0]!.dependencies).toContain(find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab").urn);
+    expect(byType("kubernetes:batch/v1:Job")).toEqual([]);
+    expect(byType("kubernetes:core/v1:ConfigMap").filter((c) => c.name.startsWith("run:"))).toEqual([]);
+    const creds = command("run-credentials");
+    const sa = byType("kubernetes:core/v1:ServiceAccount").find((r) => r.name.startsWith("run:"))!;
+    const rb = byType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").find((r) => r.name.startsWith("run:"))!;
+    expect(creds.dependencies).toEqual(expect.arrayContaining([sa.urn, rb.urn]));
+    expect(creds.inputs.create).toContain("'run-credentials' '--state-dir' '" + stateDir + "'");
+    expect(creds.inputs.create).toContain("'--service-account' 'cohort-runtime' '--queue' 'cohort'");
+    const run = command("cohort-run");
+    const env = run.inputs.environment as Record<string, string>;
+    expect(env.COHORT_BACKEND).toBe("kubernetes");
+    expect(env.COHORT_PROFILE).toBe("sim");
+    expect(env.COHORT_BACKEND_CONFIG).toBe(path.join(stateDir, "runs", "ns", "backend.json"));
+    const cohortComponent = find(regs, "cohortlab:runtime:CohortRun", "cohort");
+    expect(cohortComponent.dependencies).toEqual(expect.arrayContaining([creds.urn, command("sim-kueue").urn, command("sim-agent-sandbox").urn, command("agents-ready").urn]));
+  });
+
+  it("exports the CI contract: run, kube context, kubeconfig (secret), queues", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(outputs.profile).toBe("sim");
+    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 100, readyCount: 100, timeToReadyMs: 2345, ledgerPath: summary.ledgerPath });
+    expect(await valueOf(outputs.kubeContext)).toBe("cohort-lab-sim");
+    expect(await pulumi.isSecret(outputs.kubeconfig!)).toBe(true);
+    expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });
+  });
+});
