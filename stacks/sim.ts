@@ -10,7 +10,7 @@
  * Config keys (besides the common ones of stacks/config.ts):
  * - `cohort-lab:sim` — `nodes` (fake e2-standard-16 agent nodes, default 8), `podReadyDelay` / `podReadyJitter`
  *   (simulated member start-up: delay + uniform random extra, durations, default 0s), `portBase` (first of 11
- *   loopback ports, default 36400), `stateDir` (default `<project>/.sim/<stack>`), `waitForPodsReadyTimeout`
+ *   loopback ports, default 26400: below Linux's ephemeral range 32768-60999), `stateDir` (default `<project>/.sim/<stack>`), `waitForPodsReadyTimeout`
  *   (default: the cohort's startupTimeout + 1m), `queue.cpu` / `queue.memory` (lower the derived quota).
  * - `cohort-lab:cohort` — `cohort.roles` is required (members are Pods); a role without `app.image` gets a
  *   digest-pinned placeholder image: kwok never pulls images.
@@ -51,7 +51,7 @@ import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from
 export const SIM_RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");
 
 /** Defaults of `cohort-lab:sim` (the ONE place they are set). */
-export const SIM_DEFAULTS = { nodes: 8, pool: "agents", portBase: 36400, podReadyDelay: "0s", podReadyJitter: "0s" } as const;
+export const SIM_DEFAULTS = { nodes: 8, pool: "agents", portBase: 26400, podReadyDelay: "0s", podReadyJitter: "0s" } as const;
 
 /** Extra time Kueue's waitForPodsReady gives beyond the cohort's startupTimeout (as on `local`). */
 export const SIM_WAIT_FOR_PODS_READY_MARGIN_MS = 60_000;
