@@ -19,7 +19,8 @@
  *
  * Members: a tiny C listener compiled with `cc` when available (about 1 ms of CPU to start), else perl
  * (Socket), else node; the choice is printed. The machine's load average is printed next to the figures.
- * Env: BENCH_BASELINE=0 skips (2); BENCH_RSS_MEMBERS (default 1000); BENCH_KEEP=1 keeps the artifacts.
+ * Env: BENCH_BASELINE=0 skips (2); BENCH_RSS_MEMBERS (default 1000); BENCH_KEEP=1 keeps the artifacts;
+ * BENCH_LAUNCHER=perl|direct|auto (default auto) picks how the process backend forks members.
  */
 import { execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
@@ -125,7 +126,10 @@ async function runCli(bundle: string, spec: object, label: string): Promise<CliR
   const artifacts = path.join(WORK, "artifacts");
   const started = performance.now();
   const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [bundle, "run", "--spec", specFile, "--artifacts", artifacts], { stdio: ["ignore", "pipe", "pipe"] });
+    const launcher = process.env.BENCH_LAUNCHER ?? "auto";
+    const child = spawn(process.execPath, [bundle, "run", "--spec", specFile, "--artifacts", artifacts, "--backend-option", `launcher=${launcher}`], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let out = "";
     let err = "";
     child.stdout.on("data", (chunk) => (out += chunk));
@@ -278,7 +282,8 @@ async function main(): Promise<void> {
   row("placement: dep ready -> start requested p50/p99", pp(toStart), `scheduler only (${toStart.length} dependants)`);
   row("placement: dep ready -> spawn call      p50/p99", pp(toSpawnCall), "targets 5 / 25 ms; includes waiting for earlier spawns");
   row("placement: dep ready -> spawned         p50/p99", pp(toSpawned));
-  row("one spawn (fork + exec, blocking)       p50/p99", pp(spawnMs), "the runtime spawns one member per event-loop turn");
+  const launcherUsed = (parallel.records.find((r) => r.kind === "backend-stats")?.stats as { launcher?: string } | undefined)?.launcher ?? "?";
+  row("one spawn request -> pid                p50/p99", pp(spawnMs), `launcher: ${launcherUsed} (BENCH_LAUNCHER=perl|direct)`);
   row("runtime peak RSS, 200-member run", `${((parallelRuntime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`);
   row(`runtime peak RSS, ${rssMembers} members`, `${((runtime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`, `time to ready ${((rssRun.summary.timeToReadyMs ?? 0) / 1000).toFixed(1)} s; runtime CPU ${(((runtime.cpuUserMs ?? 0) + (runtime.cpuSystemMs ?? 0)) / 1000).toFixed(1)} s`);
   row("ledger appends, fire-and-forget (scheduler)", `${Math.round(ledger.fireAndForget)} rec/s`, "default fsync policy, 20,000 member-started records");

@@ -215,7 +215,8 @@ describe("cohort CLI (bundled)", () => {
       roles: [quick("router"), { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } }],
     });
     let runDir = "";
-    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts], {
+    // launcher=direct: the members are the runtime's own children, so a SIGKILLed runtime leaves them behind.
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", "launcher=direct"], {
       onStart: (child) => {
         void (async () => {
           while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
@@ -275,6 +276,37 @@ describe("cohort CLI (bundled)", () => {
     expect(reaped.code).toBe(0);
     expect(reaped.stdout).toMatch(/^stopped runtime pid \d+ of run live-\S+\n/);
     expect(processesOfRun(JSON.parse(out.stdout).runId)).toEqual([]);
+  });
+
+  it("with the perl launcher, a SIGKILLed runtime leaves no member behind (the launcher kills them)", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({
+      name: "launcher",
+      roles: [quick("router"), { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } }],
+    });
+    let runDir = "";
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", "launcher=perl"], {
+      onStart: (child) => {
+        void (async () => {
+          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+          runDir = onlyRunDir(artifacts);
+          await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"member-started","member":"agent-/, 2);
+          child.kill("SIGKILL");
+        })();
+      },
+    });
+    expect(out.signal).toBe("SIGKILL");
+    const runId = path.basename(runDir);
+    for (let i = 0; i < 100 && processesOfRun(runId).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(processesOfRun(runId)).toEqual([]);
+    expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
+  });
+
+  it("rejects unknown process backend options", async () => {
+    const spec = writeSpec({ name: "opts", roles: [quick("a")] });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", tempDir("artifacts"), "--backend-option", "launcher=fast", "--backend-option", "colour=red"]);
+    expect(out).toMatchObject({ code: 2, stdout: "" });
+    expect(out.stderr).toBe('spec error: process.launcher: must be "auto", "perl" or "direct"; got "fast"\n');
   });
 
   it("usage errors exit 2", async () => {

@@ -45,7 +45,7 @@ let counter = 0;
 export async function runCohort(
   roles: RunSpecInput["roles"],
   extra: Partial<RunSpecInput> = {},
-  hooks: { onScheduler?: (scheduler: Scheduler) => void } = {},
+  hooks: { onScheduler?: (scheduler: Scheduler) => void; launcher?: "perl" | "direct" } = {},
 ): Promise<{ result: RunResult; runDir: string; runId: string; records: Awaited<ReturnType<typeof readLedger>>["records"] }> {
   const spec = loadRunSpec(JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "t", stopGracePeriod: "2s", roles, ...extra }));
   const runId = `t-20260101T000000Z-${(process.pid % 0xfff).toString(16).padStart(3, "0")}${(counter++).toString(16).padStart(3, "0")}`;
@@ -59,12 +59,16 @@ export async function runCohort(
     createdAt: new Date().toISOString(),
   });
   let scheduler: Scheduler | null = null;
-  const backend = new ProcessBackend({ runDir, events: (event) => scheduler?.events(event) });
+  const backend = new ProcessBackend({ runDir, events: (event) => scheduler?.events(event), launcher: hooks.launcher ?? "auto" });
   await backend.available();
   scheduler = new Scheduler({ spec, runId, runDir, backend, ledger });
   hooks.onScheduler?.(scheduler);
   const result = await scheduler.run();
   const { records } = await readLedger(runDir);
+  if (hooks.launcher !== undefined) {
+    const stats = records.find((r) => r.kind === "backend-stats")?.stats as { launcher?: string } | undefined;
+    if (stats?.launcher !== hooks.launcher) throw new Error(`expected launcher ${hooks.launcher}, the run used ${stats?.launcher}`);
+  }
   return { result, runDir, runId, records };
 }
 

@@ -8,7 +8,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { readProcStat } from "../../runtime/backends/process/status";
 import { verifyLedger } from "../../runtime/core/ledger-verify";
-import { filesUnder, groupExists, httpListener, nodeMember, processesOfRun, runCohort, tempDir } from "./process-helpers";
+import { filesUnder, groupExists, httpListener, nodeMember, processesOfRun, runCohort as runWith, tempDir } from "./process-helpers";
 
 const sh = (script: string) => ["sh", "-c", script];
 const tcpListener = nodeMember(`require("net").createServer(()=>{}).listen(+process.env.COHORT_PORT,"127.0.0.1")`);
@@ -17,7 +17,10 @@ function startedGroups(records: readonly Record<string, unknown>[]): number[] {
   return records.filter((r) => r.kind === "member-started").map((r) => r.pgid as number);
 }
 
-describe("process backend", () => {
+describe.each(["perl", "direct"] as const)("process backend (launcher: %s)", (launcher) => {
+  const runCohort = (roles: Parameters<typeof runWith>[0], extra: Parameters<typeof runWith>[1] = {}, hooks: Parameters<typeof runWith>[2] = {}) =>
+    runWith(roles, extra, { ...hooks, launcher });
+
   it("runs a graph with http, tcp, exec and log probes; env, $(VAR) expansion and files reach members; the ledger verifies", async () => {
     const { result, runDir, runId, records } = await runCohort([
       { name: "router", app: { command: httpListener(100) }, readiness: { http: { path: "/" } } },
@@ -217,10 +220,15 @@ function runDir0(scheduler: object): string {
 }
 
 describe("process backend: last-resort cleanup", () => {
-  it.each(["throw", "exit"])("when the runtime dies (%s), every member process group is killed", async (how) => {
+  it.each([
+    ["throw", "perl"],
+    ["exit", "perl"],
+    ["throw", "direct"],
+    ["exit", "direct"],
+  ])("when the runtime dies (%s, launcher %s), every member process group is killed", async (how, launcher) => {
     const { spawnSync } = await import("node:child_process");
     const fixture = path.join(__dirname, "process-crash-fixture.ts");
-    const run = spawnSync(process.execPath, ["--import", "tsx", fixture, how], { encoding: "utf8", cwd: path.join(__dirname, "..", "..") });
+    const run = spawnSync(process.execPath, ["--import", "tsx", fixture, how, launcher], { encoding: "utf8", cwd: path.join(__dirname, "..", "..") });
     expect(run.status).toBe(how === "exit" ? 7 : 1);
     if (how === "throw") expect(run.stderr).toContain("boom: an uncaught exception in the runtime");
     const groups = run.stdout.trim().split("\n").map(Number);

@@ -5,7 +5,10 @@
  * - `endpoints`: one free loopback port per member, reserved until the member starts (core/ports.ts).
  * - `admit`: creates every member's directory and writes its files before the first start, so that
  *   file system work is not on the start-up critical path.
- * - `start`: spawn (./start.ts); resolves once the process exists.
+ * - `start`: resolves once the process exists. Members are forked by a small perl launcher process
+ *   (./launcher.ts: fork from a 7 MiB process instead of the ~100 MiB runtime, off the runtime's event
+ *   loop, and members die with the launcher when the runtime is SIGKILLed) when perl is available, else
+ *   spawned directly with execa (./start.ts), one per event-loop turn. Option `launcher`: auto|perl|direct.
  * - `stop`: SIGTERM to the group, SIGKILL after the grace period, until the group is empty (./stop.ts).
  * - `exec`: exec readiness probes run with the member's environment in its directory.
  * - Member exits are reported through the event sink with the exit code or signal and the output tail.
@@ -15,8 +18,9 @@
  */
 import * as path from "node:path";
 import type { Backend, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
-import { BackendUnavailableError, MemberStartError } from "../../core/errors";
+import { BackendUnavailableError, MemberStartError, SpecError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
+import { Launcher, launcherAvailable, type LaunchExit } from "./launcher";
 import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
 import { GroupWatcher, groupAlive } from "./status";
 import { stopGroup } from "./stop";
@@ -29,6 +33,13 @@ export interface ProcessBackendOptions {
   readonly events: MemberEventSink;
   /** Timeout of one exec readiness probe attempt, in ms. @default 5000 */
   readonly execProbeTimeoutMs?: number;
+  /**
+   * How members are forked: `perl` (a small launcher process forks them; ./launcher.ts explains why
+   * it is faster and why it also cleans up after a SIGKILLed runtime), `direct` (the runtime spawns
+   * each member with execa), or `auto` (perl when available, else direct).
+   * @default "auto"
+   */
+  readonly launcher?: "auto" | "perl" | "direct";
 }
 
 interface RunningMember {
@@ -82,6 +93,13 @@ export class ProcessBackend implements Backend {
   private readonly watcher = new GroupWatcher();
   /** Spawns run one at a time, one per event-loop turn (see {@link ProcessBackend.spawnTurn}). */
   private spawnTail: Promise<void> = Promise.resolve();
+  private launcherPromise: Promise<Launcher | null> | null = null;
+  private launchedWith: "perl" | "direct" | "unknown" = "unknown";
+  private modePromise: Promise<"perl" | "direct"> | null = null;
+  /** Output captures of members started through the launcher, until their leader exited. */
+  private readonly outputs = new Map<string, OutputCapture>();
+  private readonly exitWaiters = new Map<number, (exit: LaunchExit) => void>();
+  private readonly earlyExits = new Map<number, LaunchExit>();
 
   constructor(options: ProcessBackendOptions) {
     if (!path.isAbsolute(options.runDir)) throw new TypeError(`ProcessBackendOptions.runDir must be absolute; got "${options.runDir}"`);
@@ -124,6 +142,7 @@ export class ProcessBackend implements Backend {
       throw new BackendUnavailableError("process", `process groups do not work here: kill(-${pid}) failed: ${(error as Error).message}`, { cause: error });
     }
     await probe;
+    await this.launchMode();
   }
 
   /** Reserves a free loopback port for every member that wants one. */
@@ -170,43 +189,67 @@ export class ProcessBackend implements Backend {
     if (this.members.has(plan.id)) throw new MemberStartError(plan.id, this.name, `member ${plan.id} was already started`);
     const entered = performance.now();
     await this.prepare(plan);
-    const { execa } = await loadExeca();
     const env = memberEnvironment(plan);
-    const release = await this.spawnTurn();
-    let subprocess;
+    const secrets = plan.secretEnv.map((name) => plan.env[name] ?? "").filter((value) => value.length > 0);
+    const launcher = await this.launcher();
+    if (signal.aborted) throw new Error(`start of ${plan.id} aborted`);
+    const output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
+    let pid: number;
     let queuedMs = 0;
     let spawnMs = 0;
-    let output: OutputCapture;
-    try {
-      if (signal.aborted) throw new Error(`start of ${plan.id} aborted`);
-      const secrets = plan.secretEnv.map((name) => plan.env[name] ?? "").filter((value) => value.length > 0);
-      output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
-      void this.ports.release(plan.id); // the listening socket is closed synchronously; the callback only confirms
+    let leaderExited: Promise<LaunchExit>;
+    if (launcher !== null) {
+      // The launcher forks; this process only writes a request line (see ./launcher.ts).
+      output.expect(2);
+      this.outputs.set(plan.id, output);
+      void this.ports.release(plan.id);
       const issued = performance.now();
       queuedMs = issued - entered;
-      subprocess = launchMember(execa, plan, env);
+      try {
+        pid = await launcher.spawn({ id: plan.id, dir: plan.workDir, argv: plan.command, env });
+      } catch (error) {
+        this.outputs.delete(plan.id);
+        await output.end();
+        throw new MemberStartError(plan.id, this.name, `cannot run "${plan.command[0]}": ${(error as Error).message}`, { cause: error });
+      }
       spawnMs = performance.now() - issued;
-    } finally {
-      release();
-    }
-    let pid: number;
-    try {
-      pid = await awaitSpawn(subprocess, plan, output);
-    } catch (error) {
-      await output.end();
-      throw new MemberStartError(plan.id, this.name, (error as Error).message, { cause: error });
+      leaderExited = this.launcherExit(pid);
+    } else {
+      const { execa } = await loadExeca();
+      const release = await this.spawnTurn();
+      let subprocess;
+      try {
+        if (signal.aborted) {
+          await output.end();
+          throw new Error(`start of ${plan.id} aborted`);
+        }
+        void this.ports.release(plan.id); // the listening socket is closed synchronously; the callback only confirms
+        const issued = performance.now();
+        queuedMs = issued - entered;
+        subprocess = launchMember(execa, plan, env);
+        spawnMs = performance.now() - issued;
+      } finally {
+        release();
+      }
+      try {
+        pid = await awaitSpawn(subprocess, plan, output);
+      } catch (error) {
+        await output.end();
+        throw new MemberStartError(plan.id, this.name, (error as Error).message, { cause: error });
+      }
+      const child = subprocess.nodeChildProcess;
+      leaderExited = new Promise<LaunchExit>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
+        else child.once("exit", (code, sig) => resolve({ code, signal: sig }));
+      });
     }
     liveGroups.add(pid);
     let escalate!: () => void;
     const escalated = new Promise<void>((resolve) => (escalate = resolve));
-    const child = subprocess.nodeChildProcess;
-    const leaderExited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) resolve({ code: child.exitCode, signal: child.signalCode });
-      else child.once("exit", (code, sig) => resolve({ code, signal: sig }));
-    });
     const exitReported = leaderExited.then(async ({ code, signal: sig }) => {
       member.exited = true;
       await output.closed(200);
+      this.outputs.delete(plan.id);
       if (!groupAlive(pid)) liveGroups.delete(pid);
       const reason = sig !== null ? `killed by ${sig}` : `exit code ${code}`;
       this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES) });
@@ -234,6 +277,58 @@ export class ProcessBackend implements Backend {
       outputTail: async (lines) => output.tail(lines),
       exec: (command, execSignal) => this.exec(member, command, execSignal),
     };
+  }
+
+  /** The launcher in use (started on first use), or null when members are spawned directly. */
+  private launcher(): Promise<Launcher | null> {
+    this.launcherPromise ??= (async () => {
+      const mode = await this.launchMode();
+      this.launchedWith = mode;
+      if (mode === "direct") return null;
+      const launcher = await Launcher.start();
+      launcher.onOutput = (member, fd, socket, rest) => {
+        const output = this.outputs.get(member);
+        if (output === undefined || (fd !== 1 && fd !== 2)) {
+          socket.destroy();
+          return;
+        }
+        output.attach(socket, { initial: rest.toString("utf8"), expected: true });
+      };
+      launcher.onExit = (pid, exit) => {
+        const waiter = this.exitWaiters.get(pid);
+        if (waiter !== undefined) {
+          this.exitWaiters.delete(pid);
+          waiter(exit);
+        } else {
+          this.earlyExits.set(pid, exit);
+        }
+      };
+      return launcher;
+    })();
+    return this.launcherPromise;
+  }
+
+  private launcherExit(pid: number): Promise<LaunchExit> {
+    const early = this.earlyExits.get(pid);
+    if (early !== undefined) {
+      this.earlyExits.delete(pid);
+      return Promise.resolve(early);
+    }
+    return new Promise((resolve) => this.exitWaiters.set(pid, resolve));
+  }
+
+  /** `perl` when asked for, or when `auto` and perl with its modules is on PATH; else `direct`. */
+  private launchMode(): Promise<"perl" | "direct"> {
+    this.modePromise ??= (async () => {
+      const wanted = this.options.launcher ?? "auto";
+      if (wanted === "direct") return "direct";
+      if (await launcherAvailable()) return "perl";
+      if (wanted === "perl") {
+        throw new BackendUnavailableError("process", "launcher=perl needs perl 5 with POSIX, IO::Socket::UNIX and IO::Select on PATH (Debian/Ubuntu: perl-base)");
+      }
+      return "direct";
+    })();
+    return this.modePromise;
   }
 
   /**
@@ -278,6 +373,13 @@ export class ProcessBackend implements Backend {
   /** Releases port reservations that were never used (members not started). Idempotent. */
   async close(): Promise<void> {
     await this.ports.releaseAll();
+    const launcher = await this.launcherPromise?.catch(() => null);
+    await launcher?.close();
+  }
+
+  /** How members were forked (`perl` launcher or `direct`), recorded as the run's `backend-stats`. */
+  stats(): { launcher: "perl" | "direct" | "unknown" } {
+    return { launcher: this.launchedWith };
   }
 
   private async exec(member: RunningMember, command: readonly string[], signal: AbortSignal): Promise<{ exitCode: number | null }> {
@@ -311,6 +413,16 @@ function round3(ms: number): number {
 /**
  * Registry factory (runtime/backends/index.ts).
  */
-export function createProcessBackend(context: { readonly runDir: string; readonly events: MemberEventSink }): ProcessBackend {
-  return new ProcessBackend({ runDir: context.runDir, events: context.events });
+export function createProcessBackend(context: {
+  readonly runDir: string;
+  readonly events: MemberEventSink;
+  readonly options?: Readonly<Record<string, unknown>>;
+}): ProcessBackend {
+  const launcher = context.options?.launcher;
+  if (launcher !== undefined && launcher !== "auto" && launcher !== "perl" && launcher !== "direct") {
+    throw new SpecError([{ path: "process.launcher", reason: `must be "auto", "perl" or "direct"; got ${JSON.stringify(launcher)}` }]);
+  }
+  const unknown = Object.keys(context.options ?? {}).filter((key) => key !== "launcher");
+  if (unknown.length > 0) throw new SpecError(unknown.map((key) => ({ path: `process.${key}`, reason: "unknown backend option (known: launcher)" })));
+  return new ProcessBackend({ runDir: context.runDir, events: context.events, ...(launcher !== undefined ? { launcher } : {}) });
 }

@@ -92,13 +92,26 @@ export class OutputCapture {
     this.keep = Math.max(0, ...this.secrets.map((secret) => secret.length - 1));
   }
 
-  /** Reads `stream` until it ends. */
-  attach(stream: Readable | null | undefined): void {
+  /**
+   * Announces `count` streams that will be attached later (launcher connections), so that
+   * {@link closed} waits for them even before they arrive.
+   */
+  expect(count: number): void {
+    this.open += count;
+  }
+
+  /**
+   * Reads `stream` until it ends.
+   *
+   * @param options.initial - bytes already read from the stream (after a header)
+   * @param options.expected - the stream was announced with {@link expect}
+   */
+  attach(stream: Readable | null | undefined, options: { initial?: string; expected?: boolean } = {}): void {
     if (stream === null || stream === undefined) return;
-    this.open++;
+    if (options.expected !== true) this.open++;
     stream.setEncoding("utf8");
     let pending = "";
-    stream.on("data", (chunk: string) => {
+    const onChunk = (chunk: string): void => {
       pending += chunk;
       let newline = pending.indexOf("\n");
       while (newline !== -1) {
@@ -114,15 +127,25 @@ export class OutputCapture {
         this.line(redacted.slice(0, cut), false, true);
         pending = redacted.slice(cut);
       }
-    });
+    };
+    if (options.initial !== undefined && options.initial !== "") onChunk(options.initial);
+    stream.on("data", onChunk);
+    stream.resume();
     const finish = (): void => {
       if (pending !== "") this.line(pending, true);
       pending = "";
       this.open--;
       if (this.open === 0) for (const resolve of this.closedWaiters.splice(0)) resolve();
     };
-    stream.once("end", finish);
-    stream.once("error", finish);
+    let finished = false;
+    const finishOnce = (): void => {
+      if (finished) return;
+      finished = true;
+      finish();
+    };
+    stream.once("end", finishOnce);
+    stream.once("error", finishOnce);
+    stream.once("close", finishOnce);
   }
 
   /** Resolves when every attached stream has ended, or after `timeoutMs`. */
