@@ -1,9 +1,9 @@
 /**
  * `Runtime` (token `cohortlab:runtime:Runtime`): the cohort runtime deployed into a cluster for one run — the
  * run Namespace, its Kueue LocalQueue, the runtime's ServiceAccount with a Role scoped to that namespace (the
- * Kubernetes backend's own rule table; no cluster-wide rights, no delete outside the run), and a ConfigMap with
- * the runtime bundle and the RunSpec (components/manifests/runtime.ts). The Job that runs it is created by the
- * Kubernetes-Job executor of `CohortRun` (components/cohortRunJob.ts) from {@link Runtime.jobObject}.
+ * Kubernetes backend's own rule table; no cluster-wide rights, no delete outside the run), a ConfigMap with the
+ * RunSpec and ConfigMaps with the parts of the compressed runtime bundle (components/manifests/runtime.ts). The
+ * Job that runs it is created by the Kubernetes-Job executor of `CohortRun` (components/cohortRunJob.ts) from {@link Runtime.jobObject}.
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
@@ -19,9 +19,9 @@ export interface RuntimeArgs extends RunObjectsInput {
 }
 
 /**
- * Children: `<name>:<ns>` (Namespace), `<name>:<ns>/<object>` (LocalQueue, ServiceAccount, Role, RoleBinding, ConfigMap).
+ * Children: `<name>:<ns>` (Namespace), `<name>:<ns>/<object>` (LocalQueue, ServiceAccount, Role, RoleBinding, ConfigMaps).
  *
- * @throws {RuntimeBundleTooLargeError} when the bundle and spec do not fit a ConfigMap
+ * @throws {RuntimeBundleTooLargeError} when the compressed bundle needs more than 8 ConfigMaps or the spec more than one
  */
 export class Runtime extends pulumi.ComponentResource {
   public readonly provider: k8s.Provider;
@@ -32,7 +32,7 @@ export class Runtime extends pulumi.ComponentResource {
   public readonly resources: readonly pulumi.CustomResource[];
   /** The Job to run (created by the executor). */
   public readonly jobObject: KubernetesObject;
-  /** SHA-256 of the bundle in the ConfigMap. */
+  /** SHA-256 of the bundle in the ConfigMaps. */
   public readonly bundleSha256: string;
 
   constructor(name: string, args: RuntimeArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -47,7 +47,8 @@ export class Runtime extends pulumi.ComponentResource {
     const role = createObject(name, objects.role, inNamespace);
     const roleBinding = createObject(name, objects.roleBinding, { ...base, dependsOn: [namespace, role, serviceAccount] });
     const configMap = createObject(name, objects.configMap, inNamespace);
-    this.resources = [namespace, localQueue, serviceAccount, role, roleBinding, configMap];
+    const parts = objects.bundleParts.map((part) => createObject(name, part, inNamespace));
+    this.resources = [namespace, localQueue, serviceAccount, role, roleBinding, configMap, ...parts];
     this.namespaceName = args.namespace;
     this.localQueueName = args.localQueue;
     this.jobObject = objects.job;

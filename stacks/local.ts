@@ -333,7 +333,7 @@ export function missingDigestIssues(missing: ResolvedImages["missing"]): ConfigI
  *
  * @throws {StackConfigError} naming `cohort-lab:cohort.roles` when no roles are configured, or any RunSpec problem
  */
-export function resolveLocalRunSpec(config: StackConfig, runtimeImage: string | undefined, projectDir: string): ResolvedRunSpec {
+export function resolveLocalRunSpec(config: StackConfig, runtimeImage: string | undefined, projectDir: string): ResolvedRunSpec & { readonly usesRuntimeImage: boolean } {
   const roles = config.cohort.roles;
   if (roles === undefined) {
     throw new StackConfigError([
@@ -345,15 +345,17 @@ export function resolveLocalRunSpec(config: StackConfig, runtimeImage: string | 
       },
     ]);
   }
+  let usesRuntimeImage = false;
   const withImages = roles.map((role) => {
     if (role === null || typeof role !== "object" || Array.isArray(role)) return role;
     const r = role as { app?: unknown };
     if (r.app === null || typeof r.app !== "object" || Array.isArray(r.app)) return role;
     const app = r.app as { image?: unknown };
     if (app.image !== undefined && app.image !== "") return role;
+    usesRuntimeImage = true;
     return { ...r, app: { ...app, image: runtimeImage ?? "" } };
   });
-  return resolveRunSpec({ ...config.cohort, roles: withImages }, { nodePath: process.execPath, projectDir });
+  return { ...resolveRunSpec({ ...config.cohort, roles: withImages }, { nodePath: process.execPath, projectDir }), usesRuntimeImage };
 }
 
 /** Everything the profile decided before creating resources. */
@@ -370,6 +372,8 @@ export interface LocalPlan {
   readonly bundle: Buffer;
   readonly bundleSha256: string;
   readonly manifests: { readonly kueue: readonly KubernetesObject[]; readonly agentSandbox: readonly KubernetesObject[] };
+  /** Kubernetes backend options for the runtime Job (see {@link resolveLocalRunSpec}). */
+  readonly backendOptions: Readonly<Record<string, string>>;
 }
 
 /** Inputs of {@link planLocal}. */
@@ -477,6 +481,9 @@ export function planLocal(input: PlanInput): LocalPlan {
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
   const runHash = createHash("sha256").update(`${resolved.specSha256}\n${bundleSha256}`).digest("hex").slice(0, 10);
   return {
+    // The official Node image runs as root (no USER), so members in it cannot keep the backend's default
+    // runAsNonRoot: true (kubelet refuses to start them). They still drop every capability and cannot escalate.
+    backendOptions: resolved.usesRuntimeImage ? { runAsNonRoot: "false" } : {},
     local: localConfig,
     images,
     resolved,
@@ -577,6 +584,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     profile: "local",
     runAs: { uid: facts.uid, gid: facts.gid },
     activeDeadlineSeconds: plan.jobDeadlineSeconds,
+    backendOptions: plan.backendOptions,
     localQueueDependsOn: [kueue.crds.get("localqueues.kueue.x-k8s.io")!, kueue.clusterQueue, ...kueue.webhookReady],
   });
   const run = new CohortRun("cohort", {

@@ -6,9 +6,11 @@
  * - RBAC: the Role's rules are the Kubernetes backend's own table of the calls it makes
  *   (runtime/backends/kubernetes/rbac.ts `RUNTIME_POLICY_RULES`): namespaced, so the runtime can neither
  *   create nor delete namespaces nor touch anything outside its run.
- * - The bundle travels gzip-compressed in `binaryData` (a ConfigMap holds at most 1 MiB,
- *   https://kubernetes.io/docs/concepts/configuration/configmap/#motivation); an init container (same Node
- *   image) unpacks it into an emptyDir after checking its SHA-256, so the runtime runs exactly
+ * - The bundle travels gzip-compressed in `binaryData`, split over as many ConfigMaps as needed (a ConfigMap's
+ *   data and binaryData hold at most 1 MiB of raw bytes, kube-apiserver `ValidateConfigMap`,
+ *   https://kubernetes.io/docs/concepts/configuration/configmap/#motivation), all projected into one volume; an
+ *   init container (same Node image) joins and unpacks it into an emptyDir after checking its SHA-256, so the
+ *   runtime runs exactly
  *   `node /opt/cohort/cohort.cjs run --spec /opt/cohort/spec.json --artifacts <node path> --profile <p>
  *   --backend kubernetes --backend-option namespace=<ns> --backend-option queue=<LocalQueue>` (runtime/cli.ts;
  *   the backend uses the pod's service account: runtime/backends/kubernetes/index.ts). The runtime picks the
@@ -34,6 +36,8 @@ export const RUNTIME_NAMES = {
   role: "cohort-runtime",
   roleBinding: "cohort-runtime",
   configMap: "cohort-runtime",
+  /** `cohort-runtime-bundle-<i>`: the parts of the gzip-compressed bundle. */
+  bundlePartPrefix: "cohort-runtime-bundle-",
   job: "cohort-run",
   container: "runtime",
 } as const;
@@ -45,8 +49,17 @@ const SOURCE_DIR = "/opt/cohort-src";
 /** Requests and limits of the runtime Job (its requests are reserved in the queue quota). */
 export const RUNTIME_JOB_RESOURCES = { requests: { cpu: "250m", memory: "256Mi" }, limits: { memory: "1Gi" } } as const;
 
-/** A ConfigMap's data may hold at most 1 MiB (kube-apiserver `validation.ValidateConfigMap`). */
+/** A ConfigMap's data and binaryData may hold at most 1 MiB of raw bytes (kube-apiserver `validation.ValidateConfigMap`). */
 export const CONFIG_MAP_MAX_BYTES = 1024 * 1024;
+
+/**
+ * Bytes of the compressed bundle per ConfigMap: under the 1 MiB limit with room for the object's JSON (the
+ * API server also caps a request at 3 MiB and etcd a value at 1.5 MiB; base64 makes 960 KiB about 1.25 MiB).
+ */
+export const BUNDLE_PART_BYTES = 960 * 1024;
+
+/** At most this many parts (a bundle of ~8 MiB compressed): a larger one is a build problem, not a deployment one. */
+export const MAX_BUNDLE_PARTS = 8;
 
 /** Label keys on every per-run object. */
 export const RUN_LABELS = { name: "app.kubernetes.io/name", partOf: "app.kubernetes.io/part-of", run: "cohort-lab.dev/run-namespace" } as const;
@@ -73,6 +86,8 @@ export interface RunObjectsInput {
   readonly runAs: { readonly uid: number; readonly gid: number };
   /** Job deadline in seconds (`activeDeadlineSeconds`). */
   readonly activeDeadlineSeconds: number;
+  /** Further `--backend-option KEY=VALUE` settings of the Kubernetes backend (runtime/backends/kubernetes/index.ts). @default {} */
+  readonly backendOptions?: Readonly<Record<string, string>>;
 }
 
 /** The rendered per-run objects. */
@@ -82,12 +97,15 @@ export interface RunObjects {
   readonly serviceAccount: KubernetesObject;
   readonly role: KubernetesObject;
   readonly roleBinding: KubernetesObject;
+  /** The RunSpec ConfigMap (`cohort-runtime`). */
   readonly configMap: KubernetesObject;
+  /** The bundle's parts, in order (`cohort-runtime-bundle-0`, …). */
+  readonly bundleParts: readonly KubernetesObject[];
   readonly job: KubernetesObject;
   /** SHA-256 of the bundle (checked by the init container). */
   readonly bundleSha256: string;
-  /** Bytes the ConfigMap's data and binaryData take. */
-  readonly configMapBytes: number;
+  /** Bytes of the gzip-compressed bundle. */
+  readonly compressedBytes: number;
 }
 
 /** The runtime bundle does not fit a ConfigMap. */
@@ -98,10 +116,12 @@ export class RuntimeBundleTooLargeError extends Error {
   }
 }
 
-/** The init container's program: gunzip the bundle, check its SHA-256, copy the spec. */
+/** The init container's program: join the parts, gunzip, check the SHA-256, copy the spec. */
 export const UNPACK_SCRIPT = [
   'const fs = require("node:fs"), zlib = require("node:zlib"), crypto = require("node:crypto");',
-  `const bundle = zlib.gunzipSync(fs.readFileSync("${SOURCE_DIR}/cohort.cjs.gz"));`,
+  "const parts = Number(process.env.COHORT_BUNDLE_PARTS);",
+  `const gz = Buffer.concat(Array.from({ length: parts }, (_, i) => fs.readFileSync(\`${SOURCE_DIR}/cohort.cjs.gz.\${i}\`)));`,
+  "const bundle = zlib.gunzipSync(gz);",
   'const sum = crypto.createHash("sha256").update(bundle).digest("hex");',
   'if (sum !== process.env.COHORT_BUNDLE_SHA256) { console.error(`runtime bundle sha256 ${sum} != ${process.env.COHORT_BUNDLE_SHA256}`); process.exit(1); }',
   `fs.writeFileSync("${RUNTIME_DIR}/cohort.cjs", bundle);`,
@@ -119,13 +139,14 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
   const bundleSha256 = createHash("sha256").update(input.bundle).digest("hex");
   // mtime 0 and a fixed level: the same bundle always gives the same bytes (no diff between runs of `pulumi preview`).
   const gz = gzipSync(input.bundle, { level: 9 });
-  const gzBase64 = gz.toString("base64");
-  const configMapBytes = gzBase64.length + Buffer.byteLength(input.specJson);
-  if (configMapBytes > CONFIG_MAP_MAX_BYTES) {
+  const partCount = Math.max(1, Math.ceil(gz.length / BUNDLE_PART_BYTES));
+  if (partCount > MAX_BUNDLE_PARTS) {
     throw new RuntimeBundleTooLargeError(
-      `the runtime bundle (${input.bundle.length} bytes, ${gz.length} gzipped, ${gzBase64.length} in base64) and the RunSpec (${Buffer.byteLength(input.specJson)} bytes) ` +
-        `take ${configMapBytes} bytes, more than a ConfigMap's ${CONFIG_MAP_MAX_BYTES}; shrink the bundle (npm run build) or the spec`,
+      `the runtime bundle is ${input.bundle.length} bytes (${gz.length} gzipped): more than ${MAX_BUNDLE_PARTS} ConfigMaps of ${BUNDLE_PART_BYTES} bytes; shrink it (npm run build)`,
     );
+  }
+  if (Buffer.byteLength(input.specJson) > CONFIG_MAP_MAX_BYTES) {
+    throw new RuntimeBundleTooLargeError(`the RunSpec is ${Buffer.byteLength(input.specJson)} bytes as JSON, more than a ConfigMap's ${CONFIG_MAP_MAX_BYTES}`);
   }
   const namespace: KubernetesObject = { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels } };
   const localQueue = renderLocalQueue({ name: input.localQueue, namespace: ns, clusterQueue: input.clusterQueue });
@@ -148,8 +169,13 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
     kind: "ConfigMap",
     metadata: { name: RUNTIME_NAMES.configMap, namespace: ns, labels },
     data: { "spec.json": input.specJson },
-    binaryData: { "cohort.cjs.gz": gzBase64 },
   };
+  const bundleParts: KubernetesObject[] = Array.from({ length: partCount }, (_, i) => ({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: `${RUNTIME_NAMES.bundlePartPrefix}${i}`, namespace: ns, labels },
+    binaryData: { part: gz.subarray(i * BUNDLE_PART_BYTES, (i + 1) * BUNDLE_PART_BYTES).toString("base64") },
+  }));
   const mounts = [
     { name: "runtime", mountPath: RUNTIME_DIR },
     { name: "artifacts", mountPath: input.artifactsPath },
@@ -184,7 +210,10 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
               image: input.image,
               imagePullPolicy: "IfNotPresent",
               command: ["node", "-e", UNPACK_SCRIPT],
-              env: [{ name: "COHORT_BUNDLE_SHA256", value: bundleSha256 }],
+              env: [
+                { name: "COHORT_BUNDLE_SHA256", value: bundleSha256 },
+                { name: "COHORT_BUNDLE_PARTS", value: String(partCount) },
+              ],
               resources: { requests: { ...RUNTIME_JOB_RESOURCES.requests }, limits: { ...RUNTIME_JOB_RESOURCES.limits } },
               securityContext,
               volumeMounts: [
@@ -214,6 +243,7 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
                 `namespace=${ns}`,
                 "--backend-option",
                 `queue=${input.localQueue}`,
+                ...Object.entries(input.backendOptions ?? {}).flatMap(([k, v]) => ["--backend-option", `${k}=${v}`]),
               ],
               env: [{ name: "HOME", value: "/tmp" }],
               resources: { requests: { ...RUNTIME_JOB_RESOURCES.requests }, limits: { ...RUNTIME_JOB_RESOURCES.limits } },
@@ -223,7 +253,15 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
             },
           ],
           volumes: [
-            { name: "source", configMap: { name: RUNTIME_NAMES.configMap } },
+            {
+              name: "source",
+              projected: {
+                sources: [
+                  { configMap: { name: RUNTIME_NAMES.configMap, items: [{ key: "spec.json", path: "spec.json" }] } },
+                  ...bundleParts.map((part, i) => ({ configMap: { name: part.metadata.name, items: [{ key: "part", path: `cohort.cjs.gz.${i}` }] } })),
+                ],
+              },
+            },
             { name: "runtime", emptyDir: {} },
             { name: "tmp", emptyDir: {} },
             { name: "artifacts", hostPath: { path: input.artifactsPath, type: "Directory" } },
@@ -232,5 +270,5 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
       },
     },
   };
-  return { namespace, localQueue, serviceAccount, role, roleBinding, configMap, job, bundleSha256, configMapBytes };
+  return { namespace, localQueue, serviceAccount, role, roleBinding, configMap, bundleParts, job, bundleSha256, compressedBytes: gz.length };
 }

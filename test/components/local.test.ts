@@ -193,13 +193,14 @@ describe("local profile graph", () => {
     expect(configuration.waitForPodsReady).toEqual({ timeout: "6m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } });
   });
 
-  it("deploys the runtime: namespaced RBAC only, the bundle ConfigMap, and a Job that waits for everything it needs", async (ctx) => {
+  it("deploys the runtime: namespaced RBAC only, the spec and bundle ConfigMaps, and a Job that waits for everything it needs", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const { RUNTIME_POLICY_RULES } = await import("../../runtime/backends/kubernetes/rbac.js");
     const runtimeComponent = find(regs, "cohortlab:runtime:Runtime", "runtime").urn;
     const runtimeChildren = regs.filter((r) => r.parent === runtimeComponent);
     expect(runtimeChildren.map((r) => r.type.split(":").slice(1).join(":")).sort()).toEqual([
-      "core/v1:ConfigMap",
+      "core/v1:ConfigMap", // the RunSpec
+      "core/v1:ConfigMap", // the compressed bundle (one part for a small bundle)
       "core/v1:Namespace",
       "core/v1:ServiceAccount",
       "kueue.x-k8s.io/v1beta2:LocalQueue",
@@ -241,6 +242,9 @@ describe("local profile graph", () => {
       `namespace=${job.name.split(":")[1]!.split("/")[0]}`,
       "--backend-option",
       "queue=cohort",
+      // The roles run in the official Node image, whose user is root.
+      "--backend-option",
+      "runAsNonRoot=false",
     ]);
     expect(pod.volumes.find((v) => v.name === "artifacts")).toEqual({ name: "artifacts", hostPath: { path: "/var/lib/cohort-lab-artifacts", type: "Directory" } });
     const summaryCommand = find(regs, "command:local:Command", "cohort-summary");
@@ -249,7 +253,7 @@ describe("local profile graph", () => {
 
   it("fills roles without an image with the runtime's Node image and mounts the artifacts directory into every kind node", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
-    const cm = regs.find((r) => r.type === "kubernetes:core/v1:ConfigMap" && r.name.startsWith("runtime:"))!;
+    const cm = regs.find((r) => r.type === "kubernetes:core/v1:ConfigMap" && r.name.startsWith("runtime:") && r.name.endsWith("/cohort-runtime"))!;
     const spec = JSON.parse((cm.inputs.data as Record<string, string>)["spec.json"]!) as { roles: { app: { image: string } }[] };
     expect(spec.roles.map((r) => r.app.image)).toEqual([`docker.io/library/node:24.22.3-bookworm-slim@${TEST_DIGEST}`, `docker.io/library/node:24.22.3-bookworm-slim@${TEST_DIGEST}`]);
     const kind = find(regs, "command:local:Command", "local-kind");

@@ -1,0 +1,132 @@
+/**
+ * End to end: `pulumi preview --stack local` with the real Pulumi engine (the pinned CLI through the project's
+ * launcher, `npm run pulumi`), the real command and kubernetes provider plugins, the file backend in a temp dir,
+ * and no network beyond what this machine has (no Docker, no registry). The stack's project directory is a temp
+ * copy of Pulumi.yaml + Pulumi.local.yaml whose `main` is this repository's index.ts.
+ *
+ * Covers: the shipped stack file previews successfully and lists the kind cluster Command, Kueue's install and
+ * queue objects, Agent Sandbox, Temporal, and the runtime's per-run objects and Job; the preview warns naming
+ * the image digests that `up` will require; `pulumi up` is refused before anything is created while they are
+ * missing; a cohort that cannot fit is refused at preview with the arithmetic. Wall times are printed.
+ *
+ * Needs the toolchain (`npm run toolchain -- default manifests`) and the bundle (`npm run build`); it fails,
+ * not skips, without them.
+ */
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { beforeAll, afterAll, describe, expect, it } from "vitest";
+import { PROJECT_DIR } from "../../stacks/config";
+import { loadExeca } from "../../scripts/lib/process";
+
+const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-local-"));
+const projectDir = path.join(tmp, "project");
+const artifactRoot = path.join(tmp, "artifacts");
+const env = {
+  ...process.env,
+  COHORT_PULUMI_BACKEND_URL: `file://${path.join(tmp, "state")}`,
+  PULUMI_CONFIG_PASSPHRASE: "cohort-lab-local",
+  NO_COLOR: "1",
+};
+
+interface Result {
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly all: string;
+  readonly ms: number;
+}
+
+async function pulumi(args: readonly string[]): Promise<Result> {
+  const { execa } = await loadExeca();
+  const started = performance.now();
+  const r = await execa("npm", ["run", "-s", "pulumi", "--", "-C", projectDir, ...args], { cwd: PROJECT_DIR, env, reject: false, all: true, stdin: "ignore" });
+  return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), all: String(r.all), ms: performance.now() - started };
+}
+
+async function ok(args: readonly string[]): Promise<Result> {
+  const r = await pulumi(args);
+  if (r.exitCode !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.exitCode}:\n${r.all.slice(-6000)}`);
+  return r;
+}
+
+interface PreviewJson {
+  steps?: { op: string; urn: string }[];
+  diagnostics?: { message: string; severity: string }[];
+}
+
+beforeAll(async () => {
+  const bundle = path.join(PROJECT_DIR, "dist", "cohort.cjs");
+  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` before the e2e tests`);
+  mkdirSync(projectDir, { recursive: true });
+  const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
+  writeFileSync(path.join(projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
+  writeFileSync(path.join(projectDir, "Pulumi.local.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.local.yaml")));
+  symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
+  mkdirSync(path.join(tmp, "state"));
+  await ok(["stack", "select", "--create", "local"]);
+  await ok(["config", "set", "--stack", "local", "artifactRoot", artifactRoot]);
+}, 600_000);
+
+afterAll(() => {
+  if (process.env.COHORT_E2E_KEEP !== "1") rmSync(tmp, { recursive: true, force: true });
+});
+
+describe("local profile, real engine", () => {
+  it("previews offline and lists the kind cluster, Kueue, Agent Sandbox, Temporal and runtime resources", async () => {
+    const r = await ok(["preview", "--stack", "local", "--json"]);
+    console.log(`[e2e local] pulumi preview --stack local: ${(r.ms / 1000).toFixed(1)} s wall`);
+    const preview = JSON.parse(r.stdout) as PreviewJson;
+    const steps = (preview.steps ?? []).map((s) => {
+      const parts = s.urn.split("::");
+      return { op: s.op, type: parts[2]!.split("$").pop()!, name: parts[3]! };
+    });
+    const has = (type: string, name: string) => steps.some((s) => s.type === type && s.name === name && s.op === "create");
+    const count = (type: string) => steps.filter((s) => s.type === type).length;
+    console.log(`[e2e local] preview steps: ${steps.length}`);
+    expect(has("cohortlab:local:KindCluster", "local")).toBe(true);
+    expect(has("command:local:Command", "local-kind")).toBe(true);
+    expect(has("pulumi:providers:kubernetes", "local-provider")).toBe(true);
+    expect(has("cohortlab:k8s:Kueue", "kueue")).toBe(true);
+    expect(has("kubernetes:apps/v1:Deployment", "kueue:kueue-system/kueue-controller-manager")).toBe(true);
+    expect(has("command:local:Command", "kueue-webhook-probe")).toBe(true);
+    expect(has("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab")).toBe(true);
+    expect(has("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", "kueue:cohort-lab-default")).toBe(true);
+    expect(count("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")).toBe(12);
+    expect(has("cohortlab:k8s:AgentSandbox", "agent-sandbox")).toBe(true);
+    expect(has("kubernetes:apps/v1:Deployment", "agent-sandbox:agent-sandbox-system/agent-sandbox-controller")).toBe(true);
+    expect(has("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", "agent-sandbox:sandboxes.agents.x-k8s.io")).toBe(true);
+    expect(has("cohortlab:k8s:Temporal", "temporal")).toBe(true);
+    expect(has("kubernetes:core/v1:Service", "temporal:cohort-lab-system/temporal")).toBe(true);
+    expect(has("cohortlab:runtime:Runtime", "runtime")).toBe(true);
+    expect(count("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")).toBe(1);
+    expect(count("kubernetes:batch/v1:Job")).toBe(1);
+    expect(has("cohortlab:runtime:CohortRun", "cohort")).toBe(true);
+    expect(has("command:local:Command", "cohort-summary")).toBe(true);
+    const warnings = (preview.diagnostics ?? []).filter((d) => d.severity === "warning").map((d) => d.message);
+    expect(warnings.some((m) => m.includes("cohort-lab:images.kueue") && m.includes("docker buildx imagetools inspect registry.k8s.io/kueue/kueue:v0.17.0"))).toBe(true);
+  });
+
+  it("refuses `pulumi up` before creating anything while image digests are missing", async () => {
+    const r = await pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+    console.log(`[e2e local] pulumi up without digests: exit ${r.exitCode} in ${(r.ms / 1000).toFixed(1)} s`);
+    expect(r.exitCode).not.toBe(0);
+    expect(r.all).toContain("cohort-lab:images.kueue: no digest is pinned for registry.k8s.io/kueue/kueue:v0.17.0");
+    const exported = JSON.parse((await ok(["stack", "export", "--stack", "local"])).stdout) as { deployment?: { resources?: { type: string }[] } };
+    expect((exported.deployment?.resources ?? []).filter((res) => res.type !== "pulumi:pulumi:Stack")).toEqual([]);
+  });
+
+  it("refuses a cohort that cannot fit at preview, with the arithmetic", async () => {
+    const { parse } = await import("yaml");
+    const cohort = (parse(readFileSync(path.join(projectDir, "Pulumi.local.yaml"), "utf8")) as { config: Record<string, { roles: { replicas: number }[] }> }).config["cohort-lab:cohort"]!;
+    // A whole object may be set as JSON text in one key (numbers stay numbers).
+    await ok(["config", "set", "--stack", "local", "cohort", JSON.stringify({ ...cohort, roles: cohort.roles.map((r, i) => (i === 1 ? { ...r, replicas: 5000 } : r)) })]);
+    try {
+      const r = await pulumi(["preview", "--stack", "local"]);
+      console.log(`[e2e local] oversized cohort: preview exit ${r.exitCode} in ${(r.ms / 1000).toFixed(1)} s`);
+      expect(r.exitCode).not.toBe(0);
+      expect(r.all).toMatch(/cohort-lab:cohort: 5001 members need 500100m CPU \(router 1 × 100m \+ agent 5000 × 100m\), more than the ClusterQueue quota of \d+m/);
+    } finally {
+      await ok(["config", "set", "--stack", "local", "cohort", JSON.stringify(cohort)]);
+    }
+  });
+});
