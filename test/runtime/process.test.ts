@@ -6,7 +6,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { readProcStat } from "../../runtime/backends/process/status";
+import { listProcesses, readProcStat } from "../../runtime/backends/process/status";
 import { verifyLedger } from "../../runtime/core/ledger-verify";
 import { filesUnder, groupExists, httpListener, nodeMember, processesOfRun, runCohort as runWith, tempDir } from "./process-helpers";
 
@@ -237,5 +237,38 @@ describe("process backend: last-resort cleanup", () => {
       expect(pgid).toBeGreaterThan(1);
       expect(groupExists(pgid)).toBe(false);
     }
+  });
+});
+
+describe("process backend: perl launcher", () => {
+  it("if the launcher dies mid-run, teardown still stops every member and the run completes", async () => {
+    let killed = 0;
+    const { result, runId, records } = await runWith(
+      [{ name: "a", replicas: 2, app: { command: sh("echo up; exec sleep 1000"), port: false }, readiness: { log: { pattern: "^up$" } } }],
+      { hold: "60s" },
+      {
+        launcher: "perl",
+        onScheduler: (scheduler) => {
+          const dir = runDir0(scheduler);
+          const timer = setInterval(() => {
+            const file = path.join(dir, "records.ndjson");
+            if (!fs.existsSync(file) || !fs.readFileSync(file, "utf8").includes('"kind":"hold-started"')) return;
+            clearInterval(timer);
+            for (const p of listProcesses()) {
+              if (p.ppid === process.pid && fs.readFileSync(`/proc/${p.pid}/comm`, "utf8").trim() === "perl") {
+                process.kill(p.pid, "SIGKILL");
+                killed++;
+              }
+            }
+            setTimeout(() => scheduler.interrupt("SIGTERM"), 200);
+          }, 20);
+        },
+      },
+    );
+    expect(killed).toBe(1);
+    expect(result).toMatchObject({ outcome: "interrupted", readyCount: 2 });
+    expect(records.filter((r) => r.kind === "member-stopped").length).toBe(2);
+    expect(records.find((r) => r.kind === "member-exited")).toMatchObject({ reason: "exited (status unknown: the launcher is gone)" });
+    expect(processesOfRun(runId)).toEqual([]);
   });
 });

@@ -95,6 +95,7 @@ export class ProcessBackend implements Backend {
   private spawnTail: Promise<void> = Promise.resolve();
   private launcherPromise: Promise<Launcher | null> | null = null;
   private launchedWith: "perl" | "direct" | "unknown" = "unknown";
+  private launcherDead = false;
   private modePromise: Promise<"perl" | "direct"> | null = null;
   /** Output captures of members started through the launcher, until their leader exited. */
   private readonly outputs = new Map<string, OutputCapture>();
@@ -251,7 +252,7 @@ export class ProcessBackend implements Backend {
       await output.closed(200);
       this.outputs.delete(plan.id);
       if (!groupAlive(pid)) liveGroups.delete(pid);
-      const reason = sig !== null ? `killed by ${sig}` : `exit code ${code}`;
+      const reason = sig !== null ? `killed by ${sig}` : code !== null ? `exit code ${code}` : "exited (status unknown: the launcher is gone)";
       this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES) });
       await output.end();
     });
@@ -294,6 +295,14 @@ export class ProcessBackend implements Backend {
         }
         output.attach(socket, { initial: rest.toString("utf8"), expected: true });
       };
+      launcher.onDied = () => {
+        // Exit statuses can no longer arrive: report each remaining leader as exited once its group is empty.
+        this.launcherDead = true;
+        for (const [pid, waiter] of this.exitWaiters) {
+          this.exitWaiters.delete(pid);
+          void this.watcher.waitEmpty(pid).then(() => waiter({ code: null, signal: null }));
+        }
+      };
       launcher.onExit = (pid, exit) => {
         const waiter = this.exitWaiters.get(pid);
         if (waiter !== undefined) {
@@ -314,6 +323,7 @@ export class ProcessBackend implements Backend {
       this.earlyExits.delete(pid);
       return Promise.resolve(early);
     }
+    if (this.launcherDead) return this.watcher.waitEmpty(pid).then(() => ({ code: null, signal: null }));
     return new Promise((resolve) => this.exitWaiters.set(pid, resolve));
   }
 

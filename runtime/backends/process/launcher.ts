@@ -147,6 +147,8 @@ export class Launcher {
   onOutput: (member: string, fd: number, socket: net.Socket, rest: Buffer) => void = (_member, _fd, socket) => socket.destroy();
   /** Leader exits: `(pid, exit)`. */
   onExit: (pid: number, exit: LaunchExit) => void = () => undefined;
+  /** The launcher process ended before {@link close} (it crashed or was killed): `(reason)`. */
+  onDied: (reason: string) => void = () => undefined;
 
   private readonly pending = new Map<string, { resolve: (pid: number) => void; reject: (error: Error) => void }>();
   private stdoutBuffer = "";
@@ -221,11 +223,16 @@ export class Launcher {
       });
       child.stderr!.setEncoding("utf8");
       child.stderr!.on("data", (chunk: string) => (this.stderrTail = (this.stderrTail + chunk).slice(-2000)));
+      child.stdin!.on("error", () => undefined); // EPIPE after the launcher died: reported through "exit" below
       child.nodeChildProcess.once("exit", (code, signal) => {
         const why = `the launcher (perl) exited (${signal ?? `exit code ${code}`})${this.stderrTail ? `: ${this.stderrTail.trim()}` : ""}`;
         if (!booted) reject(new Error(why));
         for (const [, waiter] of this.pending) waiter.reject(new Error(why));
         this.pending.clear();
+        if (!this.closed) {
+          this.closed = true;
+          this.onDied(why);
+        }
       });
       child.nodeChildProcess.once("error", (error) => reject(error));
     });
