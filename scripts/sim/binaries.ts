@@ -23,6 +23,9 @@ export type SimBinaryName = (typeof simBinaryNames)[number];
 /** Absolute paths of every sim executable. */
 export type SimBinaries = Readonly<Record<SimBinaryName, string>>;
 
+/** The control plane's executables (what `simctl start` needs). */
+export const controlPlaneBinaries: readonly SimBinaryName[] = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"];
+
 /** Raised when sim executables are missing; the message says how to build them. */
 export class SimBinariesMissingError extends Error {
   constructor(readonly missing: readonly string[]) {
@@ -35,16 +38,17 @@ export class SimBinariesMissingError extends Error {
 export const binDirEnv = "COHORT_SIM_BIN_DIR";
 
 /**
- * Finds every sim executable without building anything.
+ * Finds the sim executables without building anything.
  *
+ * @param needed - which ones must exist. @default all (the returned map holds only the needed ones)
  * @throws SimBinariesMissingError listing each missing tool (and why: no stamp, missing file).
  */
-export function findSimBinaries(env: NodeJS.ProcessEnv = process.env): SimBinaries {
+export function findSimBinaries(env: NodeJS.ProcessEnv = process.env, needed: readonly SimBinaryName[] = simBinaryNames): SimBinaries {
   const out: Partial<Record<SimBinaryName, string>> = {};
   const missing: string[] = [];
   const dirOverride = env[binDirEnv];
   if (dirOverride !== undefined && dirOverride !== "") {
-    for (const name of simBinaryNames) {
+    for (const name of needed) {
       const p = path.resolve(dirOverride, name);
       if (fs.existsSync(p)) out[name] = p;
       else missing.push(`${name} (not in ${binDirEnv}=${dirOverride})`);
@@ -55,6 +59,7 @@ export function findSimBinaries(env: NodeJS.ProcessEnv = process.env): SimBinari
       const dir = toolDir(root, id.name, id.version);
       const stamp = readStamp(dir);
       for (const [logical, rel] of Object.entries(id.binaries)) {
+        if (!(needed as readonly string[]).includes(logical)) continue;
         const p = path.join(dir, rel);
         if (stamp === undefined) missing.push(`${logical} (${id.name}-${id.version}: not built)`);
         else if (!fs.existsSync(p)) missing.push(`${logical} (${p} missing)`);

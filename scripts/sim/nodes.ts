@@ -63,12 +63,18 @@ export interface WaitNodesOptions {
 
 interface NodeView {
   metadata: { name: string; annotations?: Record<string, string> };
+  spec?: { taints?: Array<{ key: string }> };
   status?: { conditions?: Array<{ type: string; status: string }>; allocatable?: Record<string, string> };
 }
 
-/** True when kwok has initialised the node: Ready, and its allocatable equals the wanted one (annotation). */
+/**
+ * True when the node can take pods: Ready, without the node lifecycle controller's `node.kubernetes.io/*` taints
+ * (not-ready, unreachable: it removes them once it has seen the node Ready), and with the wanted allocatable
+ * (annotation) in its status (kwok's node-initialize stage ran).
+ */
 function initialised(n: NodeView): boolean {
   if (!n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True")) return false;
+  if (n.spec?.taints?.some((t) => t.key.startsWith("node.kubernetes.io/"))) return false;
   const wanted = n.metadata.annotations?.[allocatableAnnotation];
   if (wanted === undefined) return true;
   const want = JSON.parse(wanted) as Record<string, string>;

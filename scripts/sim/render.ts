@@ -452,11 +452,21 @@ export function kwokConfig(t: PodTiming): string {
     {
       apiVersion: "config.kwok.x-k8s.io/v1alpha1",
       kind: "KwokConfiguration",
+      // Every option is explicit: kwok v0.8.0 does not apply its defaults to a KwokConfiguration read from
+      // --config (an unset nodeLeaseParallelism is 0 and refused), so these are its defaults unless noted.
       options: {
         cidr: podCidr,
-        nodeLeaseDurationSeconds: 40,
-        podPlayStageParallelism: 16,
+        manageAllNodes: false,
+        enableDebuggingHandlers: true,
+        enableContentionProfiling: false,
+        enableProfilingHandler: false,
+        podPlayStageParallelism: 16, // default 4: 1,000-member bursts
         nodePlayStageParallelism: 4,
+        nodeLeaseDurationSeconds: 40,
+        nodeLeaseParallelism: 4,
+        podsOnNodeSyncParallelism: 1,
+        enablePodsOnNodeSyncListPager: true,
+        enablePodsOnNodeSyncStreamWatch: false,
       },
     },
     ...kwokStages(t),

@@ -22,7 +22,7 @@
  */
 import { parseArgs } from "node:util";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests } from "../../components/manifests/cache";
-import { findSimBinaries } from "./binaries";
+import { controlPlaneBinaries, findSimBinaries } from "./binaries";
 import * as fs from "node:fs";
 import { startController, startSim, simStatus, stopController, stopSim } from "./cluster";
 import { controllerNames, type ControllerName } from "./controllers";
@@ -103,7 +103,7 @@ async function main(argv: string[]): Promise<number> {
     }
     case "start": {
       const dir = needDir();
-      const binaries = findSimBinaries();
+      const binaries = findSimBinaries(process.env, controlPlaneBinaries);
       const base = values["port-base"] !== undefined ? intFlag("port-base", values["port-base"], 0) : undefined;
       const state = await startSim({
         stateDir: dir,
@@ -136,7 +136,7 @@ async function main(argv: string[]): Promise<number> {
       }
       const state = await startController(name as ControllerName, {
         stateDir: needDir(),
-        binaries: findSimBinaries(),
+        binaries: findSimBinaries(process.env, [name === "kueue" ? "kueue" : "agent-sandbox-controller"]),
         readyTimeoutMs: intFlag("timeout-ms", values["timeout-ms"], 180_000),
         ...(values.configuration !== undefined ? { configurationFile: values.configuration === "-" ? "/dev/stdin" : values.configuration } : {}),
         log,

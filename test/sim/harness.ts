@@ -18,7 +18,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { e2Standard16AgentNode, fakeNodeManifest, type FakeNodeShape } from "../../components/sim/fakeNode.js";
-import { findSimBinaries, type SimBinaries } from "../../scripts/sim/binaries.js";
+import { controlPlaneBinaries, findSimBinaries, type SimBinaries } from "../../scripts/sim/binaries.js";
 import { startController, startSim as startControlPlane, stopSim } from "../../scripts/sim/cluster.js";
 import { registerFakeNodes } from "../../scripts/sim/nodes.js";
 import type { SimState } from "../../scripts/sim/state.js";
@@ -65,10 +65,12 @@ export interface SimHarness {
 
 /**
  * Why the sim cannot run here (binaries not built), or `undefined` when it can.
+ *
+ * @param needed - the executables the test needs. @default all (controllers included)
  */
-export function simUnavailableReason(): string | undefined {
+export function simUnavailableReason(needed?: Parameters<typeof findSimBinaries>[1]): string | undefined {
   try {
-    findSimBinaries();
+    findSimBinaries(process.env, needed);
     return undefined;
   } catch (err) {
     return (err as Error).message;
@@ -97,7 +99,7 @@ process.on("exit", () => {
  * @throws SimStartError when a component fails (nothing is left running)
  */
 export async function startSim(o: SimHarnessOptions = {}): Promise<SimHarness> {
-  const binaries: SimBinaries = findSimBinaries();
+  const binaries: SimBinaries = findSimBinaries(process.env, o.controllers === true ? undefined : controlPlaneBinaries);
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-sim-"));
   const log = o.log ?? (() => {});
   const state = await startControlPlane({

@@ -18,9 +18,10 @@ import { failLabel, readyDelayEnv } from "../../scripts/sim/render";
 import { readState } from "../../scripts/sim/state";
 import { isRunning } from "../../scripts/sim/procs";
 import { PROJECT_DIR } from "../../stacks/config";
+import { controlPlaneBinaries } from "../../scripts/sim/binaries";
 import { simUnavailableReason } from "./harness";
 
-const unavailable = simUnavailableReason();
+const unavailable = simUnavailableReason(controlPlaneBinaries);
 if (unavailable !== undefined) console.log(`sim tier skipped: ${unavailable}`);
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-simctl-"));
