@@ -22,7 +22,7 @@ import { BackendUnavailableError, MemberStartError, SpecError } from "../../core
 import { PortAllocator } from "../../core/ports";
 import { Launcher, launcherAvailable, type LaunchExit } from "./launcher";
 import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
-import { GroupWatcher, groupAlive } from "./status";
+import { GroupWatcher, groupExists } from "./status";
 import { stopGroup } from "./stop";
 
 /** Options of {@link createProcessBackend}. */
@@ -251,7 +251,7 @@ export class ProcessBackend implements Backend {
       member.exited = true;
       await output.closed(200);
       this.outputs.delete(plan.id);
-      if (!groupAlive(pid)) liveGroups.delete(pid);
+      if (!groupExists(pid)) liveGroups.delete(pid); // one kill(2); lingering children are stop()'s business
       const reason = sig !== null ? `killed by ${sig}` : code !== null ? `exit code ${code}` : "exited (status unknown: the launcher is gone)";
       this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES) });
       await output.end();

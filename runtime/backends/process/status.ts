@@ -87,6 +87,16 @@ export function groupMembers(pgid: number, processes: readonly ProcStat[] = list
   return processes.filter((p) => p.pgid === pgid && p.state !== "Z");
 }
 
+/** Whether group `pgid` has any process, zombies included: one `kill(-pgid, 0)`. */
+export function groupExists(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 /**
  * Whether any process of group `pgid` is alive. `kill(-pgid, 0)` first (one syscall); when it says
  * the group exists on Linux, zombies (exited, not yet reaped by their new parent) do not count.
@@ -130,9 +140,13 @@ export class GroupWatcher {
   private readonly waiters = new Map<number, Array<() => void>>();
   private timer: NodeJS.Timeout | null = null;
 
-  /** Resolves once group `pgid` has no live (non-zombie) process. */
+  /**
+   * Resolves once group `pgid` has no live (non-zombie) process. Call it after the group's leader has
+   * exited: while the leader lives the group is trivially alive, and each check of a group that still
+   * answers `kill(-pgid, 0)` costs a /proc scan (shared by every group awaited at that moment).
+   */
   waitEmpty(pgid: number): Promise<void> {
-    if (!groupAlive(pgid)) return Promise.resolve();
+    if (!groupExists(pgid)) return Promise.resolve();
     return new Promise((resolve) => {
       const list = this.waiters.get(pgid) ?? [];
       list.push(resolve);

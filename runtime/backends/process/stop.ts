@@ -25,7 +25,8 @@ export interface StoppableGroup {
  * @throws {Error} when the group is still alive {@link KILL_WAIT_MS} after SIGKILL
  */
 export async function stopGroup(group: StoppableGroup, graceMs: number, watcher: GroupWatcher, escalate: Promise<void>): Promise<void> {
-  const gone = Promise.all([group.leaderExited, watcher.waitEmpty(group.pgid)]).then(() => true);
+  // The leader's exit is an event; only then is the rest of the group checked (see GroupWatcher).
+  const gone = group.leaderExited.then(() => watcher.waitEmpty(group.pgid)).then(() => true);
   if (graceMs > 0) {
     signalGroup(group.pgid, "SIGTERM");
     let timer: NodeJS.Timeout | undefined;
