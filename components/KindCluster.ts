@@ -54,6 +54,19 @@ export interface KindClusterArgs {
   readonly platform?: string;
   /** Tool cache root. @default cacheRoot() (scripts/lib/paths.ts) */
   readonly toolCacheRoot?: string;
+  /**
+   * The quota derived at program time (components/quota.ts), to re-derive from the nodes' real allocatable once
+   * the cluster exists: a `<name>-capacity` Command fails when the workers hold less. @default no check
+   */
+  readonly capacity?: CapacityPlan;
+}
+
+/** What the capacity check compares (base units: millicores, bytes). */
+export interface CapacityPlan {
+  /** Names of the nodes the quota counts (the workers). */
+  readonly nodes: readonly string[];
+  readonly reserved: { readonly cpuMilli: number; readonly memoryBytes: number };
+  readonly quota: { readonly cpuMilli: number; readonly memoryBytes: number };
 }
 
 /** The machine's platform has no pinned kind/kubectl SHA-256. */
@@ -108,7 +121,7 @@ export function shellQuote(text: string): string {
 }
 
 /** The command line of one step of scripts/local-profile.cjs (run with `dir` = the project directory). */
-export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary"): string {
+export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary" | "capacity-check"): string {
   return `${shellQuote(nodePath)} scripts/local-profile.cjs ${step}`;
 }
 
@@ -142,6 +155,8 @@ export class KindCluster extends pulumi.ComponentResource {
   public readonly artifactsDir: string;
   /** The pinned tools and the environment the step script needs. */
   public readonly tools: LocalTools;
+  /** The capacity check (when `capacity` was given): depend on it before creating the ClusterQueue. */
+  public readonly capacityCheck?: command.local.Command;
   /** Node binary and project directory the step commands use. */
   public readonly nodePath: string;
   public readonly projectDir: string;
@@ -198,6 +213,20 @@ export class KindCluster extends pulumi.ComponentResource {
       },
       { parent: this, dependsOn: [this.cluster] },
     );
+    if (args.capacity !== undefined) {
+      this.capacityCheck = new command.local.Command(
+        `${name}-capacity`,
+        {
+          create: stepCommand(nodePath, "capacity-check"),
+          dir: args.projectDir,
+          environment: { ...tools.environment, COHORT_KUBECONFIG: this.kubeconfig, COHORT_CAPACITY: JSON.stringify(args.capacity) },
+          triggers: [JSON.stringify(args.capacity), rendered.configLabel],
+          addPreviousOutputInEnv: false,
+          logging: "stderr",
+        },
+        { parent: this, dependsOn: [this.cluster] },
+      );
+    }
     this.kubeContext = pulumi.output(`kind-${args.clusterName}`);
     this.clusterName = args.clusterName;
     this.kindConfig = rendered;

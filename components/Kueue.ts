@@ -80,6 +80,8 @@ export interface KueueArgs {
   };
   /** The release objects. @default loadManifests(KUEUE_MANIFESTS) (the tool cache) */
   readonly manifests?: readonly KubernetesObject[];
+  /** Further resources the ResourceFlavor and ClusterQueue wait for (e.g. the capacity check of the quota). @default [] */
+  readonly queueDependsOn?: readonly pulumi.Resource[];
 }
 
 /** Probe name prefix of the dry-run objects (never persisted: dry-run). */
@@ -208,10 +210,11 @@ export class Kueue extends pulumi.ComponentResource {
       if (crd === undefined) throw new pulumi.RunError(`Kueue ${name}: the release has no CRD for ${kind}`);
       return crd;
     };
-    this.resourceFlavor = createObject(name, flavor, { ...base, dependsOn: [crdFor("ResourceFlavor"), ...webhookReady] }) as k8s.apiextensions.CustomResource;
+    const queueDependsOn = args.queueDependsOn ?? [];
+    this.resourceFlavor = createObject(name, flavor, { ...base, dependsOn: [crdFor("ResourceFlavor"), ...webhookReady, ...queueDependsOn] }) as k8s.apiextensions.CustomResource;
     this.clusterQueue = createObject(name, clusterQueue, {
       ...base,
-      dependsOn: [crdFor("ClusterQueue"), this.resourceFlavor, ...webhookReady],
+      dependsOn: [crdFor("ClusterQueue"), this.resourceFlavor, ...webhookReady, ...queueDependsOn],
     }) as k8s.apiextensions.CustomResource;
 
     this.install = install;

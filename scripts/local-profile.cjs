@@ -24,6 +24,8 @@
  *   first and reported; a present cluster is deleted only when its nodes carry this stack's owner labels.
  * - `webhook-probe`: server-side dry-run creates (kubectl) until each probe passes or the deadline ends: proves
  *   the API server can call an admission/conversion webhook, not merely that its pod is Ready.
+ * - `capacity-check`: the nodes' real `status.allocatable` must hold what the quota was derived from (the program
+ *   assumed this machine's CPUs and memory per kind node); otherwise it fails before the ClusterQueue exists.
  * - `run-summary`: waits for the runtime Job to finish, then prints the runtime's one-line JSON summary (from
  *   the Job's log) with `ledgerPath` mapped from the node path to the host path, after checking that the
  *   ledger's `completion.json` is on the host.
@@ -396,7 +398,77 @@ async function runSummary() {
   });
 }
 
-const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary };
+/**
+ * A Kubernetes quantity (the forms kubelet reports: `8`, `7800m`, `32779524Ki`, `110`) times `scale`, rounded up.
+ *
+ * @param {string} text
+ * @param {number} scale
+ */
+function quantity(text, scale) {
+  const m = /^(\d+)(?:\.(\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$/.exec(text);
+  if (m === null) throw new StepError(`unexpected quantity ${JSON.stringify(text)} in the node status`);
+  const [, int, frac = "", suffix = ""] = m;
+  const binary = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
+  const decimal = { m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+  let num = BigInt(int + frac) * BigInt(scale);
+  let den = 10n ** BigInt(frac.length);
+  if (suffix in binary) num *= 1n << BigInt(binary[/** @type {keyof typeof binary} */ (suffix)]);
+  else if (suffix in decimal) {
+    const e = decimal[/** @type {keyof typeof decimal} */ (suffix)];
+    if (e >= 0) num *= 10n ** BigInt(e);
+    else den *= 10n ** BigInt(-e);
+  }
+  return Number((num + den - 1n) / den);
+}
+
+/**
+ * The quota was derived at program time from this machine's CPUs and memory (what kind nodes report). This step
+ * re-derives it from the nodes' real `status.allocatable` — Σ allocatable of the workers − the same reserved
+ * requests — and fails, before the ClusterQueue is created, when that is less than the quota about to be
+ * configured, with both figures.
+ *
+ * Environment: COHORT_KUBECONFIG, COHORT_CAPACITY = `{ nodes: [names], reserved: {cpuMilli, memoryBytes},
+ * quota: {cpuMilli, memoryBytes} }`.
+ */
+async function capacityCheck() {
+  const { kubectl } = await tools();
+  /** @type {{ nodes: string[], reserved: { cpuMilli: number, memoryBytes: number }, quota: { cpuMilli: number, memoryBytes: number } }} */
+  const plan = JSON.parse(env("COHORT_CAPACITY"));
+  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+    const r = run(kubectl, ["--kubeconfig", file, "get", "nodes", "-o", "json", "--request-timeout=30s"]);
+    if (r.status !== 0) throw new StepError(`kubectl get nodes failed: ${tail(r.stderr, 3)}`);
+    /** @type {Map<string, any>} */
+    const nodes = new Map(JSON.parse(r.stdout).items.map((/** @type {any} */ n) => [n.metadata.name, n]));
+    const total = { cpuMilli: 0, memoryBytes: 0 };
+    for (const name of plan.nodes) {
+      const node = nodes.get(name);
+      if (node === undefined) throw new StepError(`node ${name} does not exist (nodes: ${[...nodes.keys()].join(", ")})`);
+      const a = node.status?.allocatable ?? {};
+      const cpu = quantity(String(a.cpu ?? "0"), 1000);
+      const memory = quantity(String(a.memory ?? "0"), 1);
+      total.cpuMilli += cpu;
+      total.memoryBytes += memory;
+      log(`node ${name}: ${cpu}m CPU, ${memory} bytes memory allocatable`);
+    }
+    const derived = { cpuMilli: total.cpuMilli - plan.reserved.cpuMilli, memoryBytes: total.memoryBytes - plan.reserved.memoryBytes };
+    const problems = [];
+    if (derived.cpuMilli < plan.quota.cpuMilli) {
+      problems.push(`cpu: ${total.cpuMilli}m allocatable − ${plan.reserved.cpuMilli}m reserved = ${derived.cpuMilli}m < quota ${plan.quota.cpuMilli}m`);
+    }
+    if (derived.memoryBytes < plan.quota.memoryBytes) {
+      problems.push(`memory: ${total.memoryBytes} allocatable − ${plan.reserved.memoryBytes} reserved = ${derived.memoryBytes} bytes < quota ${plan.quota.memoryBytes} bytes`);
+    }
+    if (problems.length > 0) {
+      throw new StepError(
+        `the nodes hold less than the ClusterQueue quota derived from this machine (${problems.join("; ")}); ` +
+          "lower it with pulumi config set --path local.queue.cpu|memory <value> and run pulumi up again",
+      );
+    }
+    log(`capacity: cpu ${derived.cpuMilli}m ≥ quota ${plan.quota.cpuMilli}m, memory ${derived.memoryBytes} ≥ quota ${plan.quota.memoryBytes} bytes`);
+  });
+}
+
+const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "capacity-check": capacityCheck };
 
 async function main() {
   const step = process.argv[2];

@@ -19,7 +19,8 @@
  * 2. the RunSpec (the runtime's own validation), the runtime bundle, the pinned manifests (tool cache);
  * 3. the queue quota (components/quota.ts) from the nodes kind will create — every worker gets this machine's
  *    CPUs and memory (kind nodes are containers on one host; the control-plane is tainted) — less what the
- *    system pods request, and the cohort's fit against it (refused with the arithmetic);
+ *    system pods request, and the cohort's fit against it (refused with the arithmetic). Once the cluster
+ *    exists, a capacity check re-derives the quota from the nodes' real allocatable before the ClusterQueue;
  * 4. KindCluster → Kueue (in-cluster; webhook gate) → Agent Sandbox and Temporal (after Kueue's webhooks,
  *    whose pod webhook fails closed for every namespace but kube-system and kueue-system) → Runtime (run
  *    namespace, LocalQueue, RBAC, bundle) → CohortRun with the Kubernetes-Job executor.
@@ -545,6 +546,8 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     waitTimeout: LOCAL_DEFAULTS.kindWait,
     platform: facts.platform,
     ...(overrides.toolCacheRoot !== undefined ? { toolCacheRoot: overrides.toolCacheRoot } : {}),
+    // Re-derive the quota from the nodes' real allocatable before the ClusterQueue exists.
+    capacity: { nodes: plan.quota.nodes.map((n) => n.name), reserved: plan.quota.reserved, quota: plan.quota.quota },
   });
   const provider = cluster.provider;
   const kueue = new Kueue("kueue", {
@@ -555,6 +558,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     webhookProbe: { nodePath: cluster.nodePath, projectDir, toolEnvironment: cluster.tools.environment, kubeconfig: cluster.kubeconfig },
     queue: { resourceFlavor: LOCAL_QUEUES.resourceFlavor, clusterQueue: LOCAL_QUEUES.clusterQueue, nominalQuota: plan.quota.nominalQuota },
     manifests: plan.manifests.kueue,
+    queueDependsOn: cluster.capacityCheck !== undefined ? [cluster.capacityCheck] : [],
   });
   // Kueue's pod webhook fails closed in every namespace but kube-system and kueue-system: pods of the other
   // controllers could not be created before it serves.

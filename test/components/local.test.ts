@@ -166,6 +166,23 @@ describe("local profile graph", () => {
     for (const r of children) expect([r.name, r.dependencies.includes(gate)]).toEqual([r.name, true]);
   });
 
+  it("re-derives the quota from the real nodes after the cluster exists and before the ClusterQueue", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const capacity = find(regs, "command:local:Command", "local-capacity");
+    expect(capacity.dependencies).toContain(find(regs, "command:local:Command", "local-kind").urn);
+    // The environment holds the kubeconfig, so the whole map reaches the engine as a secret.
+    const environment = capacity.inputs.environment as { value?: Record<string, string> } & Record<string, unknown>;
+    expect(environment["4dabf18193072939515e22adb298388d"]).toBe("1b47061264138c4ac30d75fd1eb44270");
+    expect(JSON.parse(environment.value!.COHORT_CAPACITY!)).toEqual({
+      nodes: ["cohort-lab-worker", "cohort-lab-worker2"],
+      reserved: { cpuMilli: 1250, memoryBytes: 1136 * 2 ** 20 },
+      quota: { cpuMilli: 14750, memoryBytes: 64400 * 2 ** 20 },
+    });
+    for (const kind of ["ClusterQueue", "ResourceFlavor"]) {
+      expect(regs.find((r) => r.type === `kubernetes:kueue.x-k8s.io/v1beta2:${kind}`)!.dependencies).toContain(capacity.urn);
+    }
+  });
+
   it("sets the ClusterQueue quota to what the nodes hold less the system pods", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const cq = find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab");

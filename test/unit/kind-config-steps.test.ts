@@ -66,7 +66,8 @@ if (a.includes("nodes")) {
   const f = path.join(process.env.FAKE_STATE, "clusters", name + ".json");
   if (process.env.FAKE_API_DOWN === "1" || !fs.existsSync(f)) { process.stderr.write("The connection to the server 127.0.0.1:6443 was refused\\n"); process.exit(1); }
   const { labels } = JSON.parse(fs.readFileSync(f, "utf8"));
-  const items = [name + "-control-plane", name + "-worker", name + "-worker2"].map((n) => ({ metadata: { name: n, labels: { ...labels, "kubernetes.io/hostname": n } } }));
+  const alloc = JSON.parse(process.env.FAKE_ALLOCATABLE ?? '{"cpu":"8","memory":"33554432Ki","pods":"110"}');
+  const items = [name + "-control-plane", name + "-worker", name + "-worker2"].map((n) => ({ metadata: { name: n, labels: { ...labels, "kubernetes.io/hostname": n } }, status: { allocatable: alloc } }));
   process.stdout.write(JSON.stringify({ apiVersion: "v1", kind: "NodeList", items }));
 } else if (a.includes("--dry-run=server")) {
   const counter = path.join(process.env.FAKE_STATE, "probe-count");
@@ -275,6 +276,32 @@ describe("webhook-probe", () => {
     const r = step("webhook-probe", { COHORT_KUBECONFIG: "# cluster kind\n", COHORT_PROBES: probes, COHORT_PROBE_TIMEOUT_MS: "1200", FAKE_PROBE_READY_AT: "1000" });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/webhook probe validating did not pass after \d+ attempts: Error from server \(InternalError\): failed calling webhook "mpod.kb.io": connection refused/);
+  });
+});
+
+describe("capacity-check", () => {
+  const capacity = JSON.stringify({
+    nodes: ["kind-worker", "kind-worker2"],
+    reserved: { cpuMilli: 1250, memoryBytes: 1136 * 2 ** 20 },
+    quota: { cpuMilli: 14750, memoryBytes: 64400 * 2 ** 20 },
+  });
+
+  it("passes when the nodes' real allocatable holds the quota (kubelet's units: cores, Ki)", () => {
+    cluster("kind", ours);
+    const r = step("capacity-check", { COHORT_KUBECONFIG: "# cluster kind\n", COHORT_CAPACITY: capacity });
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain("node kind-worker: 8000m CPU, 34359738368 bytes memory allocatable");
+    expect(r.stderr).toContain(`capacity: cpu 14750m ≥ quota 14750m, memory ${64400 * 2 ** 20} ≥ quota ${64400 * 2 ** 20} bytes`);
+  });
+
+  it("fails before the ClusterQueue when the nodes hold less than the program assumed, with both figures", () => {
+    cluster("kind", ours);
+    const r = step("capacity-check", { COHORT_KUBECONFIG: "# cluster kind\n", COHORT_CAPACITY: capacity, FAKE_ALLOCATABLE: JSON.stringify({ cpu: "7800m", memory: "33554432Ki", pods: "110" }) });
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim().split("\n").at(-1)).toBe(
+      "[cohort-lab local] the nodes hold less than the ClusterQueue quota derived from this machine (cpu: 15600m allocatable − 1250m reserved = 14350m < quota 14750m); " +
+        "lower it with pulumi config set --path local.queue.cpu|memory <value> and run pulumi up again",
+    );
   });
 });
 
