@@ -303,6 +303,7 @@ export class ProcessBackend implements Backend {
           void this.watcher.waitEmpty(pid).then(() => waiter({ code: null, signal: null }));
         }
       };
+      launcher.onFailedPid = (pid) => this.earlyExits.delete(pid);
       launcher.onExit = (pid, exit) => {
         const waiter = this.exitWaiters.get(pid);
         if (waiter !== undefined) {

@@ -11,7 +11,11 @@
  *
  * Protocol (one line per message, fields tab-separated, strings hex-encoded so no byte needs escaping):
  * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>...`
- * - launcher -> runtime (stdout): `ready`, `started <id> <pid>`, `error <id> <message>`, `exit <pid> <wait status>`
+ * - launcher -> runtime (stdout): `ready`, `started <id> <pid>` (once the child has exec'd),
+ *   `error <id> <message> <pid or 0>`, `exit <pid> <wait status>`
+ * The launcher never waits for a child's exec: each fork returns to the loop at once, and the child's
+ * close-on-exec status pipe (EOF = exec'd, bytes = the reason it could not) is read by the same select
+ * loop, so forks are not serialized behind children waiting to be scheduled.
  * The child: setsid() (its own session and process group: pgid = pid), stdin from /dev/null, stdout and
  * stderr connected to the runtime's unix socket (each connection starts with the line `<id> <fd>`),
  * signal dispositions reset, chdir to its directory, exec with exactly the given environment. Exec
@@ -38,21 +42,27 @@ $| = 1;
 $SIG{PIPE} = 'IGNORE'; $SIG{INT} = 'IGNORE'; $SIG{TERM} = 'IGNORE'; $SIG{HUP} = 'IGNORE';
 pipe(my $wake_r, my $wake_w) or die "pipe: $!";
 $wake_w->autoflush(1);
-my %groups;
+my %groups;    # pid => 1 for every member started and not known to have failed
+my %inflight;  # fileno of an exec-status pipe => [pipe, id, pid, bytes read]
+my $sel = IO::Select->new(\*STDIN, $wake_r);
 $SIG{CHLD} = sub { syswrite($wake_w, "x") };
 sub hex2s { pack('H*', $_[0]) }
 sub s2hex { unpack('H*', $_[0]) }
 sub reap {
-  while ((my $pid = waitpid(-1, WNOHANG)) > 0) { print "exit\t$pid\t$?\n"; }
+  while ((my $pid = waitpid(-1, WNOHANG)) > 0) { print "exit	$pid	$?
+"; }
 }
 sub spawn_member {
   my @f = @_;
   my $id = hex2s(shift @f); my $dir = hex2s(shift @f);
   my $argc = shift @f; my @argv = map { hex2s($_) } splice(@f, 0, $argc);
   my $envc = shift @f; my @env = map { hex2s($_) } splice(@f, 0, $envc);
-  pipe(my $err_r, my $err_w) or return print "error\t" . s2hex($id) . "\t" . s2hex("pipe: $!") . "\n";
+  my ($err_r, $err_w);
+  if (!pipe($err_r, $err_w)) { print "error	" . s2hex($id) . "	" . s2hex("pipe: $!") . "	0
+"; return; }
   my $pid = fork();
-  if (!defined $pid) { close $err_r; close $err_w; return print "error\t" . s2hex($id) . "\t" . s2hex("fork: $!") . "\n"; }
+  if (!defined $pid) { close $err_r; close $err_w; print "error	" . s2hex($id) . "	" . s2hex("fork: $!") . "	0
+"; return; }
   if ($pid == 0) {
     my $fail = sub { syswrite($err_w, $_[0]); _exit(127); };
     setsid() or $fail->("setsid: $!");
@@ -71,27 +81,35 @@ sub spawn_member {
     my $errno = $! + 0; my $msg = "$!";
     $fail->($errno == POSIX::ENOENT() ? "command not found (ENOENT)" : $errno == POSIX::EACCES() ? "permission denied (EACCES)" : $msg);
   }
+  # Do not wait for the exec here: the pipe closes (close-on-exec) when it succeeds, or carries the
+  # reason when it fails; the main loop reports either, so forks never wait on a child being scheduled.
   close $err_w;
-  my $why = '';
-  while (1) {
-    my $n = sysread($err_r, my $part, 4096);
-    if (!defined $n) { next if $!{EINTR}; last; }
-    last if $n == 0;
-    $why .= $part;
-  }
-  close $err_r;
-  if ($why ne '') { print "error\t" . s2hex($id) . "\t" . s2hex($why) . "\n"; return; }
   $groups{$pid} = 1;
-  print "started\t" . s2hex($id) . "\t$pid\n";
+  $inflight{fileno($err_r)} = [$err_r, $id, $pid, ''];
+  $sel->add($err_r);
 }
-my $sel = IO::Select->new(\*STDIN, $wake_r);
+sub exec_status {
+  my ($fh) = @_;
+  my $e = $inflight{fileno($fh)};
+  my $n = sysread($fh, my $part, 4096);
+  if (!defined $n) { return if $!{EINTR}; $n = 0; }
+  if ($n > 0) { $e->[3] .= $part; return; }
+  $sel->remove($fh); delete $inflight{fileno($fh)}; close $fh;
+  if ($e->[3] eq '') { print "started	" . s2hex($e->[1]) . "	$e->[2]
+"; return; }
+  delete $groups{$e->[2]};
+  print "error	" . s2hex($e->[1]) . "	" . s2hex($e->[3]) . "	$e->[2]
+";
+}
 my $buf = '';
-print "ready\n";
+print "ready
+";
 while (1) {
   my @ready = $sel->can_read();
   reap();
   for my $fh (@ready) {
     if ($fh == $wake_r) { sysread($wake_r, my $x, 4096); next; }
+    if ($fh != \*STDIN && exists $inflight{fileno($fh)}) { exec_status($fh); next; }
     my $n = sysread(STDIN, my $chunk, 65536);
     next if !defined($n) && $!{EINTR};
     if (!$n) { kill('KILL', -$_) for keys %groups; exit 0; }
@@ -147,6 +165,8 @@ export class Launcher {
   onOutput: (member: string, fd: number, socket: net.Socket, rest: Buffer) => void = (_member, _fd, socket) => socket.destroy();
   /** Leader exits: `(pid, exit)`. */
   onExit: (pid: number, exit: LaunchExit) => void = () => undefined;
+  /** A child whose exec failed (its `exit` line, if already sent, can be dropped): `(pid)`. */
+  onFailedPid: (pid: number) => void = () => undefined;
   /** The launcher process ended before {@link close} (it crashed or was killed): `(reason)`. */
   onDied: (reason: string) => void = () => undefined;
 
@@ -239,13 +259,16 @@ export class Launcher {
   }
 
   private message(line: string): void {
-    const [kind, a, b] = line.split("\t");
+    const [kind, a, b, c] = line.split("\t");
     if (kind === "started" || kind === "error") {
       const id = unhex(a ?? "");
       const waiter = this.pending.get(id);
       this.pending.delete(id);
       if (kind === "started") waiter?.resolve(Number(b));
-      else waiter?.reject(new Error(unhex(b ?? "")));
+      else {
+        waiter?.reject(new Error(unhex(b ?? "")));
+        if (Number(c) > 0) this.onFailedPid(Number(c));
+      }
     } else if (kind === "exit") {
       this.onExit(Number(a), decodeWaitStatus(Number(b)));
     }
