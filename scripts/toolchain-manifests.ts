@@ -206,6 +206,48 @@ export function kindcheckTool(): Tool {
   };
 }
 
+/** Source files of test/tools/kueuecheck. */
+export const KUEUECHECK_SOURCES = ["go.mod", "go.sum", "main.go"] as const;
+
+/** Directory of the kueuecheck sources. */
+export const kueuecheckDir = path.join(repoRoot, "test", "tools", "kueuecheck");
+
+/**
+ * test/tools/kueuecheck: validates Kueue manager Configurations with Kueue's own loader (`pkg/config.Load`: strict
+ * decoding, defaulting, validation) at the pinned version. Test-only and a heavy first build (it compiles a part of
+ * Kueue), so it is not in the `manifests` set; the tests ensure it on first use.
+ */
+export function kueuecheckTool(): Tool {
+  const hash = createHash("sha256");
+  for (const f of KUEUECHECK_SOURCES) {
+    const p = path.join(kueuecheckDir, f);
+    hash.update(`${f}\0${fs.existsSync(p) ? fs.readFileSync(p, "utf8") : "<missing>"}\0`);
+  }
+  return {
+    name: "kueuecheck",
+    version: local.kueue.version,
+    pin: { kueue: { goModule: local.kueue.goModule, version: local.kueue.version, goSum: local.kueue.goSum }, sources: hash.digest("hex") },
+    binaries: { kueuecheck: "bin/kueuecheck" },
+    versionCheck: { binary: "kueuecheck", args: ["--version"], expect: `kueue ${local.kueue.version}` },
+    buildDescription: "go build of test/tools/kueuecheck",
+    async build(ctx) {
+      await checkGo(toolchain.goMinVersion, ctx.env);
+      await downloadPinnedModule(local.kueue, ctx, "kueuecheck");
+      const src = path.join(ctx.workDir, "kueuecheck");
+      fs.mkdirSync(src);
+      for (const f of KUEUECHECK_SOURCES) fs.copyFileSync(path.join(kueuecheckDir, f), path.join(src, f));
+      const o: GoCommonOptions = { env: ctx.env, log: ctx.log, label: "kueuecheck" };
+      await runGo(
+        ["build", "-mod=readonly", "-trimpath", "-ldflags", `-s -w -X main.kueueVersion=${local.kueue.version}`, "-o", path.join(ctx.outDir, "bin/kueuecheck"), "."],
+        src,
+        goEnv(ctx.env),
+        o,
+      );
+      return "build";
+    },
+  };
+}
+
 /** The `manifests` tool set. */
 export const toolSet: ToolSet = {
   name: "manifests",

@@ -5,7 +5,7 @@
  * skips with the returned reason (printed), never silently.
  */
 import { execFileSync } from "node:child_process";
-import { agentSandboxManifestsTool, kindcheckTool, kueueManifestsTool, kustomizeTool } from "../../scripts/toolchain-manifests.js";
+import { agentSandboxManifestsTool, kindcheckTool, kueuecheckTool, kueueManifestsTool, kustomizeTool } from "../../scripts/toolchain-manifests.js";
 import { toolchainSource } from "../../scripts/lib/download.js";
 import { cacheRoot, pulumiHome } from "../../scripts/lib/paths.js";
 import { checkToolDir, ensureTools, type ReadyTool } from "../../scripts/lib/tool.js";
@@ -23,9 +23,12 @@ function goAvailable(): boolean {
   }
 }
 
-/** Ensures kustomize, the two manifest sets and kindcheck (warm: only stamps are checked). */
-export async function ensureLocalTools(): Promise<LocalTools> {
-  const tools = [kustomizeTool, kueueManifestsTool, agentSandboxManifestsTool, kindcheckTool()];
+/**
+ * Ensures kustomize, the two manifest sets and kindcheck (warm: only stamps are checked); with `kueuecheck`, also
+ * test/tools/kueuecheck (a first build compiles part of Kueue: minutes).
+ */
+export async function ensureLocalTools(options: { kueuecheck?: boolean } = {}): Promise<LocalTools> {
+  const tools = [kustomizeTool, kueueManifestsTool, agentSandboxManifestsTool, kindcheckTool(), ...(options.kueuecheck === true ? [kueuecheckTool()] : [])];
   const root = cacheRoot();
   const missing = tools.filter((t) => checkToolDir(t, toolDir(root, t.name, t.version)) !== undefined);
   if (missing.length > 0 && !goAvailable()) {
