@@ -168,10 +168,16 @@ export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal
       await create(run, "create secrets", p.secrets, secret, abort.signal);
       run.secretCreated = true;
     }
-    await boundedEach(sandboxes, run.settings.createConcurrency, abort.signal, async (sandbox) => {
+    const creating = boundedEach(sandboxes, run.settings.createConcurrency, abort.signal, async (sandbox) => {
       await create(run, "create sandboxes.agents.x-k8s.io", p.sandboxes, sandbox, abort.signal);
       run.sandboxesCreated += 1;
     });
+    // close() waits for creates still in flight, so that none lands after its deletecollection.
+    run.createsSettled = creating.then(
+      () => undefined,
+      () => undefined,
+    );
+    await creating;
     if (signal.aborted) throw new AdmissionError(`aborted while creating Sandboxes (${run.sandboxesCreated} of ${plans.length} created)`, { cause: signal.reason });
     run.admission.sandboxesCreatedMs = run.now() - run.admitStartedAt;
     await waitForAdmission(run, signal);

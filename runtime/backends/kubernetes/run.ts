@@ -80,6 +80,8 @@ export class Run {
   admitStartedAt = 0;
   secretCreated = false;
   sandboxesCreated = 0;
+  /** Settles when admit()'s Sandbox creates are over (done, failed or aborted). */
+  createsSettled: Promise<void> = Promise.resolve();
   /** The run-level failure already reported (Workload lost, watch fatal), if any. */
   runFailure: string | undefined;
   stopTimeouts = 0;

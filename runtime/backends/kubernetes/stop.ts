@@ -120,6 +120,9 @@ export async function closeRun(run: Run): Promise<void> {
   run.clearTimers();
   try {
     if (!watching) return;
+    // The core may close while admit() is still creating (an interrupt during admission): let the
+    // creates in flight land (admit stops taking new ones when its signal aborts) before deleting.
+    await run.createsSettled;
     const [podWatch, sandboxWatch] = run.watches;
     const anything = (): boolean => (podWatch?.objects.size ?? 0) > 0 || (sandboxWatch?.objects.size ?? 0) > 0;
     if (anything() || run.sandboxesCreated > 0) {
