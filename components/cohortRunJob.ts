@@ -11,6 +11,8 @@
  *   ledger's `completion.json` reached the host through the kind mount. Its stdout becomes the `CohortRun`
  *   outputs, so the stack's `run` output has the same shape as on the `host` profile.
  * - Triggers: the Job object's hash (spec, bundle, image, namespace), so a new run replaces the summary too.
+ * - Delete (destroy, replacement): with `keepLedgers: false` the run's ledger directory on the host is removed
+ *   (scripts/local-profile.cjs `run-forget`, from the stored summary); by default ledgers are kept.
  */
 import { createHash } from "node:crypto";
 import * as command from "@pulumi/command";
@@ -37,6 +39,8 @@ export interface KubernetesJobExecutorArgs {
   readonly projectDir: string;
   readonly toolEnvironment: Readonly<Record<string, string>>;
   readonly kubeconfig: pulumi.Input<string>;
+  /** `false`: deleting the run (destroy, replacement) removes its ledger directory on the host too. @default true */
+  readonly keepLedgers?: boolean;
 }
 
 /** SHA-256 (hex) of a JSON value. */
@@ -64,6 +68,8 @@ export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: E
       `${plan.name}-summary`,
       {
         create: stepCommand(args.nodePath, "run-summary"),
+        // The summary of the previous create is in PULUMI_COMMAND_STDOUT: it names the ledger to remove.
+        delete: stepCommand(args.nodePath, "run-forget"),
         dir: args.projectDir,
         environment: {
           ...args.toolEnvironment,
@@ -74,9 +80,10 @@ export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: E
           COHORT_ARTIFACTS_DIR: args.artifactsDir,
           COHORT_ARTIFACTS_NODE_PATH: args.artifactsNodePath,
           COHORT_WAIT_MS: String((deadline + 120) * 1000),
+          COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
         },
         triggers: [digest(job), plan.specSha256],
-        addPreviousOutputInEnv: false,
+        addPreviousOutputInEnv: true,
         logging: "stderr",
       },
       { parent, dependsOn: [resource] },

@@ -26,6 +26,7 @@
  *   the API server can call an admission/conversion webhook, not merely that its pod is Ready.
  * - `capacity-check`: the nodes' real `status.allocatable` must hold what the quota was derived from (the program
  *   assumed this machine's CPUs and memory per kind node); otherwise it fails before the ClusterQueue exists.
+ * - `run-forget`: the delete step of the summary; removes the run's ledger when keepLedgers is false.
  * - `run-summary`: waits for the runtime Job to finish, then prints the runtime's one-line JSON summary (from
  *   the Job's log) with `ledgerPath` mapped from the node path to the host path, after checking that the
  *   ledger's `completion.json` is on the host.
@@ -468,7 +469,23 @@ async function capacityCheck() {
   });
 }
 
-const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "capacity-check": capacityCheck };
+/**
+ * The delete step of the run-summary Command (destroy, or the old run after a replacement): with
+ * COHORT_KEEP_LEDGERS other than `true`, removes the run's ledger directory named in the stored summary
+ * (`PULUMI_COMMAND_STDOUT`), only if it lies inside COHORT_ARTIFACTS_DIR. Idempotent.
+ */
+async function runForget() {
+  const previous = process.env.PULUMI_COMMAND_STDOUT ?? "";
+  if (previous.trim() === "" || process.env.COHORT_KEEP_LEDGERS === "true") return;
+  const ledger = String(JSON.parse(previous).ledgerPath ?? "");
+  const root = path.resolve(env("COHORT_ARTIFACTS_DIR"));
+  const target = path.resolve(ledger);
+  if (ledger === "" || path.dirname(target) !== root) throw new StepError(`refusing to remove ${JSON.stringify(ledger)}: not a run directory directly under ${root}`);
+  fs.rmSync(target, { recursive: true, force: true });
+  log(`removed the ledger ${target} (keepLedgers is false)`);
+}
+
+const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "run-forget": runForget, "capacity-check": capacityCheck };
 
 async function main() {
   const step = process.argv[2];

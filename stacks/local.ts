@@ -608,6 +608,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
       projectDir,
       toolEnvironment: cluster.tools.environment,
       kubeconfig: cluster.kubeconfig,
+      keepLedgers: config.keepLedgers,
     }),
   });
   const runOutputs: pulumi.Output<RunOutputs> = pulumi

@@ -266,6 +266,10 @@ describe("local profile graph", () => {
     expect(pod.volumes.find((v) => v.name === "artifacts")).toEqual({ name: "artifacts", hostPath: { path: "/var/lib/cohort-lab-artifacts", type: "Directory" } });
     const summaryCommand = find(regs, "command:local:Command", "cohort-summary");
     expect(summaryCommand.dependencies).toContain(job.urn);
+    expect([summaryCommand.inputs.create, summaryCommand.inputs.delete]).toEqual([
+      `'${process.execPath}' scripts/local-profile.cjs run-summary`,
+      `'${process.execPath}' scripts/local-profile.cjs run-forget`,
+    ]);
   });
 
   it("fills roles without an image with the runtime's Node image and mounts the artifacts directory into every kind node", (ctx) => {

@@ -7,7 +7,9 @@
  * Covers: the shipped stack file previews successfully and lists the kind cluster Command, Kueue's install and
  * queue objects, Agent Sandbox, Temporal, and the runtime's per-run objects and Job; the preview warns naming
  * the image digests that `up` will require; `pulumi up` is refused before anything is created while they are
- * missing; a cohort that cannot fit is refused at preview with the arithmetic. Wall times are printed.
+ * missing; with digests set and no Docker engine, `pulumi up` fails at the kind step (the real command provider
+ * runs scripts/local-profile.cjs) and no Kubernetes resource is created; a cohort that cannot fit is refused at
+ * preview with the arithmetic. Wall times are printed.
  *
  * Needs the toolchain (`npm run toolchain -- default manifests`) and the bundle (`npm run build`); it fails,
  * not skips, without them.
@@ -104,7 +106,7 @@ describe("local profile, real engine", () => {
     expect(has("command:local:Command", "cohort-summary")).toBe(true);
     const warnings = (preview.diagnostics ?? []).filter((d) => d.severity === "warning").map((d) => d.message);
     expect(warnings.some((m) => m.includes("cohort-lab:images.kueue") && m.includes("docker buildx imagetools inspect registry.k8s.io/kueue/kueue:v0.17.0"))).toBe(true);
-  });
+  }, 900_000);
 
   it("refuses `pulumi up` before creating anything while image digests are missing", async () => {
     const r = await pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
@@ -113,7 +115,34 @@ describe("local profile, real engine", () => {
     expect(r.all).toContain("cohort-lab:images.kueue: no digest is pinned for registry.k8s.io/kueue/kueue:v0.17.0");
     const exported = JSON.parse((await ok(["stack", "export", "--stack", "local"])).stdout) as { deployment?: { resources?: { type: string }[] } };
     expect((exported.deployment?.resources ?? []).filter((res) => res.type !== "pulumi:pulumi:Stack")).toEqual([]);
-  });
+  }, 900_000);
+
+  it("with digests set, `pulumi up` on a machine without Docker fails at the kind step and creates no Kubernetes resource", async (ctx) => {
+    const { execa } = await loadExeca();
+    const docker = await execa("docker", ["info"], { reject: false, stdin: "ignore" });
+    if (docker.exitCode === 0) return ctx.skip("a Docker engine is reachable here: this test would create a real kind cluster");
+    const digest = `sha256:${"ab".repeat(32)}`; // test fixture, not a pin: nothing is pulled
+    const images: [string, string][] = [
+      ["images.kueue", `registry.k8s.io/kueue/kueue:v0.17.0@${digest}`],
+      ["images.agentSandbox", `registry.k8s.io/agent-sandbox/agent-sandbox-controller:v0.5.5@${digest}`],
+      ["images.runtime", `docker.io/library/node:24.22.3-bookworm-slim@${digest}`],
+    ];
+    for (const [k, v] of images) await ok(["config", "set", "--stack", "local", "--path", k, v]);
+    try {
+      const r = await pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      console.log(`[e2e local] pulumi up without Docker: exit ${r.exitCode} in ${(r.ms / 1000).toFixed(1)} s`);
+      expect(r.exitCode).not.toBe(0);
+      expect(r.all).toContain("command:local:Command (local-kind)");
+      // Offline: the pinned kind download fails; with network but no engine: Docker is not reachable.
+      expect(r.all).toMatch(/kind: download of https:\/\/github\.com\/kubernetes-sigs\/kind\/releases\/download\/v0\.31\.0\/kind-linux-amd64 failed|Docker is not reachable/);
+      const exported = JSON.parse((await ok(["stack", "export", "--stack", "local"])).stdout) as { deployment?: { resources?: { type: string }[] } };
+      const types = (exported.deployment?.resources ?? []).map((res) => res.type);
+      expect(types.filter((t) => t.startsWith("kubernetes:") || t === "command:local:Command")).toEqual([]);
+      await ok(["destroy", "--yes", "--stack", "local", "--skip-preview"]);
+    } finally {
+      for (const [k] of images) await ok(["config", "rm", "--stack", "local", "--path", k]);
+    }
+  }, 900_000);
 
   it("refuses a cohort that cannot fit at preview, with the arithmetic", async () => {
     const { parse } = await import("yaml");
@@ -128,5 +157,5 @@ describe("local profile, real engine", () => {
     } finally {
       await ok(["config", "set", "--stack", "local", "cohort", JSON.stringify(cohort)]);
     }
-  });
+  }, 900_000);
 });

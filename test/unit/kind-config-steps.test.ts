@@ -332,6 +332,21 @@ describe("run-summary", () => {
     expect(r.stderr.trim()).toBe("[cohort-lab local] the cohort runtime Job society-0123456789/cohort-run failed: member agent-2 failed: exited with code 1 before it was ready");
   });
 
+  it("run-forget removes the ledger only when keepLedgers is false, and only a run directory under the artifact root", () => {
+    const host = path.join(tmp, "artifacts");
+    const dir = path.join(host, runId);
+    fs.mkdirSync(dir, { recursive: true });
+    const stored = JSON.stringify({ ...summary, ledgerPath: dir });
+    expect(step("run-forget", { COHORT_ARTIFACTS_DIR: host, COHORT_KEEP_LEDGERS: "true", PULUMI_COMMAND_STDOUT: stored }).status).toBe(0);
+    expect(fs.existsSync(dir)).toBe(true);
+    const outside = step("run-forget", { COHORT_ARTIFACTS_DIR: host, COHORT_KEEP_LEDGERS: "false", PULUMI_COMMAND_STDOUT: JSON.stringify({ ...summary, ledgerPath: tmp }) });
+    expect(outside.status).toBe(1);
+    expect(outside.stderr).toContain(`refusing to remove ${JSON.stringify(tmp)}: not a run directory directly under ${host}`);
+    const r = step("run-forget", { COHORT_ARTIFACTS_DIR: host, COHORT_KEEP_LEDGERS: "false", PULUMI_COMMAND_STDOUT: stored });
+    expect([r.status, fs.existsSync(dir)]).toEqual([0, false]);
+    expect(step("run-forget", { COHORT_ARTIFACTS_DIR: host, COHORT_KEEP_LEDGERS: "false", PULUMI_COMMAND_STDOUT: stored }).status).toBe(0);
+  });
+
   it("fails when the ledger did not reach the host", () => {
     const r = step("run-summary", { ...base, COHORT_ARTIFACTS_DIR: path.join(tmp, "nowhere"), FAKE_JOB_LOG: `${JSON.stringify(summary)}\n` });
     expect(r.status).toBe(1);
