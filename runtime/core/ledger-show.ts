@@ -7,6 +7,7 @@
  * member of every role its role needs. Members that appear only in records are listed too.
  */
 import { readLedger, type LedgerRecord } from "./ledger";
+import { verifyLedger } from "./ledger-verify";
 
 /** One member's timeline; offsets are `elapsedMs` of its records (ms since run start). */
 export interface TimelineMember {
@@ -63,9 +64,11 @@ function rolesOf(spec: unknown): RoleInfo[] {
 
 /**
  * Build the per-member timeline and critical path of a run directory.
- * @throws {LedgerVerifyError} as {@link readLedger} (the ledger cannot be read).
+ * @throws {LedgerVerifyError} when the ledger does not verify ({@link verifyLedger}: hash chain, seq, digests) or cannot be read.
  */
 export async function ledgerTimeline(runDir: string): Promise<LedgerTimeline> {
+  // A timeline of a tampered ledger would present invented records as fact: verify first.
+  await verifyLedger(runDir);
   const { manifest, records } = await readLedger(runDir);
   return timelineOf(manifest.spec, records);
 }
@@ -166,9 +169,11 @@ function table(rows: string[][], right: boolean[]): string[] {
  * first failure), one aligned line per member sorted by start with scheduled/started/ready/stopped
  * offsets in ms from run start (plus a FAILED column when a member failed), the critical path with
  * each link's ready time, and the phase durations from completion.json. Ends with a newline.
- * @throws {LedgerVerifyError} as {@link readLedger}.
+ * @throws {LedgerVerifyError} when the ledger does not verify ({@link verifyLedger}) or cannot be read.
  */
 export async function showLedger(runDir: string): Promise<string> {
+  // Refuse, never render, a ledger that does not verify (hash chain, seq, digests): throws LedgerVerifyError.
+  await verifyLedger(runDir);
   const { manifest, records, completion } = await readLedger(runDir);
   const t = timelineOf(manifest.spec, records);
   const out: string[] = [];

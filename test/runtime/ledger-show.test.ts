@@ -1,3 +1,5 @@
+import * as fs from "node:fs";
+import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { LedgerWriter } from "../../runtime/core/ledger";
 import { ledgerTimeline, showLedger } from "../../runtime/core/ledger-show";
@@ -153,5 +155,23 @@ describe("ledger show on a 3-level cohort (router <- agent x2 <- ui)", () => {
         "",
       ].join("\n"),
     );
+  });
+
+  it("refuses a tampered ledger instead of showing invented records (hash chain names the line)", async () => {
+    const dir = tempRunDir();
+    const clock = manualClock();
+    const w = await LedgerWriter.open(dir, manifestFor({ roles: [{ name: "solo" }] }), clock.opts);
+    await writeEvents(w, clock, [
+      [0, "run-started"],
+      [1, "member-scheduled", { member: "solo-0" }],
+      [2, "member-started", { member: "solo-0" }],
+    ]);
+    await w.close();
+    const file = path.join(dir, "records.ndjson");
+    const lines = fs.readFileSync(file, "utf8").split("\n");
+    lines[1] = lines[1].replace('"member":"solo-0"', '"member":"solo-9"');
+    fs.writeFileSync(file, lines.join("\n"));
+    await expect(showLedger(dir)).rejects.toMatchObject({ code: "hash-chain-broken" });
+    await expect(ledgerTimeline(dir)).rejects.toMatchObject({ code: "hash-chain-broken" });
   });
 });
