@@ -131,6 +131,29 @@ describe("cohort CLI (bundled)", () => {
     expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
   });
 
+  it("a member's descendant that left its process group (setsid) is stopped at teardown, found by its COHORT_RUN_ID", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({
+      name: "esc",
+      hold: "0s",
+      roles: [{ name: "esc", app: { command: ["sh", "-c", "setsid sleep 937 & echo ready; exec sleep 1000"], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+    });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts]);
+    expect(out.code).toBe(0);
+    const { runId } = JSON.parse(out.stdout) as { runId: string };
+    const left = fs
+      .readdirSync("/proc")
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((pid) => {
+        try {
+          return fs.readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").includes(`COHORT_RUN_ID=${runId}`);
+        } catch {
+          return false;
+        }
+      });
+    expect(left).toEqual([]);
+  });
+
   it("a failed run exits 1; the last stderr line is the one-line reason naming the member", async () => {
     const artifacts = tempDir("artifacts");
     const spec = writeSpec({

@@ -23,6 +23,7 @@ import { PortAllocator } from "../../core/ports";
 import { Launcher, launcherAvailable, type LaunchExit } from "./launcher";
 import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
 import { GroupWatcher, groupExists } from "./status";
+import { stopRunProcesses } from "./reap";
 import { stopGroup } from "./stop";
 
 /** Options of {@link createProcessBackend}. */
@@ -56,6 +57,9 @@ interface RunningMember {
   escalate: () => void;
   readonly escalated: Promise<void>;
 }
+
+/** SIGTERM -> SIGKILL grace for processes of the run found alive after teardown, in ms. */
+const STRAGGLER_GRACE_MS = 2_000;
 
 /** Every member group of every process backend in this runtime that may still be alive. */
 const liveGroups = new Set<number>();
@@ -101,6 +105,8 @@ export class ProcessBackend implements Backend {
   private readonly outputs = new Map<string, OutputCapture>();
   private readonly exitWaiters = new Map<number, (exit: LaunchExit) => void>();
   private readonly earlyExits = new Map<number, LaunchExit>();
+  /** The run id of the members started (every MemberPlan of one backend carries the same). */
+  private runId: string | null = null;
 
   constructor(options: ProcessBackendOptions) {
     if (!path.isAbsolute(options.runDir)) throw new TypeError(`ProcessBackendOptions.runDir must be absolute; got "${options.runDir}"`);
@@ -187,6 +193,7 @@ export class ProcessBackend implements Backend {
    * @throws {Error} "aborted" when `signal` aborts before the spawn (nothing was started)
    */
   async start(plan: MemberPlan, signal: AbortSignal): Promise<MemberHandle> {
+    this.runId ??= plan.runId;
     if (this.members.has(plan.id)) throw new MemberStartError(plan.id, this.name, `member ${plan.id} was already started`);
     const entered = performance.now();
     await this.prepare(plan);
@@ -381,11 +388,16 @@ export class ProcessBackend implements Backend {
     return release;
   }
 
-  /** Releases port reservations that were never used (members not started). Idempotent. */
+  /**
+   * Releases port reservations that were never used (members not started), closes the launcher, and
+   * stops any process still carrying this run's `COHORT_RUN_ID` (a member's descendant that escaped
+   * its process group with `setsid` is out of reach of group signals). Idempotent.
+   */
   async close(): Promise<void> {
     await this.ports.releaseAll();
     const launcher = await this.launcherPromise?.catch(() => null);
     await launcher?.close();
+    if (this.runId !== null) await stopRunProcesses(this.runId, STRAGGLER_GRACE_MS);
   }
 
   /** How members were forked (`perl` launcher or `direct`), recorded as the run's `backend-stats`. */

@@ -77,7 +77,6 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
   if (typeof manifest.runId !== "string" || manifest.runId === "") throw new Error(`${dir}/manifest.json has no runId`);
   const runId = manifest.runId;
   const records = readRecords(dir);
-  const watcher = new GroupWatcher();
 
   // 1. The runtime (so it starts nothing more). SIGTERM lets it tear down and complete its ledger.
   let runtime: number | null = null;
@@ -103,6 +102,26 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
   for (const record of records) {
     if (record.kind === "member-started" && typeof record.pgid === "number" && typeof record.member === "string") memberOf.set(record.pgid, record.member);
   }
+  const stopped = await stopRunProcesses(runId, graceMs, memberOf);
+  return { runId, runtime, groups: stopped };
+}
+
+/**
+ * Stops every process group that holds a live process whose `/proc/<pid>/environ` carries
+ * `COHORT_RUN_ID=<runId>` (SIGTERM to the group, SIGKILL after `graceMs`), this process excepted.
+ * This reaches what group signals cannot: a member's descendant that left its group (`setsid`).
+ * Used by {@link reapRun} and by the process backend's `close()` at the end of every run.
+ *
+ * @param memberOf pgid -> member name, for the report (`"?"` when unknown)
+ * @returns the groups stopped, sorted by member then pgid
+ */
+export async function stopRunProcesses(
+  runId: string,
+  graceMs: number,
+  memberOf: ReadonlyMap<number, string> = new Map(),
+): Promise<Array<{ member: string; pgid: number; processes: number }>> {
+  if (!HAS_PROC) return [];
+  const watcher = new GroupWatcher();
   const processes = listProcesses();
   const ours = (p: ProcStat): boolean => readProcEnviron(p.pid)?.COHORT_RUN_ID === runId;
   const groups = new Map<number, number>();
@@ -119,5 +138,5 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
     }),
   );
   stopped.sort((a, b) => a.member.localeCompare(b.member) || a.pgid - b.pgid);
-  return { runId, runtime, groups: stopped };
+  return stopped;
 }
