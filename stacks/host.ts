@@ -5,34 +5,63 @@
  * Build order (everything that can fail on config or host prerequisites fails before any resource):
  * 1. resolve the RunSpec from `cohort-lab:cohort` (app preset or custom roles) and validate it with the
  *    runtime's schema -> `StackConfigError` naming the key;
- * 2. check the member program (pinned npm package installed) and the Node version it needs;
+ * 2. check the member program (pinned npm package installed) and the Node version it needs (the pinned
+ *    Node from the toolchain cache runs the runtime and the members, see {@link resolveHostNode});
  * 3. check the runtime bundle exists (`npm run build`);
  * 4. `HostProfile` (artifact root + runtime bundle copy), then `CohortRun` (the run, during `pulumi up`).
  */
+import { existsSync } from "node:fs";
 import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import semver from "semver";
 import { CohortRun } from "../components/CohortRun.js";
 import { HostPrerequisiteError, HostProfile, inspectRuntimeBundle } from "../components/HostProfile.js";
+import { cacheRoot, toolDir } from "../scripts/lib/paths.js";
 import { resolveRunSpec } from "./config.js";
 import { MEMBER_PRESETS } from "./members.js";
+import { toolchain } from "./pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
 
 /** Where `npm run build` writes the runtime bundle, relative to the project directory. */
 export const RUNTIME_BUNDLE_RELATIVE_PATH = path.join("dist", "cohort.cjs");
 
+/** The Node binary that runs the runtime and the members. */
+export interface HostNode {
+  /** Absolute path of the executable. */
+  readonly path: string;
+  /** Its version without `v`, e.g. `24.22.3`. */
+  readonly version: string;
+  /** `toolchain`: the pinned Node from `npm run toolchain`'s cache; `current`: the Node running this program. */
+  readonly source: "toolchain" | "current";
+}
+
 /**
- * Checks that the Node binary running this program can run the preset's member program.
+ * Picks the Node binary for the runtime and the members: the pinned Node (stacks/pins.ts `toolchain.node`)
+ * from the toolchain cache (`<cache>/node-<version>/bin/node`, see scripts/lib/paths.ts) when it is there,
+ * else the Node running this program. The pinned one comes first because the launcher runs Pulumi under
+ * any system Node >= 22, while OpenClaw needs Node 24, and because its path does not depend on the
+ * caller's PATH: the path is part of the RunSpec and so of the run's identity (another Node = another run).
  *
- * @param nodeVersion - e.g. `process.versions.node` (`24.22.3`)
- * @throws {HostPrerequisiteError} naming the required range, the version found and the fix
+ * @param env - environment to read the cache location from (`COHORT_LAB_CACHE`, `XDG_CACHE_HOME`). @default process.env
+ */
+export function resolveHostNode(env: NodeJS.ProcessEnv = process.env): HostNode {
+  const cached = path.join(toolDir(cacheRoot(env), "node", toolchain.node.version), "bin", "node");
+  if (existsSync(cached)) return { path: cached, version: toolchain.node.version, source: "toolchain" };
+  return { path: process.execPath, version: process.versions.node, source: "current" };
+}
+
+/**
+ * Checks that the Node binary chosen by {@link resolveHostNode} can run the preset's member program.
+ *
+ * @param nodeVersion - e.g. `24.22.3`
+ * @throws {HostPrerequisiteError} naming the required range, the version and binary found, and the fix
  */
 export function checkMemberNode(app: keyof typeof MEMBER_PRESETS, nodeVersion: string, nodePath: string): void {
   const program = MEMBER_PRESETS[app].program;
   if (!semver.satisfies(nodeVersion, program.nodeRange)) {
     throw new HostPrerequisiteError(
-      `the ${app} members (${program.npmPackage}@${program.version}) need Node ${program.nodeRange}, but this program runs on Node ${nodeVersion} (${nodePath}); ` +
-        "run Pulumi through the project's launcher (`npm run pulumi -- <args>`, or `npm run host`), which puts the pinned Node first",
+      `the ${app} members (${program.npmPackage}@${program.version}) need Node ${program.nodeRange}, but the Node found is ${nodeVersion} (${nodePath}); ` +
+        `run \`npm run toolchain\` (it caches the pinned Node ${toolchain.node.version}) and run Pulumi through \`npm run pulumi -- <args>\` or \`npm run host\``,
     );
   }
 }
@@ -44,10 +73,11 @@ export function checkMemberNode(app: keyof typeof MEMBER_PRESETS, nodeVersion: s
  */
 export function buildHost(ctx: ProfileContext): StackOutputs {
   const { config, projectDir } = ctx;
-  const nodePath = process.execPath;
+  const node = resolveHostNode();
+  const nodePath = node.path;
   const presetCtx = { nodePath, projectDir };
   const resolved = resolveRunSpec(config.cohort, presetCtx);
-  if (config.cohort.roles === undefined && config.cohort.app !== undefined) checkMemberNode(config.cohort.app, process.versions.node, nodePath);
+  if (config.cohort.roles === undefined && config.cohort.app !== undefined) checkMemberNode(config.cohort.app, node.version, nodePath);
   const bundleSource = path.join(projectDir, RUNTIME_BUNDLE_RELATIVE_PATH);
   inspectRuntimeBundle(bundleSource);
 

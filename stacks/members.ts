@@ -43,7 +43,7 @@ export interface RunDefaults {
 
 /** What a preset needs to know about the machine the program runs on. */
 export interface PresetContext {
-  /** Absolute path of the Node binary that runs the members (the one running this Pulumi program). */
+  /** Absolute path of the Node binary that runs the members (stacks/host.ts `resolveHostNode`: the pinned Node 24). */
   readonly nodePath: string;
   /** Directory whose `node_modules/` holds the pinned member packages (the project directory). */
   readonly projectDir: string;

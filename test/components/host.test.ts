@@ -54,6 +54,7 @@ function registration(type: string, name: string): Registration {
 let stack: import("../../stacks/profiles.js").StackOutputs;
 let profilesModule: typeof import("../../stacks/profiles.js");
 let resolvedSpec: import("../../stacks/config.js").ResolvedRunSpec;
+let hostNode: string;
 
 beforeAll(async () => {
   mkdirSync(path.join(projectDir, "dist"));
@@ -80,8 +81,9 @@ beforeAll(async () => {
 
   profilesModule = await import("../../stacks/profiles.js");
   const config = await import("../../stacks/config.js");
+  hostNode = (await import("../../stacks/host.js")).resolveHostNode().path;
   resolvedSpec = config.resolveRunSpec(config.parseStackConfig(config.readRawConfig(), { stack: "host", projectDir }).cohort, {
-    nodePath: process.execPath,
+    nodePath: hostNode,
     projectDir,
   });
   stack = profilesModule.buildStack({ projectDir });
@@ -143,7 +145,7 @@ describe("host profile component graph", () => {
     expect(run.inputs.interpreter).toEqual(["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"]);
     expect([run.inputs.create, run.inputs.update, run.inputs.delete]).toEqual(["cohort run", "cohort keep", "cohort reap"]);
     expect(run.inputs.environment).toEqual({
-      COHORT_NODE: process.execPath,
+      COHORT_NODE: hostNode,
       COHORT_BUNDLE: bundlePath,
       COHORT_BUNDLE_FALLBACK: path.join(projectDir, "dist", "cohort.cjs"),
       COHORT_ARTIFACT_ROOT: artifactRoot,
@@ -155,12 +157,12 @@ describe("host profile component graph", () => {
     expect(run.inputs.addPreviousOutputInEnv).toBe(true);
   });
 
-  it("the RunSpec is 3 OpenClaw gateways (cohort.size from config) run by the Node running the program", () => {
+  it("the RunSpec is 3 OpenClaw gateways (cohort.size from config) run by the pinned Node (resolveHostNode)", () => {
     const spec = JSON.parse(registration("command:local:Command", "cohort-run").inputs.stdin as string) as {
       roles: { name: string; replicas: number; app: { command: string[] } }[];
     };
     expect(spec.roles.map((r) => [r.name, r.replicas, r.app.command[0], path.basename(r.app.command[1] ?? "")])).toEqual([
-      ["gateway", 3, process.execPath, "openclaw.mjs"],
+      ["gateway", 3, hostNode, "openclaw.mjs"],
     ]);
   });
 

@@ -10,7 +10,7 @@ import { parseRunSummary } from "../../components/CohortRun";
 import { HostPrerequisiteError } from "../../components/HostProfile";
 import { validateRunSpec } from "../../runtime/core/spec";
 import { PROJECT_DIR } from "../../stacks/config";
-import { checkMemberNode } from "../../stacks/host";
+import { checkMemberNode, resolveHostNode } from "../../stacks/host";
 import { MEMBER_PRESETS, MemberProgramError, OPENCLAW_MEMBER_CONFIG, resolveMemberProgram } from "../../stacks/members";
 import { hostMembers } from "../../stacks/pins";
 
@@ -142,16 +142,31 @@ describe("checkMemberNode", () => {
     expect(() => checkMemberNode("openclaw", "24.22.3", "/n")).not.toThrow();
   });
 
-  it("refuses Node 20 for OpenClaw, naming the range, the version, the binary and the fix", () => {
-    expect(() => checkMemberNode("openclaw", "20.20.2", "/usr/bin/node")).toThrow(HostPrerequisiteError);
-    expect(() => checkMemberNode("openclaw", "20.20.2", "/usr/bin/node")).toThrow(
-      "the openclaw members (openclaw@2026.9.6) need Node >=24.16.0 <25 || >=26.1.0, but this program runs on Node 20.20.2 (/usr/bin/node); " +
-        "run Pulumi through the project's launcher (`npm run pulumi -- <args>`, or `npm run host`), which puts the pinned Node first",
+  it("refuses Node 22 for OpenClaw, naming the range, the version, the binary and the fix", () => {
+    expect(() => checkMemberNode("openclaw", "22.12.0", "/usr/bin/node")).toThrow(HostPrerequisiteError);
+    expect(() => checkMemberNode("openclaw", "22.12.0", "/usr/bin/node")).toThrow(
+      "the openclaw members (openclaw@2026.9.6) need Node >=24.16.0 <25 || >=26.1.0, but the Node found is 22.12.0 (/usr/bin/node); " +
+        "run `npm run toolchain` (it caches the pinned Node 24.22.3) and run Pulumi through `npm run pulumi -- <args>` or `npm run host`",
     );
   });
 
   it("http-server runs on any supported Node", () => {
     expect(() => checkMemberNode("http-server", "20.20.2", "/usr/bin/node")).not.toThrow();
+  });
+});
+
+describe("resolveHostNode", () => {
+  it("prefers the pinned Node in the toolchain cache, whatever Node runs the program", () => {
+    const cache = mkdtempSync(path.join(os.tmpdir(), "cohort-cache-"));
+    const bin = path.join(cache, "node-24.22.3", "bin", "node");
+    mkdirSync(path.dirname(bin), { recursive: true });
+    writeFileSync(bin, "");
+    expect(resolveHostNode({ COHORT_LAB_CACHE: cache })).toEqual({ path: bin, version: "24.22.3", source: "toolchain" });
+  });
+
+  it("falls back to the Node running the program when the cache has no pinned Node", () => {
+    const cache = mkdtempSync(path.join(os.tmpdir(), "cohort-cache-"));
+    expect(resolveHostNode({ COHORT_LAB_CACHE: cache })).toEqual({ path: process.execPath, version: process.versions.node, source: "current" });
   });
 });
 
