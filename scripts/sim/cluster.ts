@@ -32,7 +32,7 @@ import {
   type ComponentName,
   type SimLayout,
 } from "./render";
-import { isEmptyOrAbsent, readState, writeState, type ProcessRecord, type SimState } from "./state";
+import { isEmptyOrAbsent, readState, withStateLock, writeState, type ProcessRecord, type SimState } from "./state";
 
 /** Default kube context (and kubeconfig cluster/user) name. */
 export const defaultContextName = "cohort-lab-sim";
@@ -173,6 +173,10 @@ function claimStateDir(l: SimLayout, log: (line: string) => void): void {
  *   `keepOnFailure`) when a port is busy, a binary is missing, or a component fails or times out.
  */
 export async function startSim(o: StartSimOptions): Promise<SimState> {
+  return withStateLock(o.stateDir, () => startSimLocked(o));
+}
+
+async function startSimLocked(o: StartSimOptions): Promise<SimState> {
   const log = o.log ?? (() => {});
   const l = simLayout(path.resolve(o.stateDir));
   const timeoutMs = o.readyTimeoutMs ?? 180_000;
@@ -306,6 +310,10 @@ export interface StartControllerOptions extends ControllerStartOptions {
  *   (the controller's process is stopped again; the rest of the sim is untouched).
  */
 export async function startController(name: ControllerName, o: StartControllerOptions): Promise<SimState> {
+  return withStateLock(o.stateDir, () => startControllerLocked(name, o));
+}
+
+async function startControllerLocked(name: ControllerName, o: StartControllerOptions): Promise<SimState> {
   const log = o.log ?? (() => {});
   const l = simLayout(path.resolve(o.stateDir));
   const state = readState(l.stateFile);
@@ -355,6 +363,10 @@ export async function startController(name: ControllerName, o: StartControllerOp
  * @returns what happened, one line.
  */
 export async function stopController(name: ControllerName, stateDir: string, graceMs = stopGraceMs): Promise<string> {
+  return withStateLock(stateDir, () => stopControllerLocked(name, stateDir, graceMs));
+}
+
+async function stopControllerLocked(name: ControllerName, stateDir: string, graceMs: number): Promise<string> {
   const l = simLayout(path.resolve(stateDir));
   const state = readState(l.stateFile);
   const component = controllerSpecs[name].component;
@@ -381,6 +393,10 @@ export interface StopResult {
  * @throws Error when `stateDir` exists but holds no sim state and is not empty (refuses to delete a foreign dir).
  */
 export async function stopSim(stateDir: string, graceMs = stopGraceMs): Promise<StopResult> {
+  return withStateLock(stateDir, () => stopSimLocked(stateDir, graceMs));
+}
+
+async function stopSimLocked(stateDir: string, graceMs: number): Promise<StopResult> {
   const l = simLayout(path.resolve(stateDir));
   if (!fs.existsSync(l.stateDir)) return { stopped: [], removed: false };
   const state = readState(l.stateFile);

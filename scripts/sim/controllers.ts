@@ -13,7 +13,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parse, stringify } from "yaml";
 import { KUEUE_MANIFESTS, loadManifests } from "../../components/manifests/cache.js";
-import { KUEUE_NAMESPACE, renderKueueConfiguration } from "../../components/manifests/kueue.js";
+import { KUEUE_NAMESPACE, KUEUE_WEBHOOK_SECRET, renderKueueConfiguration } from "../../components/manifests/kueue.js";
 import { simKueueConfigurationInput } from "../../components/sim/queue.js";
 import type { PortName } from "./ports";
 import { httpGet } from "./probe";
@@ -83,7 +83,9 @@ const probeName = "simctl-webhook-probe";
  * call its webhooks: a server-side dry-run create of a v1beta1 LocalQueue (CRD conversion + validating webhook)
  * and of a Pod with a queue name that comes back gated by `kueue.x-k8s.io/admission` (the pod mutating webhook).
  */
-async function kueueReady(_l: SimLayout, state: SimState, c: ReadyContext): Promise<true | string> {
+async function kueueReady(l: SimLayout, state: SimState, c: ReadyContext): Promise<true | string> {
+  const synced = await syncKueueCerts(l, state, c);
+  if (synced !== true) return synced;
   const health = await httpGet(`http://127.0.0.1:${state.ports.kueueHealth}/readyz`);
   if (health.status !== 200) return `/readyz answered ${health.status}: ${health.body.trim().slice(0, 200)}`;
   const api = state.apiserverUrl;
@@ -112,6 +114,40 @@ async function kueueReady(_l: SimLayout, state: SimState, c: ReadyContext): Prom
   });
   if (pod.status !== 201 && pod.status !== 200) return `dry-run Pod create: HTTP ${pod.status}: ${pod.body.trim().slice(0, 300)}`;
   if (!pod.body.includes("kueue.x-k8s.io/admission")) return "dry-run Pod came back without Kueue's admission gate (pod webhook not called)";
+  return true;
+}
+
+/**
+ * Plays kubelet's part for Kueue's webhook cert: in a cluster the Secret `kueue-webhook-server-cert` is mounted
+ * at the manager's cert dir, and Kueue's cert rotator (open-policy-agent/cert-controller) waits until
+ * `tls.crt` appears there before it reports the certs ready (`ensureCertsMounted`). Out of cluster, this copies
+ * the Secret's `tls.crt`, `tls.key` and `ca.crt` into the cert dir (atomically, 0600) whenever they differ.
+ *
+ * @returns `true` once the files match a complete Secret, or why not yet.
+ * @see https://github.com/open-policy-agent/cert-controller/blob/v0.16.0/pkg/rotator/rotator.go (ensureCertsMounted)
+ */
+async function syncKueueCerts(l: SimLayout, state: SimState, c: ReadyContext): Promise<true | string> {
+  const secretName = KUEUE_WEBHOOK_SECRET;
+  const r = await httpGet(`${state.apiserverUrl}/api/v1/namespaces/${KUEUE_NAMESPACE}/secrets/${secretName}`, { ca: c.ca, token: c.adminToken });
+  if (r.status !== 200) return `Secret ${KUEUE_NAMESPACE}/${secretName}: HTTP ${r.status}`;
+  const data = (JSON.parse(r.body) as { data?: Record<string, string> }).data ?? {};
+  const files = ["tls.crt", "tls.key", "ca.crt"] as const;
+  if (files.some((f) => data[f] === undefined || data[f] === "")) return `Secret ${KUEUE_NAMESPACE}/${secretName} has no certificate yet`;
+  fs.mkdirSync(l.kueueCertDir, { recursive: true, mode: 0o700 });
+  for (const f of files) {
+    const want = Buffer.from(data[f]!, "base64");
+    const target = path.join(l.kueueCertDir, f);
+    let have: Buffer | undefined;
+    try {
+      have = fs.readFileSync(target);
+    } catch {
+      have = undefined;
+    }
+    if (have === undefined || !have.equals(want)) {
+      fs.writeFileSync(`${target}.tmp`, want, { mode: 0o600 });
+      fs.renameSync(`${target}.tmp`, target);
+    }
+  }
   return true;
 }
 

@@ -8,14 +8,14 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as k8s from "@kubernetes/client-node";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
 import { renderAgentSandboxInstall } from "../../components/manifests/agentSandbox.js";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/manifests/cache.js";
 import { renderClusterQueue, renderKueueConfiguration, renderKueueInstall, renderResourceFlavor } from "../../components/manifests/kueue.js";
 import { deriveQuota, type QuotaResult } from "../../components/quota.js";
 import { toNodeCapacity, type FakeNodeManifest } from "../../components/sim/fakeNode.js";
 import { simFlavor, simKueueConfigurationInput, simQueueNames } from "../../components/sim/queue.js";
-import { waitUntil } from "./probe.js";
+import { httpGet, waitUntil } from "./probe.js";
 
 /** Field manager of the harness's server-side applies. */
 export const FIELD_MANAGER = "cohort-lab-sim";
@@ -28,21 +28,60 @@ export interface SimQueue {
   readonly quota: QuotaResult;
 }
 
-function client(kubeconfigPath: string): k8s.KubernetesObjectApi {
-  const kc = new k8s.KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  return k8s.KubernetesObjectApi.makeApiClient(kc);
+/** Server, CA and bearer token of a kubeconfig written by simctl (one cluster, one token user). */
+interface SimApi {
+  readonly server: string;
+  readonly ca: string;
+  readonly token: string;
 }
 
-/** Server-side applies `objects` in order (forced: the sim is ours). */
+function simApi(kubeconfigPath: string): SimApi {
+  const kc = parse(fs.readFileSync(kubeconfigPath, "utf8")) as {
+    clusters: { cluster: { server: string; "certificate-authority-data": string } }[];
+    users: { user: { token: string } }[];
+  };
+  const cluster = kc.clusters[0]?.cluster;
+  const token = kc.users[0]?.user.token;
+  if (cluster === undefined || token === undefined) throw new Error(`${kubeconfigPath}: not a simctl kubeconfig (one cluster, one token user)`);
+  return { server: cluster.server, ca: Buffer.from(cluster["certificate-authority-data"], "base64").toString("utf8"), token };
+}
+
+/** Discovery: `apiVersion` -> kind -> { plural, namespaced }. */
+const discovery = new Map<string, Map<string, { plural: string; namespaced: boolean }>>();
+
+async function resourceOf(api: SimApi, apiVersion: string, kind: string): Promise<{ plural: string; namespaced: boolean; base: string }> {
+  const base = apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
+  let kinds = discovery.get(`${api.server} ${apiVersion}`);
+  if (kinds === undefined || !kinds.has(kind)) {
+    const r = await httpGet(`${api.server}${base}`, { ca: api.ca, token: api.token, timeoutMs: 30_000 });
+    if (r.status !== 200) throw new Error(`discovery of ${apiVersion}: HTTP ${r.status}: ${r.body.slice(0, 200)}`);
+    kinds = new Map();
+    for (const res of (JSON.parse(r.body) as { resources: { name: string; kind: string; namespaced: boolean }[] }).resources) {
+      if (!res.name.includes("/")) kinds.set(res.kind, { plural: res.name, namespaced: res.namespaced });
+    }
+    discovery.set(`${api.server} ${apiVersion}`, kinds);
+  }
+  const found = kinds.get(kind);
+  if (found === undefined) throw new Error(`the API server does not serve ${kind} in ${apiVersion}`);
+  return { ...found, base };
+}
+
+/**
+ * Server-side applies `objects` in order (forced: the sim is ours), through the raw API: a JSON body is valid
+ * `application/apply-patch+yaml`, and no client-side model can drop fields it does not know (client-node's typed
+ * serializer drops a CRD schema's `x-kubernetes-int-or-string`, which the API server then refuses).
+ *
+ * @throws Error naming the object and the API server's answer
+ */
 export async function applyObjects(kubeconfigPath: string, objects: readonly KubernetesObject[]): Promise<void> {
-  const api = client(kubeconfigPath);
+  const api = simApi(kubeconfigPath);
   for (const obj of objects) {
-    try {
-      await api.patch(obj as k8s.KubernetesObject, undefined, undefined, FIELD_MANAGER, true, k8s.PatchStrategy.ServerSideApply);
-    } catch (err) {
-      const body = (err as { body?: unknown }).body;
-      throw new Error(`applying ${obj.kind} ${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ""}${obj.metadata.name}: ${(err as Error).message}${body ? ` ${JSON.stringify(body).slice(0, 300)}` : ""}`);
+    const res = await resourceOf(api, obj.apiVersion, obj.kind);
+    const ns = res.namespaced ? `/namespaces/${encodeURIComponent(obj.metadata.namespace ?? "default")}` : "";
+    const url = `${api.server}${res.base}${ns}/${res.plural}/${encodeURIComponent(obj.metadata.name)}?fieldManager=${FIELD_MANAGER}&force=true`;
+    const r = await httpGet(url, { ca: api.ca, token: api.token, method: "PATCH", body: JSON.stringify(obj), contentType: "application/apply-patch+yaml", timeoutMs: 60_000 });
+    if (r.status !== 200 && r.status !== 201) {
+      throw new Error(`applying ${obj.kind} ${obj.metadata.namespace ? `${obj.metadata.namespace}/` : ""}${obj.metadata.name}: HTTP ${r.status}: ${r.body.slice(0, 400)}`);
     }
   }
 }

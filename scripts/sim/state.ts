@@ -89,3 +89,51 @@ export function isEmptyOrAbsent(dir: string): boolean {
 export function resolveStateDir(dir: string): string {
   return path.resolve(dir);
 }
+
+/** The pid in a lock file, or undefined. */
+function lockOwner(file: string): number | undefined {
+  try {
+    const n = Number(fs.readFileSync(file, "utf8").trim());
+    return Number.isInteger(n) && n > 0 ? n : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Runs `fn` holding `<stateDir>.lock` (a file next to the state dir holding the owner's pid), so two simctl
+ * processes never read-modify-write the state file at once (e.g. two controllers started in parallel). A lock
+ * whose owner is dead is taken over.
+ */
+export async function withStateLock<T>(stateDir: string, fn: () => Promise<T>): Promise<T> {
+  const file = `${path.resolve(stateDir)}.lock`;
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  for (;;) {
+    try {
+      fs.writeFileSync(file, String(process.pid), { flag: "wx" });
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+      const owner = lockOwner(file);
+      if (owner === undefined || !alive(owner)) {
+        fs.rmSync(file, { force: true });
+        continue;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    fs.rmSync(file, { force: true });
+  }
+}
