@@ -8,10 +8,11 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { execa } from "execa";
 import { PROJECT_DIR } from "../stacks/config.js";
 
 async function main(): Promise<void> {
+  // execa is ESM-only and one of its dependencies has no `require` export: load it with import().
+  const { execa } = await import("execa");
   const argv = process.argv.slice(2);
   const appAt = argv.indexOf("--app");
   const app = appAt >= 0 ? (argv[appAt + 1] ?? "openclaw") : "openclaw";
