@@ -223,13 +223,13 @@ export const fakeNodeAnnotation = kwokNodeAnnotation;
 export const failLabel = "sim.cohort-lab.dev/fail";
 
 /** Container env var with the same effect as {@link failLabel} (settable from a RunSpec role's `app.env`). */
-export const failEnv = "COHORT_SIM_FAIL";
+export const failEnv = "SIM_FAIL";
 
 /**
  * Container env var (Go duration, e.g. `5s`) that fixes that pod's simulated start-up delay, overriding the
  * sim's delay and jitter (settable from a RunSpec role's `app.env`).
  */
-export const readyDelayEnv = "COHORT_SIM_READY_DELAY";
+export const readyDelayEnv = "SIM_READY_DELAY";
 
 const envValue = (name: string) => `(.spec.containers[0].env // []) | .[] | select(.name == "${name}") | .value`;
 

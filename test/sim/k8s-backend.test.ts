@@ -180,7 +180,14 @@ describe.skipIf(unavailable !== undefined)("kubernetes backend on the sim", () =
   it("without a LocalQueue: Sandboxes without Kueue metadata, still gated until started, ready by watch", async () => {
     const ns = fresh();
     await namespaceWithQueue(admin, ns, simQueueNames.clusterQueue);
-    const run = await runCohort(cohort("plain", role("db", 1) + role("web", 4, ["db"])), { kubeconfig: sim.kubeconfigPath, namespace: ns });
+    // Without Kueue nothing injects the agent pool's toleration and node label: the backend renders them.
+    const run = await runCohort(cohort("plain", role("db", 1) + role("web", 4, ["db"])), {
+      kubeconfig: sim.kubeconfigPath,
+      namespace: ns,
+      nodeSelector: { "cohort-lab.dev/pool": "agents" },
+      tolerations: [{ key: "cohort-lab.dev/agents", operator: "Equal", value: "true", effect: "NoSchedule" }],
+    });
+    expect(run.result.firstFailure).toBeNull();
     expect(run.result.outcome).toBe("succeeded");
     expect(run.result.readyCount).toBe(5);
     expect(run.stats.apiCalls.calls["list workloads.kueue.x-k8s.io"]).toBeUndefined();

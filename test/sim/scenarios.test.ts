@@ -3,7 +3,7 @@
  * credentials and shipped runtime bundle as `pulumi up --stack sim`) on one sim with 2 fake e2-standard-16 nodes,
  * Kueue and Agent Sandbox, and the queue derived from the nodes:
  * - a cohort admitted as ONE gang Workload and Ready, with at most 2 writes per member and no per-member GET;
- * - a member whose pod fails (kwok failure stage via COHORT_SIM_FAIL) fails the run, naming it;
+ * - a member whose pod fails (kwok failure stage via SIM_FAIL) fails the run, naming it;
  * - a cohort that fits the quota but not the nodes (3 members of 10 CPU on two 15.89-CPU nodes) is reported as
  *   admitted-but-unschedulable, naming the member, instead of hanging.
  *
@@ -89,7 +89,7 @@ describe.skipIf(unavailable !== undefined)("sim scenarios (runtime out of cluste
     app: { image: "${IMAGE}", command: [agent] }
     resources: { cpu: 100m, memory: 64Mi }
   - name: doomed
-    app: { image: "${IMAGE}", command: [doomed], env: { COHORT_SIM_FAIL: "true" } }
+    app: { image: "${IMAGE}", command: [doomed], env: { SIM_FAIL: "true" } }
     resources: { cpu: 100m, memory: 64Mi }
 `,
       ),

@@ -121,7 +121,7 @@ describe.skipIf(unavailable !== undefined)("simctl", () => {
     expect(ms).toBeGreaterThanOrEqual(1400);
   });
 
-  it("a per-pod delay override (COHORT_SIM_READY_DELAY) fixes that pod's delay", async () => {
+  it("a per-pod delay override (SIM_READY_DELAY) fixes that pod's delay", async () => {
     await api.createNamespacedPod({ namespace: "default", body: pod("slow", { env: { [readyDelayEnv]: "4s" } }) });
     const { ms } = await podUntil(api, "slow", ready, 60_000);
     expect(ms).toBeGreaterThanOrEqual(3800);

@@ -175,7 +175,7 @@ describe.skipIf(unavailable !== undefined)("sim stack, real engine", () => {
   }, 1_800_000);
 
   it("a member whose pod fails fails `up` fast, naming it", async () => {
-    await config("--path", "cohort", roster(20, [{ name: "doomed", replicas: 1, app: { command: ["x"], env: { COHORT_SIM_FAIL: "true" } }, resources: { cpu: "100m", memory: "64Mi" } }]));
+    await config("--path", "cohort", roster(20, [{ name: "doomed", replicas: 1, app: { command: ["x"], env: { SIM_FAIL: "true" } }, resources: { cpu: "100m", memory: "64Mi" } }]));
     const r = await pulumi(["up", "--yes", "--stack", "sim", "--skip-preview"]);
     noteProcesses();
     console.log(`[e2e sim] failing member: pulumi up exit ${r.exitCode} in ${(r.ms / 1000).toFixed(1)} s`);

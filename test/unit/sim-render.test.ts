@@ -115,16 +115,16 @@ describe("kwok stages", () => {
   it("pod-ready waits delay + U[0, jitter): kwok's jitter bound is absolute (delay + jitter)", () => {
     expect(byName("pod-ready").delay).toEqual({
       durationMilliseconds: 2000,
-      durationFrom: { expressionFrom: '(.spec.containers[0].env // []) | .[] | select(.name == "COHORT_SIM_READY_DELAY") | .value' },
+      durationFrom: { expressionFrom: '(.spec.containers[0].env // []) | .[] | select(.name == "SIM_READY_DELAY") | .value' },
       jitterDurationMilliseconds: 3000,
-      jitterDurationFrom: { expressionFrom: '(.spec.containers[0].env // []) | .[] | select(.name == "COHORT_SIM_READY_DELAY") | .value' },
+      jitterDurationFrom: { expressionFrom: '(.spec.containers[0].env // []) | .[] | select(.name == "SIM_READY_DELAY") | .value' },
     });
   });
 
   it("pod-ready skips pods selected for failure; the failure stages select them by label or env", () => {
     const ready = byName("pod-ready").selector.matchExpressions as { key: string; operator: string; values?: string[] }[];
     expect(ready).toContainEqual({ key: '.metadata.labels["sim.cohort-lab.dev/fail"]', operator: "NotIn", values: ["true"] });
-    expect(ready).toContainEqual({ key: '(.spec.containers[0].env // []) | .[] | select(.name == "COHORT_SIM_FAIL") | .value', operator: "NotIn", values: ["true"] });
+    expect(ready).toContainEqual({ key: '(.spec.containers[0].env // []) | .[] | select(.name == "SIM_FAIL") | .value', operator: "NotIn", values: ["true"] });
     expect(byName("pod-fail-label").selector.matchExpressions).toContainEqual({ key: '.metadata.labels["sim.cohort-lab.dev/fail"]', operator: "In", values: ["true"] });
     expect(byName("pod-fail-env").next.statusTemplate).toContain("phase: Failed");
     expect(byName("pod-fail-env").next.statusTemplate).toContain("exitCode: 1");
