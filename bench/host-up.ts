@@ -16,7 +16,7 @@ async function main(): Promise<void> {
   const argv = process.argv.slice(2);
   const appAt = argv.indexOf("--app");
   const app = appAt >= 0 ? (argv[appAt + 1] ?? "openclaw") : "openclaw";
-  const sizes = argv.filter((a, i) => a !== "--app" && i !== appAt + 1).map(Number);
+  const sizes = argv.filter((_a, i) => appAt < 0 || (i !== appAt && i !== appAt + 1)).map(Number);
   for (const size of sizes.length > 0 ? sizes : [4, 16]) {
     const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-bench-host-"));
     const projectDir = path.join(tmp, "project");
