@@ -177,6 +177,18 @@ describe("renderSandbox", () => {
     expect(pod.spec.schedulingGates).toEqual([{ name: "cohort-lab.dev/start" }]);
   });
 
+  it("renders nodeSelector and tolerations only when given (with Kueue they come from the ResourceFlavor)", () => {
+    const toleration = { key: "cohort-lab.dev/agents", operator: "Equal", value: "true", effect: "NoSchedule" };
+    const given = setup(SPEC, { queue: undefined, nodeSelector: { "cohort-lab.dev/pool": "agents" }, tolerations: [toleration] });
+    const spec = (renderSandbox(given.plans[0]!, given.ctx) as any).spec.podTemplate.spec;
+    expect(spec.nodeSelector).toEqual({ "cohort-lab.dev/pool": "agents" });
+    expect(spec.tolerations).toEqual([toleration]);
+    const { ctx, plans } = setup();
+    const plain = (renderSandbox(plans[0]!, ctx) as any).spec.podTemplate.spec;
+    expect(plain.nodeSelector).toBeUndefined();
+    expect(plain.tolerations).toBeUndefined();
+  });
+
   it("adds per-member pod metadata (e.g. a kwok failure stage) without letting it override ours", () => {
     const { ctx, plans } = setup(SPEC, { memberPodMetadata: { "agent-0": { labels: { "fail.example/now": "true" }, annotations: { "fail.example/delay": "1s" } } } });
     const meta = (renderSandbox(plans[1]!, ctx) as any).spec.podTemplate.metadata;

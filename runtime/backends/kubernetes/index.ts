@@ -12,7 +12,7 @@ import type { BackendContext } from "../index.js";
 import { admitRoster } from "./admit.js";
 import { HttpMethod, KubeApiError, KubeClient } from "./client.js";
 import { ApiCounters, type ApiCallStats } from "./counters.js";
-import { memberHost, runLabelValue, secretName, type PodMetadata, type RenderContext } from "./render.js";
+import { memberHost, runLabelValue, secretName, type Json, type PodMetadata, type RenderContext } from "./render.js";
 import { Run, type AdmissionTimings, type RunSettings } from "./run.js";
 import { startMember } from "./start.js";
 import { condition } from "./status.js";
@@ -53,6 +53,18 @@ export const kubernetesSettingsSchema = z.strictObject({
   closeTimeoutMs: z.number().int().positive().optional(),
   stopExtraMs: z.number().int().min(0).optional(),
   watchTimeoutSeconds: z.number().int().min(10).max(1800).optional(),
+  nodeSelector: z.record(z.string(), z.string()).optional(),
+  tolerations: z
+    .array(
+      z.strictObject({
+        key: z.string().optional(),
+        operator: z.enum(["Exists", "Equal"]).optional(),
+        value: z.string().optional(),
+        effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
+        tolerationSeconds: z.number().int().optional(),
+      }),
+    )
+    .optional(),
   podMetadata: metadataSchema.optional(),
   memberPodMetadata: z.record(z.string(), metadataSchema).optional(),
 });
@@ -83,6 +95,9 @@ export type KubernetesSettings = z.input<typeof kubernetesSettingsSchema>;
  * - `closeTimeoutMs`: how long `close()` waits for the run's pods to disappear. @default 60000
  * - `stopExtraMs`: added to a stop's grace before `stop()` resolves anyway. @default 10000
  * - `watchTimeoutSeconds`: server-side timeout of each watch request (then re-opened). @default 300
+ * - `nodeSelector`, `tolerations`: rendered into every pod. Leave them unset with a LocalQueue: Kueue injects
+ *   the admitted ResourceFlavor's `nodeLabels` and `tolerations` itself. Without Kueue they are the only
+ *   way onto tainted nodes (e.g. the agent pool's `cohort-lab.dev/agents` taint).
  * - `podMetadata`, `memberPodMetadata`: extra labels/annotations on every pod / one member's pod (e.g. a
  *   kwok failure stage on `sim`); reserved prefixes are refused.
  */
@@ -155,6 +170,8 @@ export function resolveKubernetesConfig(config: KubernetesBackendConfig): { sett
     terminationGraceSeconds: Math.max(1, Math.ceil(spec.stopGraceMs / 1000)),
     runAsNonRoot: s.runAsNonRoot ?? true,
     secretName: secretName(runLabel),
+    nodeSelector: s.nodeSelector ?? {},
+    tolerations: (s.tolerations ?? []) as Json[],
     podMetadata: (s.podMetadata ?? {}) as PodMetadata,
     memberPodMetadata: (s.memberPodMetadata ?? {}) as Record<string, PodMetadata>,
   };

@@ -24,7 +24,9 @@
  *   FallbackToLogsOnError` puts a failed container's log tail into its status (the exit's output tail).
  * - `enableServiceLinks: false`: each needed member gets a headless Service; without this every pod of a
  *   1,000-member run would receive ~7,000 service environment variables.
- * - Tolerations and nodeSelector are NOT rendered: Kueue injects them from the admitted ResourceFlavor.
+ * - Tolerations and nodeSelector are not rendered by default: Kueue injects them from the admitted
+ *   ResourceFlavor (kueue pkg/controller/jobs/pod/pod_controller.go prepare). Without Kueue, the backend's
+ *   `nodeSelector`/`tolerations` options are rendered as given.
  */
 import { createHash } from "node:crypto";
 import type { MemberPlan } from "../../core/backend.js";
@@ -75,6 +77,10 @@ export interface RenderContext {
   readonly runAsNonRoot: boolean;
   /** Name of the run's Secret ({@link secretName}). */
   readonly secretName: string;
+  /** Pod `nodeSelector` (none by default: with Kueue, the admitted ResourceFlavor's nodeLabels are injected). */
+  readonly nodeSelector: Readonly<Record<string, string>>;
+  /** Pod `tolerations` (none by default: with Kueue, the ResourceFlavor's tolerations are injected). */
+  readonly tolerations: readonly Json[];
   /** Extra labels/annotations for every member's pod (e.g. for network policy or a kwok stage). */
   readonly podMetadata: PodMetadata;
   /** Extra labels/annotations for one member's pod, by member id (fault injection on `sim`). */
@@ -342,6 +348,8 @@ export function renderSandbox(member: MemberPlan, ctx: RenderContext): Json {
     enableServiceLinks: false,
     terminationGracePeriodSeconds: ctx.terminationGraceSeconds,
     securityContext: { runAsNonRoot: ctx.runAsNonRoot, seccompProfile: { type: "RuntimeDefault" } },
+    ...(Object.keys(ctx.nodeSelector).length > 0 ? { nodeSelector: { ...ctx.nodeSelector } } : {}),
+    ...(ctx.tolerations.length > 0 ? { tolerations: ctx.tolerations.map((t) => ({ ...t })) } : {}),
     containers: [container],
   };
   return {
