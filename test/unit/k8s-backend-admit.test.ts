@@ -124,6 +124,22 @@ describe("waitForAdmission", () => {
     );
   });
 
+  it("a failed call (unreachable webhook) gets the longer transient grace; it clears when the controller retries", async () => {
+    vi.useFakeTimers();
+    const run = admittingRun({ reconcileErrorGraceMs: 3000, transientErrorGraceMs: 20_000 });
+    const waiting = outcome(waitForAdmission(run, new AbortController().signal));
+    const sb = (reason: string, message: string): Json => ({
+      metadata: { name: "agent-1", namespace: "run-1", labels: { "cohort-lab.dev/run": RUN, "cohort-lab.dev/member": "agent-1" } },
+      status: { conditions: [{ type: "Ready", status: "False", reason, message, lastTransitionTime: T }] },
+    });
+    run.onSandbox({ type: "MODIFIED", object: sb("ReconcilerError", 'Error seen: Internal error occurred: failed calling webhook "mpod.kb.io": context deadline exceeded') });
+    await vi.advanceTimersByTimeAsync(10_000);
+    run.onSandbox({ type: "MODIFIED", object: sb("DependenciesNotReady", "Pod exists with phase: Pending") });
+    allPods(run);
+    run.onWorkload({ type: "ADDED", object: workload([{ type: "Admitted", status: "True", reason: "Admitted" }]) });
+    expect(await waiting).toBe("admitted");
+  });
+
   it("a Sandbox the controller keeps failing to reconcile fails admission after the grace", async () => {
     vi.useFakeTimers();
     const run = admittingRun({ reconcileErrorGraceMs: 3000 });

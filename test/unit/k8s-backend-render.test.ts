@@ -313,6 +313,7 @@ describe("resolveKubernetesConfig", () => {
       createConcurrency: 32,
       unschedulableGraceMs: 2000,
       reconcileErrorGraceMs: 5000,
+      transientErrorGraceMs: 60_000,
       controllerStallMs: 30_000,
       closeTimeoutMs: 60_000,
       stopExtraMs: 10_000,

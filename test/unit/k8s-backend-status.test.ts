@@ -170,12 +170,20 @@ describe("classifySandbox", () => {
     const finished = sandbox("agent-3", { status: "False", reason: "PodFailed", message: "Pod failed" }, [{ type: "Finished", status: "True", reason: "PodFailed", message: "Pod failed", lastTransitionTime: T }]);
     expect(classifySandbox(finished)).toEqual({ kind: "exited", reason: "Sandbox run-1/agent-3 finished (PodFailed): Pod failed" });
   });
-  it("ReconcilerError is an error (fatal only if it persists)", () => {
+  it("ReconcilerError is an error (fatal only if it persists): a refusal is permanent, a failed call is not", () => {
     const broken = sandbox("a", { status: "False", reason: "ReconcilerError", message: 'Error seen: admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/pod-group-name]: Invalid value' });
     expect(classifySandbox(broken)).toEqual({
       kind: "error",
       reason: 'Sandbox run-1/a: the Agent Sandbox controller cannot reconcile it: Error seen: admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/pod-group-name]: Invalid value',
+      permanent: true,
     });
+    // Recorded on the sim at 1,000 members: Kueue's pod webhook did not answer in time.
+    const flaky = sandbox("b", {
+      status: "False",
+      reason: "ReconcilerError",
+      message: 'Error seen: Internal error occurred: failed calling webhook "mpod.kb.io": failed to call webhook: Post "https://kueue-webhook-service.kueue-system.svc:36345/mutate--v1-pod?timeout=10s": write tcp 127.0.0.1:46444->127.0.0.1:36345: write: broken pipe',
+    });
+    expect(classifySandbox(flaky)).toMatchObject({ kind: "error", permanent: false });
   });
 });
 

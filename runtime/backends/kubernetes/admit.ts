@@ -21,7 +21,7 @@ import { HttpMethod, KubeApiError } from "./client.js";
 import type { ApiCallKey } from "./counters.js";
 import { renderSandbox, renderSecret, validateRoster, type Json } from "./render.js";
 import type { Run } from "./run.js";
-import { isKueueManaged, objectRef } from "./status.js";
+import { objectRef } from "./status.js";
 import {
   EVENT_TRIGGERED_SCALE_UP,
   KUEUE_GROUP,
@@ -187,22 +187,19 @@ export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal
   }
 }
 
+/** Where admission stands; O(1) (counters kept by the watch handlers), as it runs on every event. */
 function admissionState(run: Run): { done: boolean; problem?: string } {
   if (run.admissionProblem !== undefined) return { done: false, problem: run.admissionProblem };
   const kueue = run.kueue;
-  let present = 0;
-  for (const state of run.roster) {
-    if (state.pod === undefined) continue;
-    present += 1;
-    if (kueue && !isKueueManaged(state.pod)) {
-      return {
-        done: false,
-        problem:
-          `pod ${objectRef(state.pod)} is not managed by Kueue (no kueue.x-k8s.io/managed label): ` +
-          `check that Kueue's "pod" integration is enabled and that namespace ${run.settings.namespace} matches its managedJobsNamespaceSelector`,
-      };
-    }
+  if (run.unmanagedPod !== undefined) {
+    return {
+      done: false,
+      problem:
+        `pod ${objectRef(run.unmanagedPod)} is not managed by Kueue (no kueue.x-k8s.io/managed label): ` +
+        `check that Kueue's "pod" integration is enabled and that namespace ${run.settings.namespace} matches its managedJobsNamespaceSelector`,
+    };
   }
+  const present = run.podsPresent;
   if (present === run.roster.length) run.admission.allPodsObservedMs ??= run.now() - run.admitStartedAt;
   const verdict = run.workloadVerdict;
   if (verdict?.kind === "inadmissible" || verdict?.kind === "lost") return { done: false, problem: verdict.reason };
@@ -212,7 +209,7 @@ function admissionState(run: Run): { done: boolean; problem?: string } {
 }
 
 function describeWait(run: Run): string {
-  const present = run.roster.filter((s) => s.pod !== undefined).length;
+  const present = run.podsPresent;
   if (present < run.roster.length) return `${present} of ${run.roster.length} pods exist`;
   if (!run.kueue) return "all pods exist";
   const verdict = run.workloadVerdict;
@@ -264,7 +261,7 @@ export function waitForAdmission(run: Run, signal: AbortSignal): Promise<void> {
     // No pod at all for any Sandbox: the Agent Sandbox controller is not doing its job.
     timers.push(
       setTimeout(() => {
-        if (run.roster.every((s) => s.pod === undefined)) {
+        if (run.podsPresent === 0) {
           finish(
             new AdmissionError(
               `no pod was created for any of the ${run.roster.length} Sandboxes within ${run.settings.controllerStallMs} ms: ` +

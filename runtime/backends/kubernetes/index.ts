@@ -49,6 +49,7 @@ export const kubernetesSettingsSchema = z.strictObject({
   createConcurrency: z.number().int().min(1).max(256).optional(),
   unschedulableGraceMs: z.number().int().min(0).optional(),
   reconcileErrorGraceMs: z.number().int().min(0).optional(),
+  transientErrorGraceMs: z.number().int().min(0).optional(),
   controllerStallMs: z.number().int().positive().optional(),
   closeTimeoutMs: z.number().int().positive().optional(),
   stopExtraMs: z.number().int().min(0).optional(),
@@ -89,7 +90,10 @@ export type KubernetesSettings = z.input<typeof kubernetesSettingsSchema>;
  * - `createConcurrency`: Sandbox creates in flight. @default 32
  * - `unschedulableGraceMs`: how long a started member's pod may stay Unschedulable before the run fails
  *   (an announced cluster-autoscaler scale-up suspends it). @default 2000
- * - `reconcileErrorGraceMs`: how long the Agent Sandbox controller may keep failing on a Sandbox. @default 5000
+ * - `reconcileErrorGraceMs`: how long the Agent Sandbox controller's request for a Sandbox may keep being
+ *   refused (webhook denial, forbidden, invalid) before the member fails. @default 5000
+ * - `transientErrorGraceMs`: the same for failed calls (timeouts, an unreachable webhook), which the
+ *   controller retries. @default 60000
  * - `controllerStallMs`: no pod for any Sandbox, or no Workload for the complete group, after this long
  *   fails admission with a diagnosis. @default 30000
  * - `closeTimeoutMs`: how long `close()` waits for the run's pods to disappear. @default 60000
@@ -154,6 +158,7 @@ export function resolveKubernetesConfig(config: KubernetesBackendConfig): { sett
     createConcurrency: s.createConcurrency ?? 32,
     unschedulableGraceMs: s.unschedulableGraceMs ?? 2000,
     reconcileErrorGraceMs: s.reconcileErrorGraceMs ?? 5000,
+    transientErrorGraceMs: s.transientErrorGraceMs ?? 60_000,
     controllerStallMs: s.controllerStallMs ?? 30_000,
     closeTimeoutMs: s.closeTimeoutMs ?? 60_000,
     stopExtraMs: s.stopExtraMs ?? 10_000,

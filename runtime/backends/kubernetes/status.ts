@@ -238,8 +238,13 @@ export function podProgress(pod: Json | undefined): string {
 export type SandboxVerdict =
   | { readonly kind: "ready" }
   | { readonly kind: "pending"; readonly message: string }
-  /** The Agent Sandbox controller reports an error reconciling it: fatal if it persists. */
-  | { readonly kind: "error"; readonly reason: string }
+  /**
+   * The Agent Sandbox controller reports an error reconciling it: fatal if it persists. `permanent`: the
+   * API server refused the controller's request (an admission webhook denied it, RBAC forbids it, the
+   * object is invalid), as opposed to a call that failed (timeout, unreachable webhook) and may succeed
+   * on the controller's next retry.
+   */
+  | { readonly kind: "error"; readonly reason: string; readonly permanent: boolean }
   | { readonly kind: "exited"; readonly reason: string };
 
 /** Classifies a Sandbox by its `Finished` and `Ready` conditions (agent-sandbox `api/v1beta1/sandbox_types.go`). */
@@ -253,7 +258,9 @@ export function classifySandbox(sandbox: Json): SandboxVerdict {
   if (ready?.reason === SANDBOX_REASON_EXPIRED) return { kind: "exited", reason: withMessage(`${ref} expired`, ready.message) };
   if (ready?.status === "True") return { kind: "ready" };
   if (ready?.reason === SANDBOX_REASON_RECONCILER_ERROR) {
-    return { kind: "error", reason: withMessage(`${ref}: the Agent Sandbox controller cannot reconcile it`, ready.message) };
+    const message = ready.message ?? "";
+    const permanent = /denied the request|is forbidden|is invalid|Invalid value|Unsupported value|Required value/.test(message) && !/failed calling webhook/.test(message);
+    return { kind: "error", reason: withMessage(`${ref}: the Agent Sandbox controller cannot reconcile it`, message), permanent };
   }
   return { kind: "pending", message: oneLine(ready?.message ?? "no Ready condition yet") };
 }

@@ -49,8 +49,11 @@ function gone(state: MemberState): boolean {
   return state.sandbox === undefined && podTerminated(state.pod);
 }
 
-/** Resolves when `predicate` holds (checked on every watch event) or after `timeoutMs` (resolves false). */
-export function until(run: Run, predicate: () => boolean, timeoutMs: number): Promise<boolean> {
+/**
+ * Resolves true when `predicate` holds (checked on every watch event, or only on `member`'s events), or
+ * false after `timeoutMs`.
+ */
+export function until(run: Run, predicate: () => boolean, timeoutMs: number, member?: string): Promise<boolean> {
   if (predicate()) return Promise.resolve(true);
   return new Promise((resolve) => {
     const timer = setTimeout(() => {
@@ -62,7 +65,7 @@ export function until(run: Run, predicate: () => boolean, timeoutMs: number): Pr
       clearTimeout(timer);
       unsubscribe();
       resolve(true);
-    });
+    }, member);
   });
 }
 
@@ -108,7 +111,7 @@ export async function stopMember(run: Run, member: string, graceMs: number): Pro
   } catch (error) {
     if (!(error instanceof KubeApiError && error.status === 404)) throw error;
   }
-  const ok = await until(run, () => gone(state), graceMs + run.settings.stopExtraMs);
+  const ok = await until(run, () => gone(state), graceMs + run.settings.stopExtraMs, member);
   if (!ok) run.stopTimeouts += 1;
 }
 
