@@ -24,6 +24,7 @@ import { parseArgs } from "node:util";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests } from "../../components/manifests/cache";
 import { controlPlaneBinaries, findSimBinaries } from "./binaries";
 import * as fs from "node:fs";
+import * as path from "node:path";
 import { startController, startSim, simStatus, stopController, stopSim } from "./cluster";
 import { controllerNames, type ControllerName } from "./controllers";
 import { fakeNodeName } from "../../components/sim/fakeNode";
@@ -38,6 +39,18 @@ function intFlag(name: string, value: string | undefined, dflt: number): number 
   if (value === undefined) return dflt;
   if (!/^\d+$/.test(value)) throw new Error(`--${name}: "${value}" is not a non-negative integer`);
   return Number(value);
+}
+
+/**
+ * The Kueue base Configuration file: `-` reads it from stdin (fd 0; `/dev/stdin` cannot be opened when stdin is a
+ * socket, as under the command provider) into `<state>/config/kueue-base.yaml`.
+ */
+function configurationFile(value: string, stateDir: string): string {
+  if (value !== "-") return value;
+  const file = path.join(path.resolve(stateDir), "config", "kueue-base.yaml");
+  fs.mkdirSync(path.dirname(file), { recursive: true, mode: 0o700 });
+  fs.writeFileSync(file, fs.readFileSync(0), { mode: 0o600 });
+  return file;
 }
 
 function summary(state: SimState, withKubeconfig = false): string {
@@ -138,7 +151,7 @@ async function main(argv: string[]): Promise<number> {
         stateDir: needDir(),
         binaries: findSimBinaries(process.env, [name === "kueue" ? "kueue" : "agent-sandbox-controller"]),
         readyTimeoutMs: intFlag("timeout-ms", values["timeout-ms"], 180_000),
-        ...(values.configuration !== undefined ? { configurationFile: values.configuration === "-" ? "/dev/stdin" : values.configuration } : {}),
+        ...(values.configuration !== undefined ? { configurationFile: configurationFile(values.configuration, needDir()) } : {}),
         log,
       });
       process.stdout.write(`${summary(state)}\n`);

@@ -53,7 +53,10 @@ async function pulumi(args: readonly string[]): Promise<Result> {
 
 async function ok(args: readonly string[]): Promise<Result> {
   const r = await pulumi(args);
-  if (r.exitCode !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${r.exitCode}:\n${r.all.slice(-5000)}`);
+  if (r.exitCode !== 0) {
+    const diagnostics = r.all.indexOf("Diagnostics:");
+    throw new Error(`pulumi ${args.join(" ")} exited ${r.exitCode}:\n${(diagnostics >= 0 ? r.all.slice(diagnostics) : r.all).slice(0, 6000)}`);
+  }
   return r;
 }
 
@@ -140,7 +143,9 @@ describe.skipIf(unavailable !== undefined)("sim stack, real engine", () => {
     const r = await pulumi(["preview", "--stack", "sim"]);
     expect(r.exitCode).not.toBe(0);
     expect(r.all).toContain(
-      "cohort-lab:cohort: 1300 members need 130250m CPU (agent 1299 × 100m + router 1 × 250m), more than the ClusterQueue quota of 127120m (8 nodes × 15890m allocatable − 0m reserved = 127120m)",
+      "cohort-lab:cohort: 1300 members need 130150m CPU (router 1 × 250m + agent 1299 × 100m), more than the ClusterQueue quota of 127120m " +
+        "(8 nodes × 15890m allocatable − 0m reserved = 127120m); Kueue admits the cohort all-or-nothing, so it would wait forever. " +
+        "lower cohort.roles[1].replicas to at most 1268",
     );
     expect(existsSync(stateDir)).toBe(false);
   }, 600_000);
