@@ -1,3 +1,4 @@
+import * as path from "node:path";
 import { configDefaults, defineConfig } from "vitest/config";
 
 // One config for every test tier (see README "Tests"). Each file runs in its own forked process:
@@ -15,5 +16,7 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     reporters: ["default"],
+    // Runtime code run from source finds the compiled member launcher that `npm run build` (pretest) writes.
+    env: { COHORT_LAUNCHER: path.join(__dirname, "dist", "cohort-launcher") },
   },
 });

@@ -26,6 +26,16 @@ export interface RuntimeBundleInfo {
   readonly source: string;
   /** Lower-case hex SHA-256 of its bytes. */
   readonly sha256: string;
+  /**
+   * The compiled member launcher `npm run build` writes beside the bundle (`cohort-launcher`), when present; the
+   * runtime falls back to its perl launcher without it (runtime/backends/process/launcher.ts).
+   */
+  readonly launcher?: { readonly source: string; readonly sha256: string };
+  /**
+   * What the copy is addressed by: the bundle's SHA-256, or, with a launcher, the SHA-256 of
+   * `<bundle sha256>:<launcher sha256>` (so a rebuilt launcher gets a new copy too).
+   */
+  readonly releaseSha256: string;
 }
 
 /** A host prerequisite is missing (raised before any resource is created; printed without a stack trace). */
@@ -46,7 +56,27 @@ export function inspectRuntimeBundle(source: string): RuntimeBundleInfo {
   if (!existsSync(source)) {
     throw new HostPrerequisiteError(`the cohort runtime bundle ${source} does not exist: run \`npm run build\` first (the npm scripts host/up/preview do it for you)`);
   }
-  return { source, sha256: createHash("sha256").update(readFileSync(source)).digest("hex") };
+  const sha256 = createHash("sha256").update(readFileSync(source)).digest("hex");
+  const launcherSource = path.join(path.dirname(source), NATIVE_LAUNCHER_NAME);
+  if (!existsSync(launcherSource)) return { source, sha256, releaseSha256: sha256 };
+  const launcherSha = createHash("sha256").update(readFileSync(launcherSource)).digest("hex");
+  return {
+    source,
+    sha256,
+    launcher: { source: launcherSource, sha256: launcherSha },
+    releaseSha256: createHash("sha256").update(`${sha256}:${launcherSha}`).digest("hex"),
+  };
+}
+
+/** File name of the compiled member launcher beside the bundle (scripts/bundle.mjs). */
+const NATIVE_LAUNCHER_NAME = "cohort-launcher";
+
+/**
+ * Where the launcher copy of a bundle copy lives: `<bundle path without .cjs>-launcher`, which is where the
+ * runtime looks for it (findNativeLauncher in runtime/backends/process/launcher.ts).
+ */
+export function runtimeLauncherPath(bundlePath: string): string {
+  return `${bundlePath.replace(/\.cjs$/, "")}-launcher`;
 }
 
 /**
@@ -59,23 +89,32 @@ export function runtimeBundlePath(artifactRoot: string, sha256: string): string 
 
 /**
  * The shell scripts of the bundle resource. Values travel in the environment, never spliced into the
- * script text. `create` copies through a temp file, checks the SHA-256 seen at preview time, then renames;
- * `delete` removes the copy and the `.runtime` directory if it is empty (the artifact root stays).
+ * script text. `create` copies the launcher (when `COHORT_LAUNCHER_SOURCE` is set) and then the bundle, each
+ * through a temp file, checking the SHA-256 seen at preview time before the rename; `delete` removes both
+ * copies and the `.runtime` directory if it is empty (the artifact root stays).
  */
 export const RUNTIME_BUNDLE_SCRIPTS = {
   create: [
     "set -eu",
     'mkdir -p "$COHORT_ARTIFACT_ROOT" "$(dirname "$COHORT_BUNDLE_PATH")"',
-    'tmp="$COHORT_BUNDLE_PATH.tmp.$$"',
-    'cp "$COHORT_BUNDLE_SOURCE" "$tmp"',
-    'if ! printf "%s  %s\\n" "$COHORT_BUNDLE_SHA256" "$tmp" | sha256sum -c --status -; then',
-    '  rm -f "$tmp"',
-    '  echo "$COHORT_BUNDLE_SOURCE changed since the program read it (expected sha256 $COHORT_BUNDLE_SHA256); run pulumi up again" >&2',
-    "  exit 1",
-    "fi",
-    'mv -f "$tmp" "$COHORT_BUNDLE_PATH"',
+    "copy() { # source sha256 target",
+    '  tmp="$3.tmp.$$"',
+    '  cp "$1" "$tmp"',
+    '  if ! printf "%s  %s\\n" "$2" "$tmp" | sha256sum -c --status -; then',
+    '    rm -f "$tmp"',
+    '    echo "$1 changed since the program read it (expected sha256 $2); run pulumi up again" >&2',
+    "    exit 1",
+    "  fi",
+    '  mv -f "$tmp" "$3"',
+    "}",
+    'if [ -n "${COHORT_LAUNCHER_SOURCE:-}" ]; then copy "$COHORT_LAUNCHER_SOURCE" "$COHORT_LAUNCHER_SHA256" "$COHORT_LAUNCHER_PATH"; chmod 755 "$COHORT_LAUNCHER_PATH"; fi',
+    'copy "$COHORT_BUNDLE_SOURCE" "$COHORT_BUNDLE_SHA256" "$COHORT_BUNDLE_PATH"',
   ].join("\n"),
-  delete: ['rm -f "$COHORT_BUNDLE_PATH"', 'rmdir "$(dirname "$COHORT_BUNDLE_PATH")" 2>/dev/null || true'].join("\n"),
+  delete: [
+    'rm -f "$COHORT_BUNDLE_PATH"',
+    'if [ -n "${COHORT_LAUNCHER_PATH:-}" ]; then rm -f "$COHORT_LAUNCHER_PATH"; fi',
+    'rmdir "$(dirname "$COHORT_BUNDLE_PATH")" 2>/dev/null || true',
+  ].join("\n"),
 } as const;
 
 /**
@@ -103,7 +142,7 @@ export class HostProfile extends pulumi.ComponentResource {
     const bundle = inspectRuntimeBundle(args.runtimeBundleSource);
     super("cohortlab:host:HostProfile", name, {}, opts);
 
-    const bundlePath = runtimeBundlePath(args.artifactRoot, bundle.sha256);
+    const bundlePath = runtimeBundlePath(args.artifactRoot, bundle.releaseSha256);
     this.runtimeBundle = new command.local.Command(
       `${name}-runtime-bundle`,
       {
@@ -114,8 +153,11 @@ export class HostProfile extends pulumi.ComponentResource {
           COHORT_BUNDLE_SOURCE: bundle.source,
           COHORT_BUNDLE_PATH: bundlePath,
           COHORT_BUNDLE_SHA256: bundle.sha256,
+          ...(bundle.launcher !== undefined
+            ? { COHORT_LAUNCHER_SOURCE: bundle.launcher.source, COHORT_LAUNCHER_SHA256: bundle.launcher.sha256, COHORT_LAUNCHER_PATH: runtimeLauncherPath(bundlePath) }
+            : {}),
         },
-        triggers: [bundle.sha256, args.artifactRoot],
+        triggers: [bundle.releaseSha256, args.artifactRoot],
         logging: "stderr",
       },
       { parent: this },

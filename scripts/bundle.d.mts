@@ -1,2 +1,8 @@
 /** Types of scripts/bundle.mjs (see its doc). */
-export declare function bundle(options?: { outfile?: string }): Promise<{ outfile: string; bytes: number; warnings: number }>;
+export interface BuiltLauncher {
+  readonly file: string;
+  readonly bytes: number;
+  readonly version: string;
+}
+export declare function buildLauncher(outDir: string): BuiltLauncher;
+export declare function bundle(options?: { outfile?: string }): Promise<{ outfile: string; bytes: number; warnings: number; launcher: BuiltLauncher }>;

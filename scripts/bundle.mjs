@@ -7,10 +7,14 @@
  * Backends are dynamic `import()`s in runtime/backends/index.ts: esbuild keeps each one in the file but
  * wraps it so that its code (and its dependencies') is evaluated only when a run selects it.
  *
- * Usage: `npm run build` (or `node scripts/bundle.mjs [--outfile PATH]`). Writes PATH and PATH.map.
+ * Usage: `npm run build` (or `node scripts/bundle.mjs [--outfile PATH]`). Writes PATH, PATH.map and the member
+ * launcher `cohort-launcher` in PATH's directory (needs Go, like the toolchain).
  * esbuild API: https://esbuild.github.io/api/
  */
 import { build } from "esbuild";
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { chmod } from "node:fs/promises";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -18,7 +22,40 @@ import { fileURLToPath } from "node:url";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
- * Builds the bundle.
+ * Builds the compiled member launcher (runtime/launcher/main.go, standard library only) next to the bundle, as
+ * `<dir of outfile>/cohort-launcher`: `go build` with `GOTOOLCHAIN=local`, `CGO_ENABLED=0`, `-trimpath`, and
+ * `main.version` set to the first 12 hex of the SHA-256 of main.go and go.mod. The runtime's process backend
+ * finds it there (runtime/backends/process/launcher.ts, findNativeLauncher). Written through a temp file and a
+ * rename, so a failed build never leaves a half-written binary.
+ *
+ * @param {string} outDir - directory of the bundle
+ * @returns {{ file: string, bytes: number, version: string }}
+ * @throws {Error} when `go` is missing or the build fails (with go's output)
+ */
+export function buildLauncher(outDir) {
+  const src = path.join(root, "runtime", "launcher");
+  const hash = createHash("sha256");
+  for (const f of ["go.mod", "main.go"]) hash.update(readFileSync(path.join(src, f)));
+  const version = hash.digest("hex").slice(0, 12);
+  const file = path.join(outDir, "cohort-launcher");
+  const tmp = `${file}.tmp-${process.pid}`;
+  try {
+    execFileSync("go", ["build", "-trimpath", "-ldflags", `-s -w -X main.version=${version}`, "-o", tmp, "."], {
+      cwd: src,
+      env: { ...process.env, GOTOOLCHAIN: "local", CGO_ENABLED: "0", GOWORK: "off", GOFLAGS: "-mod=mod" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+  } catch (error) {
+    rmSync(tmp, { force: true });
+    const output = `${error.stdout ?? ""}${error.stderr ?? ""}`.trim();
+    throw new Error(`cannot build the member launcher (runtime/launcher, needs Go >= 1.26 on PATH): ${output || error.message}`);
+  }
+  renameSync(tmp, file);
+  return { file, bytes: statSync(file).size, version };
+}
+
+/**
+ * Builds the bundle, and the member launcher next to it ({@link buildLauncher}).
  *
  * @param {{ outfile?: string }} [options] - outfile defaults to `<repo>/dist/cohort.cjs`
  * @returns {Promise<{ outfile: string, bytes: number, warnings: number }>}
@@ -43,12 +80,14 @@ export async function bundle(options = {}) {
   });
   await chmod(outfile, 0o755);
   const bytes = result.metafile.outputs[path.relative(root, outfile)]?.bytes ?? 0;
-  return { outfile, bytes, warnings: result.warnings.length };
+  const launcher = buildLauncher(path.dirname(outfile));
+  return { outfile, bytes, warnings: result.warnings.length, launcher };
 }
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const at = process.argv.indexOf("--outfile");
   const outfile = at === -1 ? undefined : process.argv[at + 1];
-  const { outfile: written, bytes } = await bundle(outfile === undefined ? {} : { outfile });
+  const { outfile: written, bytes, launcher } = await bundle(outfile === undefined ? {} : { outfile });
   process.stdout.write(`wrote ${path.relative(process.cwd(), written)} (${(bytes / 1024).toFixed(0)} KiB)\n`);
+  process.stdout.write(`wrote ${path.relative(process.cwd(), launcher.file)} (${(launcher.bytes / 1024).toFixed(0)} KiB, ${launcher.version})\n`);
 }

@@ -6,12 +6,12 @@
  */
 import { spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { COHORT_RUN_SCRIPT, COHORT_RUN_STEPS } from "../../components/CohortRun";
-import { RUNTIME_BUNDLE_SCRIPTS, runtimeBundlePath } from "../../components/HostProfile";
+import { RUNTIME_BUNDLE_SCRIPTS, runtimeBundlePath, runtimeLauncherPath } from "../../components/HostProfile";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-"));
 const callLog = path.join(dir, "calls.ndjson");
@@ -157,6 +157,32 @@ describe("HostProfile bundle steps", () => {
     expect(existsSync(path.dirname(target))).toBe(false);
     expect(existsSync(root)).toBe(true);
     expect(run(RUNTIME_BUNDLE_SCRIPTS.delete, env).status).toBe(0);
+  });
+
+  it("with a launcher, create copies it beside the bundle copy (executable, digest checked); delete removes both", () => {
+    const root = path.join(dir, "root-launcher");
+    const launcher = path.join(dir, "cohort-launcher");
+    writeFileSync(launcher, "launcher v1\n", { mode: 0o644 });
+    const launcherSha = createHash("sha256").update("launcher v1\n").digest("hex");
+    const target = runtimeBundlePath(root, sha);
+    const env = {
+      COHORT_ARTIFACT_ROOT: root,
+      COHORT_BUNDLE_SOURCE: source,
+      COHORT_BUNDLE_PATH: target,
+      COHORT_BUNDLE_SHA256: sha,
+      COHORT_LAUNCHER_SOURCE: launcher,
+      COHORT_LAUNCHER_SHA256: launcherSha,
+      COHORT_LAUNCHER_PATH: runtimeLauncherPath(target),
+    };
+    expect(run(RUNTIME_BUNDLE_SCRIPTS.create, env)).toMatchObject({ status: 0, stderr: "" });
+    expect(readdirSync(path.dirname(target)).sort()).toEqual([`cohort-${sha.slice(0, 12)}-launcher`, path.basename(target)]);
+    expect(statSync(runtimeLauncherPath(target)).mode & 0o777).toBe(0o755);
+    expect(run(RUNTIME_BUNDLE_SCRIPTS.delete, env).status).toBe(0);
+    expect(existsSync(path.dirname(target))).toBe(false);
+    const bad = run(RUNTIME_BUNDLE_SCRIPTS.create, { ...env, COHORT_LAUNCHER_SHA256: "0".repeat(64) });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toBe(`${launcher} changed since the program read it (expected sha256 ${"0".repeat(64)}); run pulumi up again\n`);
+    expect(readdirSync(path.dirname(target))).toEqual([]);
   });
 
   it("create refuses a bundle whose digest changed since the program read it, leaving nothing behind", () => {

@@ -130,7 +130,9 @@ describe("host profile component graph", () => {
     });
     expect(bundle.inputs.triggers).toEqual([bundleSha, artifactRoot]);
     expect(bundle.inputs.create).toContain('sha256sum -c --status -');
-    expect(bundle.inputs.delete).toBe('rm -f "$COHORT_BUNDLE_PATH"\nrmdir "$(dirname "$COHORT_BUNDLE_PATH")" 2>/dev/null || true');
+    expect(bundle.inputs.delete).toBe(
+      'rm -f "$COHORT_BUNDLE_PATH"\nif [ -n "${COHORT_LAUNCHER_PATH:-}" ]; then rm -f "$COHORT_LAUNCHER_PATH"; fi\nrmdir "$(dirname "$COHORT_BUNDLE_PATH")" 2>/dev/null || true',
+    );
   });
 
   it("the run command gets the RunSpec on stdin, its digest as the first trigger, and the reap step as delete", async () => {

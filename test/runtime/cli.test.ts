@@ -14,9 +14,11 @@ let bundle = "";
 beforeAll(async () => {
   const { bundle: build } = await import("../../scripts/bundle.mjs");
   const built = await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") });
-  // Ship it alone: a directory with nothing but the file.
+  // Ship it alone: a directory with nothing but the file and the member launcher built beside it.
   bundle = path.join(tempDir("shipped"), "cohort.cjs");
   fs.copyFileSync(built.outfile, bundle);
+  fs.copyFileSync(built.launcher.file, path.join(path.dirname(bundle), "cohort-launcher"));
+  fs.chmodSync(path.join(path.dirname(bundle), "cohort-launcher"), 0o755);
 }, 300_000);
 
 interface Exit {
@@ -28,7 +30,10 @@ interface Exit {
 
 function cohort(args: string[], options: { stdin?: string; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Exit> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), stdio: ["pipe", "pipe", "pipe"] });
+    // Without COHORT_LAUNCHER (vitest.config.ts sets it for runtime code run from source): the bundle finds
+    // the launcher beside itself, as when shipped.
+    const { COHORT_LAUNCHER: _fromConfig, ...env } = process.env;
+    const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), env, stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (chunk) => (stdout += chunk));
@@ -301,14 +306,14 @@ describe("cohort CLI (bundled)", () => {
     expect(processesOfRun(JSON.parse(out.stdout).runId)).toEqual([]);
   });
 
-  it("with the perl launcher, a SIGKILLed runtime leaves no member behind (the launcher kills them)", async () => {
+  it.each(["native", "perl"])("with the %s launcher, a SIGKILLed runtime leaves no member behind (the launcher kills them)", async (launcher) => {
     const artifacts = tempDir("artifacts");
     const spec = writeSpec({
       name: "launcher",
       roles: [quick("router"), { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } }],
     });
     let runDir = "";
-    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", "launcher=perl"], {
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", `launcher=${launcher}`], {
       onStart: (child) => {
         void (async () => {
           while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
@@ -329,7 +334,7 @@ describe("cohort CLI (bundled)", () => {
     const spec = writeSpec({ name: "opts", roles: [quick("a")] });
     const out = await cohort(["run", "--spec", spec, "--artifacts", tempDir("artifacts"), "--backend-option", "launcher=fast", "--backend-option", "colour=red"]);
     expect(out).toMatchObject({ code: 2, stdout: "" });
-    expect(out.stderr).toBe('spec error: process.launcher: must be "auto", "perl" or "direct"; got "fast"\n');
+    expect(out.stderr).toBe('spec error: process.launcher: must be one of "auto", "native", "perl", "direct"; got "fast"\n');
   });
 
   it("usage errors exit 2", async () => {

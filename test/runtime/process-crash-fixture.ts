@@ -1,7 +1,7 @@
 /**
  * Fixture for process.test.ts: a runtime that starts members with the real process backend and then
  * dies of an uncaught exception (argv[2] = "throw") or process.exit (argv[2] = "exit"); argv[3] is the
- * launcher (`perl` or `direct`). Prints the member process group ids, one per line, before dying.
+ * launcher (`native`, `perl` or `direct`). Prints the member process group ids, one per line, before dying.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -10,7 +10,7 @@ import { ProcessBackend } from "../../runtime/backends/process/index";
 
 async function main(): Promise<void> {
   const runDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-crash-"));
-  const backend = new ProcessBackend({ runDir, events: () => undefined, launcher: process.argv[3] === "direct" ? "direct" : "perl" });
+  const backend = new ProcessBackend({ runDir, events: () => undefined, launcher: process.argv[3] === "direct" ? "direct" : process.argv[3] === "native" ? "native" : "perl" });
   for (const id of ["m-0", "m-1"]) {
     const handle = await backend.start(
       {

@@ -45,7 +45,7 @@ let counter = 0;
 export async function runCohort(
   roles: RunSpecInput["roles"],
   extra: Partial<RunSpecInput> = {},
-  hooks: { onScheduler?: (scheduler: Scheduler) => void; launcher?: "perl" | "direct" } = {},
+  hooks: { onScheduler?: (scheduler: Scheduler) => void; launcher?: "native" | "perl" | "direct" } = {},
 ): Promise<{ result: RunResult; runDir: string; runId: string; records: Awaited<ReturnType<typeof readLedger>>["records"] }> {
   const spec = loadRunSpec(JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "t", stopGracePeriod: "2s", roles, ...extra }));
   const runId = `t-20260101T000000Z-${(process.pid % 0xfff).toString(16).padStart(3, "0")}${(counter++).toString(16).padStart(3, "0")}`;

@@ -17,7 +17,7 @@ function startedGroups(records: readonly Record<string, unknown>[]): number[] {
   return records.filter((r) => r.kind === "member-started").map((r) => r.pgid as number);
 }
 
-describe.each(["perl", "direct"] as const)("process backend (launcher: %s)", (launcher) => {
+describe.each(["native", "perl", "direct"] as const)("process backend (launcher: %s)", (launcher) => {
   const runCohort = (roles: Parameters<typeof runWith>[0], extra: Parameters<typeof runWith>[1] = {}, hooks: Parameters<typeof runWith>[2] = {}) =>
     runWith(roles, extra, { ...hooks, launcher });
 
@@ -221,6 +221,8 @@ function runDir0(scheduler: object): string {
 
 describe("process backend: last-resort cleanup", () => {
   it.each([
+    ["throw", "native"],
+    ["exit", "native"],
     ["throw", "perl"],
     ["exit", "perl"],
     ["throw", "direct"],
@@ -240,14 +242,17 @@ describe("process backend: last-resort cleanup", () => {
   });
 });
 
-describe("process backend: perl launcher", () => {
+describe.each([
+  ["native", "cohort-launcher"],
+  ["perl", "perl"],
+] as const)("process backend: %s launcher", (launcher, comm) => {
   it("if the launcher dies mid-run, teardown still stops every member and the run completes", async () => {
     let killed = 0;
     const { result, runId, records } = await runWith(
       [{ name: "a", replicas: 2, app: { command: sh("echo up; exec sleep 1000"), port: false }, readiness: { log: { pattern: "^up$" } } }],
       { hold: "60s" },
       {
-        launcher: "perl",
+        launcher,
         onScheduler: (scheduler) => {
           const dir = runDir0(scheduler);
           const timer = setInterval(() => {
@@ -255,7 +260,7 @@ describe("process backend: perl launcher", () => {
             if (!fs.existsSync(file) || !fs.readFileSync(file, "utf8").includes('"kind":"hold-started"')) return;
             clearInterval(timer);
             for (const p of listProcesses()) {
-              if (p.ppid === process.pid && fs.readFileSync(`/proc/${p.pid}/comm`, "utf8").trim() === "perl") {
+              if (p.ppid === process.pid && fs.readFileSync(`/proc/${p.pid}/comm`, "utf8").trim() === comm.slice(0, 15)) {
                 process.kill(p.pid, "SIGKILL");
                 killed++;
               }

@@ -5,10 +5,11 @@
  * - `endpoints`: one free loopback port per member, reserved until the member starts (core/ports.ts).
  * - `admit`: creates every member's directory and writes its files before the first start, so that
  *   file system work is not on the start-up critical path.
- * - `start`: resolves once the process exists. Members are forked by a small perl launcher process
- *   (./launcher.ts: fork from a 7 MiB process instead of the ~100 MiB runtime, off the runtime's event
- *   loop, and members die with the launcher when the runtime is SIGKILLed) when perl is available, else
- *   spawned directly with execa (./start.ts), one per event-loop turn. Option `launcher`: auto|perl|direct.
+ * - `start`: resolves once the process exists. Members are started by a launcher process (./launcher.ts:
+ *   off the runtime's event loop, without copying the runtime's page tables, and members die with the
+ *   launcher when the runtime is SIGKILLed): the compiled one (runtime/launcher/main.go, vfork-style
+ *   spawns) when found, else a small perl one when perl is available, else members are spawned directly
+ *   with execa (./start.ts), one per event-loop turn. Option `launcher`: auto|native|perl|direct.
  * - `stop`: SIGTERM to the group, SIGKILL after the grace period, until the group is empty (./stop.ts).
  * - `exec`: exec readiness probes run with the member's environment in its directory.
  * - Member exits are reported through the event sink with the exit code or signal and the output tail.
@@ -20,7 +21,7 @@ import * as path from "node:path";
 import type { Backend, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError, SpecError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
-import { Launcher, launcherAvailable, type LaunchExit } from "./launcher";
+import { Launcher, findNativeLauncher, launcherAvailable, type LaunchExit, type LauncherProgram } from "./launcher";
 import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
 import { GroupWatcher, groupExists } from "./status";
 import { stopRunProcesses } from "./reap";
@@ -35,13 +36,22 @@ export interface ProcessBackendOptions {
   /** Timeout of one exec readiness probe attempt, in ms. @default 5000 */
   readonly execProbeTimeoutMs?: number;
   /**
-   * How members are forked: `perl` (a small launcher process forks them; ./launcher.ts explains why
-   * it is faster and why it also cleans up after a SIGKILLed runtime), `direct` (the runtime spawns
-   * each member with execa), or `auto` (perl when available, else direct).
+   * How members are started: `native` (the compiled launcher, runtime/launcher/main.go: vfork-style
+   * spawns from a thread pool; found through `$COHORT_LAUNCHER` or next to the bundle), `perl` (a small
+   * perl launcher process forks them; ./launcher.ts explains why either launcher beats spawning from the
+   * runtime, and why it also cleans up after a SIGKILLed runtime), `direct` (the runtime spawns each
+   * member with execa), or `auto` (native when found, else perl when available, else direct).
    * @default "auto"
    */
-  readonly launcher?: "auto" | "perl" | "direct";
+  readonly launcher?: LauncherMode;
 }
+
+/** Values of the `launcher` option. */
+export const launcherModes = ["auto", "native", "perl", "direct"] as const;
+/** A value of the `launcher` option (see {@link ProcessBackendOptions.launcher}). */
+export type LauncherMode = (typeof launcherModes)[number];
+/** How members were actually started. */
+type LaunchedWith = "native" | "perl" | "direct" | "unknown";
 
 interface RunningMember {
   readonly plan: MemberPlan;
@@ -98,9 +108,9 @@ export class ProcessBackend implements Backend {
   /** Spawns run one at a time, one per event-loop turn (see {@link ProcessBackend.spawnTurn}). */
   private spawnTail: Promise<void> = Promise.resolve();
   private launcherPromise: Promise<Launcher | null> | null = null;
-  private launchedWith: "perl" | "direct" | "unknown" = "unknown";
+  private launchedWith: LaunchedWith = "unknown";
   private launcherDead = false;
-  private modePromise: Promise<"perl" | "direct"> | null = null;
+  private modePromise: Promise<LauncherProgram | "direct"> | null = null;
   /** Output captures of members started through the launcher, until their leader exited. */
   private readonly outputs = new Map<string, OutputCapture>();
   private readonly exitWaiters = new Map<number, (exit: LaunchExit) => void>();
@@ -291,9 +301,9 @@ export class ProcessBackend implements Backend {
   private launcher(): Promise<Launcher | null> {
     this.launcherPromise ??= (async () => {
       const mode = await this.launchMode();
-      this.launchedWith = mode;
+      this.launchedWith = mode === "direct" ? "direct" : mode.kind;
       if (mode === "direct") return null;
-      const launcher = await Launcher.start();
+      const launcher = await Launcher.start(mode);
       launcher.onOutput = (member, fd, socket, rest) => {
         const output = this.outputs.get(member);
         if (output === undefined || (fd !== 1 && fd !== 2)) {
@@ -335,12 +345,29 @@ export class ProcessBackend implements Backend {
     return new Promise((resolve) => this.exitWaiters.set(pid, resolve));
   }
 
-  /** `perl` when asked for, or when `auto` and perl with its modules is on PATH; else `direct`. */
-  private launchMode(): Promise<"perl" | "direct"> {
-    this.modePromise ??= (async () => {
+  /**
+   * The launcher program for the `launcher` option: `native` must be found, `perl` must be available,
+   * `auto` takes the first of native, perl, direct that is.
+   *
+   * @throws {BackendUnavailableError} when the asked-for launcher is missing
+   */
+  private launchMode(): Promise<LauncherProgram | "direct"> {
+    this.modePromise ??= (async (): Promise<LauncherProgram | "direct"> => {
       const wanted = this.options.launcher ?? "auto";
       if (wanted === "direct") return "direct";
-      if (await launcherAvailable()) return "perl";
+      if (wanted === "native" || wanted === "auto") {
+        let found: string | null;
+        try {
+          found = findNativeLauncher();
+        } catch (error) {
+          throw new BackendUnavailableError("process", (error as Error).message, { cause: error });
+        }
+        if (found !== null) return { kind: "native", path: found };
+        if (wanted === "native") {
+          throw new BackendUnavailableError("process", "launcher=native needs the cohort-launcher binary: set COHORT_LAUNCHER or put it next to the runtime bundle (`npm run toolchain && npm run build`)");
+        }
+      }
+      if (await launcherAvailable()) return { kind: "perl" };
       if (wanted === "perl") {
         throw new BackendUnavailableError("process", "launcher=perl needs perl 5 with POSIX, IO::Socket::UNIX and IO::Select on PATH (Debian/Ubuntu: perl-base)");
       }
@@ -400,8 +427,8 @@ export class ProcessBackend implements Backend {
     if (this.runId !== null) await stopRunProcesses(this.runId, STRAGGLER_GRACE_MS);
   }
 
-  /** How members were forked (`perl` launcher or `direct`), recorded as the run's `backend-stats`. */
-  stats(): { launcher: "perl" | "direct" | "unknown" } {
+  /** How members were started (`native` or `perl` launcher, or `direct`), recorded as the run's `backend-stats`. */
+  stats(): { launcher: LaunchedWith } {
     return { launcher: this.launchedWith };
   }
 
@@ -442,10 +469,10 @@ export function createProcessBackend(context: {
   readonly options?: Readonly<Record<string, unknown>>;
 }): ProcessBackend {
   const launcher = context.options?.launcher;
-  if (launcher !== undefined && launcher !== "auto" && launcher !== "perl" && launcher !== "direct") {
-    throw new SpecError([{ path: "process.launcher", reason: `must be "auto", "perl" or "direct"; got ${JSON.stringify(launcher)}` }]);
+  if (launcher !== undefined && !(launcherModes as readonly unknown[]).includes(launcher)) {
+    throw new SpecError([{ path: "process.launcher", reason: `must be one of ${launcherModes.map((m) => `"${m}"`).join(", ")}; got ${JSON.stringify(launcher)}` }]);
   }
   const unknown = Object.keys(context.options ?? {}).filter((key) => key !== "launcher");
   if (unknown.length > 0) throw new SpecError(unknown.map((key) => ({ path: `process.${key}`, reason: "unknown backend option (known: launcher)" })));
-  return new ProcessBackend({ runDir: context.runDir, events: context.events, ...(launcher !== undefined ? { launcher } : {}) });
+  return new ProcessBackend({ runDir: context.runDir, events: context.events, ...(launcher !== undefined ? { launcher: launcher as LauncherMode } : {}) });
 }

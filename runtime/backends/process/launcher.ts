@@ -1,13 +1,20 @@
 /**
- * The launcher: a small perl process that forks members on the runtime's behalf.
+ * The launcher: a small process that starts members on the runtime's behalf. Two programs speak the same
+ * protocol: the compiled `cohort-launcher` (runtime/launcher/main.go, built next to the bundle by
+ * `npm run build`) and the perl script below (the fallback where the binary is absent).
  *
- * Why: fork(2) copies the page tables of every resident page of the forking process, and libuv's
- * spawn blocks the runtime's event loop until the child has exec'd. Measured on the 2-core dev VM, a
+ * Why a launcher at all: fork(2) copies the page tables of every resident page of the forking process, and
+ * libuv's spawn blocks the runtime's event loop until the child has exec'd. Measured on the 2-core dev VM, a
  * spawn from the Node runtime costs 2 ms user + 4.3 ms system CPU at 50 MiB RSS and 11.6 ms system CPU
  * at 200 MiB; a fork from perl (7 MiB RSS) costs 0.4 ms user + 1.3 ms system CPU. For a level of 179
  * members that is ~1.6 s against ~0.3 s of CPU before the last member even exists, and in the runtime
- * it would all be serialized on the event loop. With the launcher the runtime only writes one request
+ * it would all be serialized on the event loop. With a launcher the runtime only writes one request
  * line per member.
+ *
+ * Why the compiled one first: on a VM whose page tables are paravirtualized (this project's Firecracker dev
+ * machine) even perl's fork costs 5-8 ms of wall time; the Go launcher starts members with
+ * clone(CLONE_VM|CLONE_VFORK), which copies no page tables, from a pool of threads. Measured side by side
+ * on the idle machine: 179 members (`sleep`) started in 0.76-0.86 s (native) against 3.1-3.6 s (perl).
  *
  * Protocol (one line per message, fields tab-separated, strings hex-encoded so no byte needs escaping):
  * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>...`
@@ -32,7 +39,7 @@ import { constants as osConstants } from "node:os";
 import type { ResultPromise } from "execa";
 import { loadExeca } from "./start";
 
-/** The launcher program (perl). */
+/** The perl launcher program (the fallback when the compiled launcher is absent). */
 export const LAUNCHER_SCRIPT = String.raw`
 use strict; use warnings;
 use POSIX qw(setsid _exit dup2 WNOHANG);
@@ -150,6 +157,51 @@ export function decodeWaitStatus(status: number): LaunchExit {
   return { code: null, signal: SIGNAL_NAMES.get(signal) ?? (`SIG${signal}` as NodeJS.Signals) };
 }
 
+/**
+ * The launcher program: the perl script above, or the compiled launcher (runtime/launcher/main.go, built by
+ * `npm run toolchain`), which speaks the same protocol but starts members with clone(CLONE_VM|CLONE_VFORK)
+ * instead of fork(2), from a pool of threads. `path` is the absolute path of the `cohort-launcher` binary.
+ */
+export type LauncherProgram = { readonly kind: "perl" } | { readonly kind: "native"; readonly path: string };
+
+/** Env var naming the compiled launcher binary (set by `scripts/run.ts` from the toolchain cache). */
+export const NATIVE_LAUNCHER_ENV = "COHORT_LAUNCHER";
+
+/** File name of the compiled launcher next to the runtime bundle (`npm run build` writes `dist/cohort-launcher`). */
+export const NATIVE_LAUNCHER_NAME = "cohort-launcher";
+
+/**
+ * Finds the compiled launcher: `$COHORT_LAUNCHER` when set (it must then be an executable file), else, next to
+ * the file this code runs from (the runtime bundle), `<stem>-launcher` (the host profile's content-addressed
+ * copies: `cohort-<sha>.cjs` next to `cohort-<sha>-launcher`) or `cohort-launcher` (`dist/`), else null.
+ *
+ * @param moduleFile - the running file. @default this module's `__filename` (the bundle, once bundled)
+ * @returns the absolute path, or null when there is none
+ * @throws {Error} when COHORT_LAUNCHER is set but does not name an executable file
+ */
+export function findNativeLauncher(env: NodeJS.ProcessEnv = process.env, moduleFile: string = __filename): string | null {
+  const named = env[NATIVE_LAUNCHER_ENV];
+  if (named !== undefined && named !== "") {
+    if (!isExecutableFile(named)) throw new Error(`${NATIVE_LAUNCHER_ENV}=${named} is not an executable file`);
+    return path.resolve(named);
+  }
+  const dir = path.dirname(moduleFile);
+  const stem = path.basename(moduleFile).replace(/\.[cm]?[jt]s$/, "");
+  for (const candidate of [path.join(dir, `${stem}-launcher`), path.join(dir, NATIVE_LAUNCHER_NAME)]) {
+    if (isExecutableFile(candidate)) return candidate;
+  }
+  return null;
+}
+
+function isExecutableFile(file: string): boolean {
+  try {
+    fs.accessSync(file, fs.constants.X_OK);
+    return fs.statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
 /** Whether perl with the modules the launcher needs is on PATH. */
 export async function launcherAvailable(): Promise<boolean> {
   const { execa } = await loadExeca();
@@ -177,6 +229,8 @@ export class Launcher {
   private readonly exited: Promise<void>;
 
   private constructor(
+    /** Which launcher program runs: `perl` or `native`. */
+    readonly kind: LauncherProgram["kind"],
     private readonly process: ResultPromise,
     private readonly server: net.Server,
     private readonly socketDir: string,
@@ -192,7 +246,7 @@ export class Launcher {
    *
    * @throws {Error} when perl cannot be started or does not answer `ready`
    */
-  static async start(): Promise<Launcher> {
+  static async start(program: LauncherProgram = { kind: "perl" }): Promise<Launcher> {
     const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-l-"));
     fs.chmodSync(socketDir, 0o700);
     const socketPath = path.join(socketDir, "s");
@@ -203,7 +257,8 @@ export class Launcher {
     });
     server.unref();
     const { execa } = await loadExeca();
-    const child = execa("perl", ["-e", LAUNCHER_SCRIPT, socketPath], {
+    const [file, ...args] = program.kind === "perl" ? ["perl", "-e", LAUNCHER_SCRIPT, socketPath] : [program.path, socketPath];
+    const child = execa(file!, args, {
       detached: true, // its own process group: a Ctrl-C to the runtime's terminal does not reach it
       cleanup: false,
       stdin: "pipe",
@@ -215,7 +270,7 @@ export class Launcher {
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
     });
     child.catch(() => undefined);
-    const launcher = new Launcher(child, server, socketDir);
+    const launcher = new Launcher(program.kind, child, server, socketDir);
     server.on("connection", (socket) => launcher.accept(socket));
     await launcher.boot();
     return launcher;
@@ -245,7 +300,7 @@ export class Launcher {
       child.stderr!.on("data", (chunk: string) => (this.stderrTail = (this.stderrTail + chunk).slice(-2000)));
       child.stdin!.on("error", () => undefined); // EPIPE after the launcher died: reported through "exit" below
       child.nodeChildProcess.once("exit", (code, signal) => {
-        const why = `the launcher (perl) exited (${signal ?? `exit code ${code}`})${this.stderrTail ? `: ${this.stderrTail.trim()}` : ""}`;
+        const why = `the launcher (${this.kind}) exited (${signal ?? `exit code ${code}`})${this.stderrTail ? `: ${this.stderrTail.trim()}` : ""}`;
         if (!booted) reject(new Error(why));
         for (const [, waiter] of this.pending) waiter.reject(new Error(why));
         this.pending.clear();

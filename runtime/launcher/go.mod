@@ -1,0 +1,3 @@
+module cohort-lab.dev/launcher
+
+go 1.26
