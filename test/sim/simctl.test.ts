@@ -25,6 +25,8 @@ const unavailable = simUnavailableReason(controlPlaneBinaries);
 if (unavailable !== undefined) console.log(`sim tier skipped: ${unavailable}`);
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-simctl-"));
+// The refusal tests leave their own fixtures (a foreign dir must survive simctl); the file removes them at the end.
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 async function simctl(args: readonly string[], input?: string) {
   const r = await execa(process.execPath, ["--import", "tsx", "scripts/sim/simctl.ts", ...args], {
