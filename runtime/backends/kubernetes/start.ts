@@ -3,15 +3,25 @@
  * controller at admission) and is held by our `cohort-lab.dev/start` scheduling gate; starting it is a
  * strategic-merge patch that deletes that gate by name. Deleting by merge key (not a JSON-patch index)
  * cannot remove Kueue's gate by mistake, whatever order the two gates end up in, and needs no
- * resourceVersion. Kubernetes allows removing scheduling gates from an existing pod (KEP-3521); when
- * Kueue's own gate is still there the pod waits for it too. Readiness then arrives by watch (`run.ts`).
+ * resourceVersion. Kubernetes allows removing scheduling gates from an existing pod (KEP-3521).
+ * Readiness then arrives by watch (`run.ts`).
+ *
+ * With Kueue, the patch waits (by watch, no polling) until Kueue has removed its own
+ * `kueue.x-k8s.io/admission` gate from that pod. Kueue ungates an admitted pod group with one
+ * resourceVersion-guarded patch per pod (kueue v0.17.0 `pkg/controller/jobs/pod/pod_controller.go` Run ->
+ * `pkg/util/client/client.go` Patch, strict mode) from its informer cache; a patch of ours landing first
+ * makes Kueue's conflict, fails its whole group reconcile (an O(pods) pass) and requeues it with
+ * controller-runtime's backoff. Waiting costs nothing: the pod cannot be scheduled before Kueue's gate is
+ * gone anyway. (Measured on the sim, 2 cores, no simulated start-up delay: admission -> all Ready
+ * 54.4 s -> 48.6 s at 1,000 members, 6.7 s -> 6.4 s at 100, one run each; Kueue's own ungating, 8 patches in
+ * flight, remains the floor.)
  */
 import type { MemberHandle, MemberPlan } from "../../core/backend.js";
 import { MemberStartError } from "../../core/errors.js";
 import { HttpMethod, KubeApiError } from "./client.js";
 import { memberHost } from "./render.js";
 import type { Run } from "./run.js";
-import { hasStartGate } from "./status.js";
+import { hasKueueGate, hasStartGate } from "./status.js";
 import { CONTAINER_NAME, START_GATE } from "./upstream.js";
 
 /** The strategic-merge patch that removes our scheduling gate (`schedulingGates` merges by `name`). */
@@ -33,6 +43,9 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
   if (state.started) throw fail("already started; the kubernetes backend does not restart members");
   if (state.exited) throw fail("its pod or Sandbox has already failed");
   const ns = run.settings.namespace;
+  if (run.kueue && state.pod !== undefined && hasKueueGate(state.pod)) {
+    await untilKueueUngated(run, plan.id, signal, fail);
+  }
   if (state.pod === undefined || hasStartGate(state.pod)) {
     try {
       await run.client.request("patch pods", HttpMethod.PATCH, `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(plan.id)}`, {
@@ -55,6 +68,36 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
     detail: { namespace: ns, sandbox: plan.id, pod: plan.id },
     outputTail: (lines) => podLogTail(run, plan.id, lines),
   };
+}
+
+/**
+ * Resolves once Kueue's admission gate is gone from the member's pod (watch-driven: a per-member
+ * listener, O(1) per event).
+ *
+ * @throws {MemberStartError} (through `fail`) when the member exits or is being stopped, its pod is
+ *   deleted, the run fails, or `signal` aborts first
+ */
+function untilKueueUngated(run: Run, member: string, signal: AbortSignal, fail: (message: string) => MemberStartError): Promise<void> {
+  const state = run.members.get(member)!;
+  return new Promise<void>((resolve, reject) => {
+    const finish = (error?: MemberStartError): void => {
+      off();
+      signal.removeEventListener("abort", onAbort);
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const check = (): void => {
+      if (signal.aborted) return finish(fail("aborted while waiting for Kueue to remove its admission gate"));
+      if (state.exited || state.stopping) return finish(fail("exited or stopped while waiting for Kueue to remove its admission gate"));
+      if (run.runFailure !== undefined) return finish(fail(`the run failed while waiting for Kueue to remove its admission gate: ${run.runFailure}`));
+      if (state.pod === undefined) return finish(fail(`pod ${run.settings.namespace}/${member} no longer exists`));
+      if (!hasKueueGate(state.pod)) finish();
+    };
+    const onAbort = (): void => check();
+    const off = run.onChange(check, member);
+    signal.addEventListener("abort", onAbort, { once: true });
+    check();
+  });
 }
 
 /** Most time spent fetching a log tail for a failure message (a kwok node has no kubelet to answer). */
