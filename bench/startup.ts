@@ -12,6 +12,8 @@
  * 3. Placement latency from the parallel run's ledger: for each member of levels 1-2, the last
  *    dependency's `member-ready` -> the dependant's spawn call (`member-started.elapsedMs - startMs`) and
  *    -> spawned (`member-started`), p50/p99 (targets 5 ms and 25 ms, research/perf-anchors.md §8).
+ * 3b. Spawn floor: the compiled launcher alone starts 179 listeners at once (the widest level), no runtime;
+ *    the time until the last has exec'd is printed with critical path + floor, the bound no scheduler beats.
  * 4. Runtime peak RSS with 1,000 members (cheap `sh` -> `sleep` members, log readiness), from the
  *    runtime's own `process.resourceUsage().maxRSS` recorded in completion.json.
  * 5. Ledger append throughput (LedgerWriter, default fsync policy): fire-and-forget appends as the
@@ -26,6 +28,7 @@ import { execFileSync, spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { Launcher } from "../runtime/backends/process/launcher";
 import { criticalPath } from "../runtime/core/graph";
 import { LedgerWriter, readLedger, type LedgerRecord } from "../runtime/core/ledger";
 
@@ -213,6 +216,35 @@ async function ledgerThroughput(): Promise<{ fireAndForget: number; awaited: num
   return { fireAndForget, awaited };
 }
 
+/**
+ * What process creation alone costs on this machine: the compiled launcher (no runtime, no scheduler, no
+ * probes) starts `count` copies of the bench's listener at once (each sleeping 60 s), and the time until the
+ * last one has exec'd is the floor under the widest level's spread of start times. Printed beside the time to
+ * ready, so that the part of the gap that no scheduler can remove is visible in the same run.
+ *
+ * @returns ms from the burst until the last start, and the median start
+ */
+async function spawnFloor(launcherPath: string, command: readonly string[], count: number): Promise<{ count: number; lastMs: number; p50Ms: number }> {
+  const launcher = await Launcher.start({ kind: "native", path: launcherPath });
+  launcher.onOutput = (_member, _fd, socket) => {
+    socket.resume();
+    socket.on("error", () => undefined);
+  };
+  const dir = fs.mkdtempSync(path.join(WORK, "floor-"));
+  const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", DELAYS: Array.from({ length: count }, () => "60000").join(",") };
+  try {
+    const t0 = performance.now();
+    const at = await Promise.all(
+      Array.from({ length: count }, (_, i) =>
+        launcher.spawn({ id: `floor-${i}`, dir, argv: command, env: { ...env, COHORT_INDEX: String(i), COHORT_PORT: "1" } }).then(() => performance.now() - t0),
+      ),
+    );
+    return { count, lastMs: Math.max(...at), p50Ms: percentile(at, 50) };
+  } finally {
+    await launcher.close(); // SIGKILLs every listener it started
+  }
+}
+
 // ---- main -----------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -245,6 +277,8 @@ async function main(): Promise<void> {
     sequential = await runCli(built.outfile, startupSpec("bench-seq", member.command, 1), "sequential");
     loadAfterSeq = load();
   }
+
+  const floor = await spawnFloor(built.launcher.file, member.command, LEVELS[2]!.replicas);
 
   const rssMembers = Number(process.env.BENCH_RSS_MEMBERS ?? 1000);
   const rssRun = await runCli(
@@ -284,6 +318,11 @@ async function main(): Promise<void> {
   row("placement: dep ready -> spawned         p50/p99", pp(toSpawned));
   const launcherUsed = (parallel.records.find((r) => r.kind === "backend-stats")?.stats as { launcher?: string } | undefined)?.launcher ?? "?";
   row("one spawn request -> pid                p50/p99", pp(spawnMs), `launcher: ${launcherUsed} (BENCH_LAUNCHER=perl|direct)`);
+  row(
+    `spawn floor: ${floor.count} listeners at once`,
+    `${floor.lastMs.toFixed(0)} ms`,
+    `the launcher alone, no runtime (p50 ${floor.p50Ms.toFixed(0)} ms); critical path + floor = ${((cp.totalMs + floor.lastMs) / 1000).toFixed(3)} s`,
+  );
   row("runtime peak RSS, 200-member run", `${((parallelRuntime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`);
   row(`runtime peak RSS, ${rssMembers} members`, `${((runtime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`, `time to ready ${((rssRun.summary.timeToReadyMs ?? 0) / 1000).toFixed(1)} s; runtime CPU ${(((runtime.cpuUserMs ?? 0) + (runtime.cpuSystemMs ?? 0)) / 1000).toFixed(1)} s`);
   row("ledger appends, fire-and-forget (scheduler)", `${Math.round(ledger.fireAndForget)} rec/s`, "default fsync policy, 20,000 member-started records");
