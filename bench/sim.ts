@@ -13,7 +13,9 @@
  * Printed per run: submission -> admission of the gang Workload (the ledger's `roster-admitted.admissionMs`, and
  * the backend's own admission timings), admission -> all ready (`roster-ready.timeToReadyMs`), the ratio, API
  * calls the runtime made (writes and reads per member, watches, conflicts, 429s, client-side throttle waits, any
- * per-member GET), and the RSS of kube-apiserver, etcd and the controllers after the run. Targets
+ * per-member GET), the RSS of kube-apiserver, etcd and the controllers after the run, and the CPU seconds each
+ * of them and the runtime process used during the run (Linux /proc, clock ticks of 10 ms), to show where the
+ * time goes on the machine. Targets
  * (research/perf-anchors.md §8): admission <= 2 s; 1,000 Ready <= 20 s with no delay; <= 2 writes per member,
  * no per-member polling, no client-side throttle waits.
  *
@@ -35,6 +37,25 @@ const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-sim-"));
 const BUNDLE = path.join(PROJECT_DIR, "dist", "cohort.cjs");
 const IMAGE = `registry.invalid/bench/member@sha256:${"ab".repeat(32)}`;
 const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+
+/** CPU seconds (user + system) of a process, or of this process's waited-for children (`children`), from /proc. */
+function cpuSeconds(pid: number | "self", children = false): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    // fields[0] is field 3 (state): utime/stime are fields 14/15, cutime/cstime 16/17 (proc(5)); USER_HZ is 100 on Linux.
+    const [u, s] = children ? [fields[13], fields[14]] : [fields[11], fields[12]];
+    return (Number(u) + Number(s)) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+function cpuSnapshot(stateDir: string): Record<string, number> {
+  const out: Record<string, number> = { runtime: cpuSeconds("self", true) };
+  for (const c of simStatus(stateDir).components) if (c.running) out[c.component] = cpuSeconds(c.pid);
+  return out;
+}
 
 interface Timing {
   readonly label: string;
@@ -90,10 +111,11 @@ interface Figures {
   maxInFlight: number | null;
   calls: unknown;
   rssMiB: Record<string, number>;
+  cpuSeconds: Record<string, number>;
   runtimeWallMs: number;
 }
 
-function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<string, number>): Figures {
+function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<string, number>, cpu: Record<string, number>): Figures {
   const admitted = record(r.records, "roster-admitted");
   const rosterReady = record(r.records, "roster-ready");
   const starts = r.records.filter((x) => x.kind === "member-ready").map((x) => Number((x as unknown as { startToReadyMs: number }).startToReadyMs));
@@ -126,6 +148,7 @@ function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<stri
     maxInFlight: stats?.apiCalls?.maxInFlight ?? null,
     calls,
     rssMiB: rss,
+    cpuSeconds: cpu,
     runtimeWallMs: Math.round(r.wallMs),
   };
 }
@@ -142,6 +165,7 @@ async function main(): Promise<void> {
     console.log(`sim up (${timing.label}) in ${((performance.now() - bootStarted) / 1000).toFixed(1)} s; quota ${JSON.stringify(sim.queue?.nominalQuota)}`);
     try {
       for (const size of SIZES) {
+        const cpuBefore = cpuSnapshot(sim.stateDir);
         const r = await runCohortOnSim({
           stateDir: sim.stateDir,
           specText: spec(size),
@@ -151,7 +175,10 @@ async function main(): Promise<void> {
         });
         const rss: Record<string, number> = {};
         for (const c of simStatus(sim.stateDir).components) if (c.rssBytes !== undefined) rss[c.component] = Math.round(c.rssBytes / 1048576);
-        const f = figures(timing, size, r, rss);
+        const cpuAfter = cpuSnapshot(sim.stateDir);
+        const cpu: Record<string, number> = {};
+        for (const [k, v] of Object.entries(cpuAfter)) cpu[k] = Number((v - (cpuBefore[k] ?? 0)).toFixed(1));
+        const f = figures(timing, size, r, rss, cpu);
         all.push(f);
         console.log(
           `${timing.label.padEnd(10)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
@@ -159,7 +186,7 @@ async function main(): Promise<void> {
             `ratio to the slowest simulated start (${f.slowestSimulatedStartMs} ms) ${f.ratio ?? "n/a"}; backend admission ${JSON.stringify(f.backendAdmission)}; ` +
             `writes/member ${f.writesPerMember} (member writes ${f.memberWritesPerMember}); reads/member ${f.readsPerMember}; per-member GETs ${f.perMemberGets}; ` +
             `watches ${f.watches}; 409 ${f.conflicts}; 429 ${f.throttled429}; client throttle waits ${f.clientThrottleWaits}; ` +
-            `RSS MiB ${JSON.stringify(f.rssMiB)}; load ${load()}`,
+            `RSS MiB ${JSON.stringify(f.rssMiB)}; CPU s during the run ${JSON.stringify(f.cpuSeconds)} (wall ${(f.runtimeWallMs / 1000).toFixed(1)} s); load ${load()}`,
         );
         if (r.summary?.outcome !== "succeeded") console.log(r.stderr.split("\n").slice(-15).join("\n"));
       }
