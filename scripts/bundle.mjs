@@ -14,7 +14,7 @@
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, renameSync, rmSync, statSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { chmod } from "node:fs/promises";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -81,6 +81,9 @@ export async function bundle(options = {}) {
   await chmod(outfile, 0o755);
   const bytes = result.metafile.outputs[path.relative(root, outfile)]?.bytes ?? 0;
   const launcher = buildLauncher(path.dirname(outfile));
+  // The Node that built the bundle (>= 22: the toolchain's pinned Node 24 under `npm run build`), for bin/cohort.cjs
+  // to re-execute with when `npx cohort` starts under an older Node.
+  if (Number(process.versions.node.split(".")[0]) >= 22) writeFileSync(path.join(path.dirname(outfile), "cohort.node"), `${process.execPath}\n`);
   return { outfile, bytes, warnings: result.warnings.length, launcher };
 }
 

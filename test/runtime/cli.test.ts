@@ -30,7 +30,7 @@ interface Exit {
 
 function cohort(args: string[], options: { stdin?: string; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Exit> {
   return new Promise((resolve) => {
-    // Without COHORT_LAUNCHER (vitest.config.ts sets it for runtime code run from source): the bundle finds
+    // Without COHORT_LAUNCHER (vitest.config.mts sets it for runtime code run from source): the bundle finds
     // the launcher beside itself, as when shipped.
     const { COHORT_LAUNCHER: _fromConfig, ...env } = process.env;
     const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), env, stdio: ["pipe", "pipe", "pipe"] });

@@ -1,4 +1,5 @@
 import * as path from "node:path";
+import { fileURLToPath } from "node:url";
 import { configDefaults, defineConfig } from "vitest/config";
 
 // One config for every test tier (see README "Tests"). Each file runs in its own forked process:
@@ -6,7 +7,7 @@ import { configDefaults, defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // The sim tier needs the sim binaries and minutes per file: `npm run test:sim` (vitest.sim.config.ts).
+    // The sim tier needs the sim binaries and minutes per file: `npm run test:sim` (vitest.sim.config.mts).
     exclude: [...configDefaults.exclude, "test/sim/**"],
     pool: "forks",
     // One file at a time: the e2e tier starts real OpenClaw gateways (about 1 GB and 20 s of CPU each)
@@ -17,6 +18,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     reporters: ["default"],
     // Runtime code run from source finds the compiled member launcher that `npm run build` (pretest) writes.
-    env: { COHORT_LAUNCHER: path.join(__dirname, "dist", "cohort-launcher") },
+    env: { COHORT_LAUNCHER: path.join(path.dirname(fileURLToPath(import.meta.url)), "dist", "cohort-launcher") },
   },
 });
