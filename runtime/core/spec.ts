@@ -70,7 +70,10 @@ const positiveDuration = duration.superRefine((value, ctx) => {
 
 const port = z.number().int().min(1).max(65535);
 const envName = z.string().regex(ENV_NAME, "must be an environment variable name: letters, digits and _, not starting with a digit");
-const argv = z.array(z.string()).min(1, "must have at least one element (the program)");
+/** A string that can travel in an argv or environment entry: execve(2) strings end at the first NUL byte. */
+const cString = z.string().refine((value) => !value.includes("\0"), "must not contain a NUL byte (execve(2) would cut the string there)");
+
+const argv = z.array(cString).min(1, "must have at least one element (the program)");
 
 const readinessSchema = z.strictObject({
   /** HTTP GET; ready on a 2xx or 3xx status. */
@@ -87,7 +90,7 @@ const readinessSchema = z.strictObject({
 
 const appSchema = z.strictObject({
   command: argv,
-  env: z.record(envName, z.string()).optional(),
+  env: z.record(envName, cString).optional(),
   image: z.string().optional(),
   files: z.record(z.string(), z.string()).optional(),
   secretEnv: z.array(envName).optional(),

@@ -256,6 +256,13 @@ func (l *launcher) reap() {
 		if pid <= 0 || err != nil {
 			return
 		}
+		// Forget a group once it is empty, so that the final sweep never signals a process group whose
+		// id the kernel has since given to someone else (a pgid is not reused while its group has members).
+		if syscall.Kill(-pid, 0) == syscall.ESRCH {
+			l.groupsMu.Lock()
+			delete(l.groups, pid)
+			l.groupsMu.Unlock()
+		}
 		l.send("exit", strconv.Itoa(pid), strconv.Itoa(int(ws)))
 	}
 }

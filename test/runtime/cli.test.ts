@@ -28,11 +28,12 @@ interface Exit {
   stderr: string;
 }
 
-function cohort(args: string[], options: { stdin?: string; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Exit> {
+function cohort(args: string[], options: { stdin?: string; env?: Record<string, string>; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Exit> {
   return new Promise((resolve) => {
     // Without COHORT_LAUNCHER (vitest.config.mts sets it for runtime code run from source): the bundle finds
     // the launcher beside itself, as when shipped.
-    const { COHORT_LAUNCHER: _fromConfig, ...env } = process.env;
+    const { COHORT_LAUNCHER: _fromConfig, ...inherited } = process.env;
+    const env = { ...inherited, ...options.env };
     const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), env, stdio: ["pipe", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
@@ -329,6 +330,21 @@ describe("cohort CLI (bundled)", () => {
     expect(processesOfRun(runId)).toEqual([]);
     expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
   });
+
+  it("a launcher that never answers fails the run (bounded) instead of hanging it, and is not left running", async () => {
+    const dir = tempDir("stuck");
+    const stuck = path.join(dir, "stuck-launcher");
+    fs.writeFileSync(stuck, "#!/bin/sh\nexec sleep 987654\n", { mode: 0o755 });
+    const spec = writeSpec({ name: "stuck", admissionTimeout: "30s", roles: [quick("a")] });
+    const out = await cohort(["run", "--spec", spec, "--artifacts", tempDir("artifacts")], { env: { COHORT_LAUNCHER: stuck } });
+    expect(out.code).toBe(1);
+    const summary = JSON.parse(out.stdout);
+    expect(summary).toMatchObject({ outcome: "failed", readyCount: 0 });
+    expect(summary.firstFailure.reason).toContain(`the native launcher ${stuck} did not start: no \`ready\` line within 10000 ms`);
+    const { execFileSync } = await import("node:child_process");
+    expect(execFileSync("ps", ["-eo", "args"], { encoding: "utf8" })).not.toContain("sleep 987654"); // SIGKILLed after the boot timeout
+    expect((await cohort(["ledger", "verify", summary.ledgerPath])).code).toBe(0);
+  }, 60_000);
 
   it("rejects unknown process backend options", async () => {
     const spec = writeSpec({ name: "opts", roles: [quick("a")] });

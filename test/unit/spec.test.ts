@@ -113,6 +113,13 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     ]);
   });
 
+  it("NUL bytes in argv or env values (execve would cut the string there)", () => {
+    expect(issuesOf({ ...base, roles: [role("a", { app: { command: ["sh", "-c", "echo hi\0; sleep 1"], env: { X: "a\0b" } } })] })).toEqual([
+      "roles[0].app.command[2]: must not contain a NUL byte (execve(2) would cut the string there)",
+      "roles[0].app.env.X: must not contain a NUL byte (execve(2) would cut the string there)",
+    ]);
+  });
+
   it("durations: unit-less, negative, zero timeouts", () => {
     expect(issuesOf({ ...base, memberTimeout: 90, hold: "-5s", startupTimeout: "0s", stopGracePeriod: "10", roles: [role("a")] })).toEqual([
       'startupTimeout: must be greater than zero; got "0s"',

@@ -68,6 +68,9 @@ interface RunningMember {
   readonly escalated: Promise<void>;
 }
 
+/** How long stop() waits for the launcher's exit status of a member whose group is already gone, in ms. */
+const EXIT_REPORT_WAIT_MS = 2_000;
+
 /** SIGTERM -> SIGKILL grace for processes of the run found alive after teardown, in ms. */
 const STRAGGLER_GRACE_MS = 2_000;
 
@@ -227,7 +230,15 @@ export class ProcessBackend implements Backend {
       const issued = performance.now();
       queuedMs = issued - entered;
       try {
-        pid = await launcher.spawn({ id: plan.id, dir: plan.workDir, argv: plan.command, env });
+        pid = await abortable(launcher.spawn({ id: plan.id, dir: plan.workDir, argv: plan.command, env }), signal, (late) => {
+          // The run gave up on this start (a deadline, teardown, a signal) before the launcher answered; if it
+          // answers later, the member it started is nobody's: kill its group at once.
+          try {
+            process.kill(-late, "SIGKILL");
+          } catch {
+            // already gone
+          }
+        });
       } catch (error) {
         this.outputs.delete(plan.id);
         await output.end();
@@ -396,7 +407,19 @@ export class ProcessBackend implements Backend {
     member.stopping = stopGroup({ member: memberId, pgid: member.pgid, leaderExited: member.leaderExited }, graceMs, this.watcher, member.escalated).then(
       async () => {
         liveGroups.delete(member.pgid);
-        await member.exitReported; // the member's `exited` event comes before stop() resolves
+        // The member's `exited` event comes before stop() resolves. Its status comes from the launcher; a
+        // launcher that stopped answering (SIGSTOPped, wedged) must not hold teardown: once the group is
+        // gone, wait at most EXIT_REPORT_WAIT_MS for the status, then report the exit as unknown.
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, EXIT_REPORT_WAIT_MS)));
+        await Promise.race([member.exitReported, late]);
+        clearTimeout(timer);
+        const waiter = this.exitWaiters.get(member.pid);
+        if (waiter !== undefined) {
+          this.exitWaiters.delete(member.pid);
+          waiter({ code: null, signal: null });
+        }
+        await member.exitReported;
       },
     );
     return member.stopping;
@@ -457,6 +480,42 @@ export class ProcessBackend implements Backend {
     }
     return { exitCode: result.exitCode ?? null };
   }
+}
+
+/**
+ * `promise`, or a rejection as soon as `signal` aborts; a value that arrives after the abort goes to `onLate`.
+ *
+ * @throws {Error} "aborted" when the signal aborted first
+ */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal, onLate: (value: T) => void): Promise<T> {
+  if (signal.aborted) {
+    promise.then(onLate, () => undefined);
+    return Promise.reject(new Error("aborted before the launcher answered"));
+  }
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const onAbort = (): void => {
+      if (settled) return;
+      settled = true;
+      promise.then(onLate, () => undefined);
+      reject(new Error("aborted before the launcher answered"));
+    };
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        if (settled) return;
+        settled = true;
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        if (settled) return;
+        settled = true;
+        reject(error as Error);
+      },
+    );
+  });
 }
 
 function round3(ms: number): number {

@@ -56,7 +56,7 @@ $SIG{CHLD} = sub { syswrite($wake_w, "x") };
 sub hex2s { pack('H*', $_[0]) }
 sub s2hex { unpack('H*', $_[0]) }
 sub reap {
-  while ((my $pid = waitpid(-1, WNOHANG)) > 0) { print "exit	$pid	$?
+  while ((my $pid = waitpid(-1, WNOHANG)) > 0) { delete $groups{$pid} if !kill(0, -$pid); print "exit	$pid	$?
 "; }
 }
 sub spawn_member {
@@ -202,6 +202,9 @@ function isExecutableFile(file: string): boolean {
   }
 }
 
+/** How long a launcher may take to answer `ready`, in ms (it answers in a few ms; a stuck one must not hang the run). */
+const BOOT_TIMEOUT_MS = 10_000;
+
 /** Whether perl with the modules the launcher needs is on PATH. */
 export async function launcherAvailable(): Promise<boolean> {
   const { execa } = await loadExeca();
@@ -272,7 +275,16 @@ export class Launcher {
     child.catch(() => undefined);
     const launcher = new Launcher(program.kind, child, server, socketDir);
     server.on("connection", (socket) => launcher.accept(socket));
-    await launcher.boot();
+    try {
+      await launcher.boot();
+    } catch (error) {
+      launcher.closed = true;
+      child.kill("SIGKILL");
+      server.close();
+      fs.rmSync(socketDir, { recursive: true, force: true });
+      const where = program.kind === "native" ? ` ${program.path}` : "";
+      throw new Error(`the ${program.kind} launcher${where} did not start: ${(error as Error).message}`, { cause: error });
+    }
     return launcher;
   }
 
@@ -280,6 +292,8 @@ export class Launcher {
     const child = this.process;
     return new Promise<void>((resolve, reject) => {
       let booted = false;
+      const timer = setTimeout(() => reject(new Error(`no \`ready\` line within ${BOOT_TIMEOUT_MS} ms`)), BOOT_TIMEOUT_MS);
+      timer.unref();
       child.stdout!.setEncoding("utf8");
       child.stdout!.on("data", (chunk: string) => {
         this.stdoutBuffer += chunk;
@@ -289,6 +303,7 @@ export class Launcher {
           this.stdoutBuffer = this.stdoutBuffer.slice(newline + 1);
           if (line === "ready" && !booted) {
             booted = true;
+            clearTimeout(timer);
             resolve();
           } else {
             this.message(line);
