@@ -167,13 +167,66 @@ export const KINDCHECK_SOURCES = ["go.mod", "go.sum", "main.go"] as const;
 /** Directory of the kindcheck sources. */
 export const kindcheckDir = path.join(repoRoot, "test", "tools", "kindcheck");
 
-function kindcheckSourceSha256(): string {
+/** Source files of test/tools/kueuecheck. */
+export const KUEUECHECK_SOURCES = ["go.mod", "go.sum", "main.go"] as const;
+
+/** Directory of the kueuecheck sources. */
+export const kueuecheckDir = path.join(repoRoot, "test", "tools", "kueuecheck");
+
+/** A checker under test/tools built against one pinned upstream module (what {@link goCheckerTool} needs). */
+interface GoChecker {
+  /** Tool and binary name, e.g. `kindcheck`. */
+  readonly name: string;
+  readonly dir: string;
+  readonly sources: readonly string[];
+  /** Key of the upstream pin inside the tool's pin (`kind`, `kueue`); part of the stamp, so kept as it was. */
+  readonly pinKey: string;
+  readonly module: { readonly goModule: string; readonly version: string; readonly goSum: string };
+  /** The `-X main.<var>` that stamps the upstream version, and the `--version` output it gives (`kind v0.31.0`). */
+  readonly versionVar: string;
+  readonly versionExpect: string;
+}
+
+/** SHA-256 over the checker's source files (name, NUL, content, NUL each; `<missing>` for an absent file). */
+function sourcesSha256(dir: string, sources: readonly string[]): string {
   const hash = createHash("sha256");
-  for (const f of KINDCHECK_SOURCES) {
-    const p = path.join(kindcheckDir, f);
+  for (const f of sources) {
+    const p = path.join(dir, f);
     hash.update(`${f}\0${fs.existsSync(p) ? fs.readFileSync(p, "utf8") : "<missing>"}\0`);
   }
   return hash.digest("hex");
+}
+
+/**
+ * A checker tool: downloads the pinned upstream module (go.sum checked), copies the checker's sources into the
+ * scratch dir and builds them with `-mod=readonly`. The pin holds the upstream module and the sources' hash, so
+ * an edit of the checker rebuilds it.
+ */
+function goCheckerTool(c: GoChecker): Tool {
+  const { goModule, version, goSum } = c.module;
+  return {
+    name: c.name,
+    version,
+    pin: { [c.pinKey]: { goModule, version, goSum }, sources: sourcesSha256(c.dir, c.sources) },
+    binaries: { [c.name]: `bin/${c.name}` },
+    versionCheck: { binary: c.name, args: ["--version"], expect: c.versionExpect },
+    buildDescription: `go build of test/tools/${c.name}`,
+    async build(ctx) {
+      await checkGo(toolchain.goMinVersion, ctx.env);
+      await downloadPinnedModule(c.module, ctx, c.name);
+      const src = path.join(ctx.workDir, c.name);
+      fs.mkdirSync(src);
+      for (const f of c.sources) fs.copyFileSync(path.join(c.dir, f), path.join(src, f));
+      const o: GoCommonOptions = { env: ctx.env, log: ctx.log, label: c.name };
+      await runGo(
+        ["build", "-mod=readonly", "-trimpath", "-ldflags", `-s -w -X main.${c.versionVar}=${version}`, "-o", path.join(ctx.outDir, `bin/${c.name}`), "."],
+        src,
+        goEnv(ctx.env),
+        o,
+      );
+      return "build";
+    },
+  };
 }
 
 /**
@@ -181,36 +234,16 @@ function kindcheckSourceSha256(): string {
  * into `v1alpha4.Cluster`, defaulting, conversion) and `Cluster.Validate`, at the pinned kind version.
  */
 export function kindcheckTool(): Tool {
-  return {
+  return goCheckerTool({
     name: "kindcheck",
-    version: local.kind.version,
-    pin: { kind: { goModule: local.kind.goModule, version: local.kind.version, goSum: local.kind.goSum }, sources: kindcheckSourceSha256() },
-    binaries: { kindcheck: "bin/kindcheck" },
-    versionCheck: { binary: "kindcheck", args: ["--version"], expect: `kind ${local.kind.version}` },
-    buildDescription: "go build of test/tools/kindcheck",
-    async build(ctx) {
-      await checkGo(toolchain.goMinVersion, ctx.env);
-      await downloadPinnedModule({ goModule: local.kind.goModule, version: local.kind.version, goSum: local.kind.goSum }, ctx, "kindcheck");
-      const src = path.join(ctx.workDir, "kindcheck");
-      fs.mkdirSync(src);
-      for (const f of KINDCHECK_SOURCES) fs.copyFileSync(path.join(kindcheckDir, f), path.join(src, f));
-      const o: GoCommonOptions = { env: ctx.env, log: ctx.log, label: "kindcheck" };
-      await runGo(
-        ["build", "-mod=readonly", "-trimpath", "-ldflags", `-s -w -X main.kindVersion=${local.kind.version}`, "-o", path.join(ctx.outDir, "bin/kindcheck"), "."],
-        src,
-        goEnv(ctx.env),
-        o,
-      );
-      return "build";
-    },
-  };
+    dir: kindcheckDir,
+    sources: KINDCHECK_SOURCES,
+    pinKey: "kind",
+    module: local.kind,
+    versionVar: "kindVersion",
+    versionExpect: `kind ${local.kind.version}`,
+  });
 }
-
-/** Source files of test/tools/kueuecheck. */
-export const KUEUECHECK_SOURCES = ["go.mod", "go.sum", "main.go"] as const;
-
-/** Directory of the kueuecheck sources. */
-export const kueuecheckDir = path.join(repoRoot, "test", "tools", "kueuecheck");
 
 /**
  * test/tools/kueuecheck: validates Kueue manager Configurations with Kueue's own loader (`pkg/config.Load`: strict
@@ -218,34 +251,15 @@ export const kueuecheckDir = path.join(repoRoot, "test", "tools", "kueuecheck");
  * Kueue), so it is not in the `manifests` set; the tests ensure it on first use.
  */
 export function kueuecheckTool(): Tool {
-  const hash = createHash("sha256");
-  for (const f of KUEUECHECK_SOURCES) {
-    const p = path.join(kueuecheckDir, f);
-    hash.update(`${f}\0${fs.existsSync(p) ? fs.readFileSync(p, "utf8") : "<missing>"}\0`);
-  }
-  return {
+  return goCheckerTool({
     name: "kueuecheck",
-    version: local.kueue.version,
-    pin: { kueue: { goModule: local.kueue.goModule, version: local.kueue.version, goSum: local.kueue.goSum }, sources: hash.digest("hex") },
-    binaries: { kueuecheck: "bin/kueuecheck" },
-    versionCheck: { binary: "kueuecheck", args: ["--version"], expect: `kueue ${local.kueue.version}` },
-    buildDescription: "go build of test/tools/kueuecheck",
-    async build(ctx) {
-      await checkGo(toolchain.goMinVersion, ctx.env);
-      await downloadPinnedModule(local.kueue, ctx, "kueuecheck");
-      const src = path.join(ctx.workDir, "kueuecheck");
-      fs.mkdirSync(src);
-      for (const f of KUEUECHECK_SOURCES) fs.copyFileSync(path.join(kueuecheckDir, f), path.join(src, f));
-      const o: GoCommonOptions = { env: ctx.env, log: ctx.log, label: "kueuecheck" };
-      await runGo(
-        ["build", "-mod=readonly", "-trimpath", "-ldflags", `-s -w -X main.kueueVersion=${local.kueue.version}`, "-o", path.join(ctx.outDir, "bin/kueuecheck"), "."],
-        src,
-        goEnv(ctx.env),
-        o,
-      );
-      return "build";
-    },
-  };
+    dir: kueuecheckDir,
+    sources: KUEUECHECK_SOURCES,
+    pinKey: "kueue",
+    module: local.kueue,
+    versionVar: "kueueVersion",
+    versionExpect: `kueue ${local.kueue.version}`,
+  });
 }
 
 /** The `manifests` tool set. */
