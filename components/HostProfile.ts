@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
+import { NATIVE_LAUNCHER_NAME, launcherBeside } from "../runtime/backends/process/launcher.js";
 
 /** Arguments of {@link HostProfile}. Plain values: they are checked before any resource exists. */
 export interface HostProfileArgs {
@@ -68,15 +69,12 @@ export function inspectRuntimeBundle(source: string): RuntimeBundleInfo {
   };
 }
 
-/** File name of the compiled member launcher beside the bundle (scripts/bundle.mjs). */
-const NATIVE_LAUNCHER_NAME = "cohort-launcher";
-
 /**
- * Where the launcher copy of a bundle copy lives: `<bundle path without .cjs>-launcher`, which is where the
- * runtime looks for it (findNativeLauncher in runtime/backends/process/launcher.ts).
+ * Where the launcher copy of a bundle copy lives: `<bundle path without .cjs>-launcher`, the place the runtime
+ * looks first (launcherBeside and findNativeLauncher in runtime/backends/process/launcher.ts).
  */
 export function runtimeLauncherPath(bundlePath: string): string {
-  return `${bundlePath.replace(/\.cjs$/, "")}-launcher`;
+  return launcherBeside(bundlePath);
 }
 
 /**

@@ -185,12 +185,18 @@ export function findNativeLauncher(env: NodeJS.ProcessEnv = process.env, moduleF
     if (!isExecutableFile(named)) throw new Error(`${NATIVE_LAUNCHER_ENV}=${named} is not an executable file`);
     return path.resolve(named);
   }
-  const dir = path.dirname(moduleFile);
-  const stem = path.basename(moduleFile).replace(/\.[cm]?[jt]s$/, "");
-  for (const candidate of [path.join(dir, `${stem}-launcher`), path.join(dir, NATIVE_LAUNCHER_NAME)]) {
+  for (const candidate of [launcherBeside(moduleFile), path.join(path.dirname(moduleFile), NATIVE_LAUNCHER_NAME)]) {
     if (isExecutableFile(candidate)) return candidate;
   }
   return null;
+}
+
+/**
+ * Where a copy of the launcher belongs beside a copy of the bundle: `<bundle path without its extension>-launcher`
+ * (`cohort-<sha>.cjs` -> `cohort-<sha>-launcher`); the first place {@link findNativeLauncher} looks.
+ */
+export function launcherBeside(bundleFile: string): string {
+  return path.join(path.dirname(bundleFile), `${path.basename(bundleFile).replace(/\.[cm]?[jt]s$/, "")}-launcher`);
 }
 
 function isExecutableFile(file: string): boolean {
