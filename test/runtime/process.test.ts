@@ -151,14 +151,19 @@ describe.each(["native", "perl", "direct"] as const)("process backend (launcher:
         name: "leaky",
         replicas: 2,
         app: {
-          command: sh('printf %s "$TOKEN" > "$OUTSIDE/$COHORT_MEMBER"; echo "my token is $TOKEN"; echo "auth: $AUTH"; exit 1'),
+          // Written under a temp name and renamed: when the first member's exit fails the run, the other one
+          // may be stopped mid-write, and a half-written file must not look like its token.
+          command: sh('printf %s "$TOKEN" > "$OUTSIDE/.$COHORT_MEMBER" && mv "$OUTSIDE/.$COHORT_MEMBER" "$OUTSIDE/$COHORT_MEMBER"; echo "my token is $TOKEN"; echo "auth: $AUTH"; exit 1'),
           env: { OUTSIDE: outside, AUTH: "Bearer $(TOKEN)" },
           secretEnv: ["TOKEN"],
         },
       },
     ]);
     expect(result.outcome).toBe("failed");
-    const tokens = fs.readdirSync(outside).map((name) => fs.readFileSync(path.join(outside, name), "utf8"));
+    const tokens = fs
+      .readdirSync(outside)
+      .filter((name) => !name.startsWith("."))
+      .map((name) => fs.readFileSync(path.join(outside, name), "utf8"));
     expect(tokens.length).toBeGreaterThanOrEqual(1);
     for (const token of tokens) expect(token).toMatch(/^[0-9a-f]{64}$/);
     if (tokens.length === 2) expect(tokens[0]).not.toBe(tokens[1]);
