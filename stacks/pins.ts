@@ -489,3 +489,152 @@ export const local: LocalPins = {
     digest: null,
   },
 };
+
+// ------------------------------------------------------------------------------------------------
+// local profile, built offline (scripts/toolchain-local.ts, scripts/local/catalog.ts): every binary a kind
+// node image needs, built from the Go module proxy (and pause with gcc), cached like the `sim` set.
+// ------------------------------------------------------------------------------------------------
+
+/**
+ * The kind node image's `pause` program: one C file of the Kubernetes module zip, compiled with the system
+ * gcc (`gcc -Os -static -DVERSION=<version> -o pause <sourcePath>`, then `strip`).
+ */
+export interface PauseProgramPin {
+  /** Go module whose zip (from the Go module proxy) carries the C source. */
+  readonly goModule: string;
+  /** Version of that module (`go mod download -json <goModule>@<goModuleVersion>` gives its directory). */
+  readonly goModuleVersion: string;
+  /** Path of the C source inside the module, e.g. `build/pause/linux/pause.c`. */
+  readonly sourcePath: string;
+  /** Pause version (`-DVERSION=`, printed by `pause -v` as `pause.c <version>`): kubeadm's `PauseVersion`. */
+  readonly version: string;
+  /** gcc arguments before `-o` (the `-DVERSION=` define is added from {@link PauseProgramPin.version}). */
+  readonly cflags: readonly string[];
+}
+
+/** Every pin of the `local` build set (the sim set's etcd, control plane, Kueue and Agent Sandbox are reused). */
+export interface LocalBuildPins {
+  /** kubelet, kubeadm, kubectl, kube-proxy: the node side of the same Kubernetes release as `sim.kubernetes`. */
+  readonly kubernetesNode: SimGoProgramPin;
+  readonly coredns: SimGoProgramPin;
+  readonly crictl: SimGoProgramPin;
+  /** flanneld (the flannel daemon). */
+  readonly flannel: SimGoProgramPin;
+  /** The flannel CNI meta plugin (`/opt/cni/bin/flannel`). */
+  readonly flannelCni: SimGoProgramPin;
+  /** The Temporal CLI (`temporal server start-dev`). */
+  readonly temporal: SimGoProgramPin;
+  /** The kind CLI, same module and commit as `local.kind`. */
+  readonly kind: SimGoProgramPin;
+  readonly pause: PauseProgramPin;
+}
+
+/**
+ * localBuild pins (checked 2026-12-01 with `go mod download -json` and a `GOFLAGS=-mod=mod go list -deps` of
+ * each main package in a wrapper module, CGO_ENABLED=0, Go 1.26.8; then built by `npm run toolchain -- local`).
+ *
+ * Sources:
+ * - Kubernetes node binaries: https://github.com/kubernetes/kubernetes/tree/v1.35.4 (`cmd/kubelet`, `cmd/kubeadm`,
+ *   `cmd/kubectl`, `cmd/kube-proxy`), the same release, staging replaces and `hack/lib/version.sh` ldflags as
+ *   `sim.kubernetes` (one Kubernetes version for the control plane and the nodes). Upstream links kubelet with
+ *   cgo; CGO_ENABLED=0 is used here (the pure-Go fallbacks). The proxy's `.info` has no `Origin`: commit `null`.
+ * - CoreDNS v1.13.1: https://github.com/coredns/coredns/tree/v1.13.1 (module root, default plugin set from the
+ *   committed `core/plugin/zplugin.go`); `coremain.GitCommit` stamped with the proxy's `Origin.Hash` as the
+ *   Makefile does with `git describe`. The proxy's `@v/list` does not list v1.13.1, but serves it.
+ * - crictl v1.36.0: https://github.com/kubernetes-sigs/cri-tools/tree/v1.36.0 (`cmd/crictl`), commit from the
+ *   proxy's `Origin.Hash`; the Makefile stamps `pkg/version.Version` with `git describe | sed 's/^v//'`.
+ * - flanneld v0.27.4: https://github.com/flannel-io/flannel/tree/v0.27.4 (module root); the Makefile stamps
+ *   `pkg/version.Version=$(TAG)` (with the `v`). No `Origin` in the proxy's `.info`: commit `null`.
+ * - flannel CNI plugin: https://github.com/containernetworking/plugins/tree/v0.9.1/plugins/meta/flannel, the last
+ *   release that contains it (v1.0.1 and later moved it to github.com/flannel-io/cni-plugin). The proxy answers
+ *   403 "not available" for github.com/flannel-io/cni-plugin's `@v/list` and for v1.7.1-flannel2, and Debian's
+ *   containernetworking-plugins 1.1.1 has no flannel plugin. `scripts/release.sh` stamps
+ *   `pkg/utils/buildversion.BuildVersion=$TAG`. No `Origin` in `.info`: commit `null`.
+ * - Temporal CLI v1.5.1: https://github.com/temporalio/cli/tree/v1.5.1 (`cmd/temporal`); `.goreleaser.yml`
+ *   stamps `temporalcli.Version={{.Version}}` (no `v`). NOT v1.9.1 (the newest the proxy lists): v1.6 and later
+ *   replace `github.com/temporalio/cli/cliext => ./cliext`, a nested module the proxy does not serve (no
+ *   version list; the go command falls back to git, which this network cannot reach). No `Origin`: commit `null`.
+ * - kind v0.31.0: https://github.com/kubernetes-sigs/kind/tree/v0.31.0 (module root), module and commit as
+ *   `local.kind`; the Makefile stamps `pkg/cmd/kind/version.gitCommit=$(git rev-parse HEAD)`.
+ * - pause 3.10.1: https://github.com/kubernetes/kubernetes/blob/v1.35.4/build/pause/linux/pause.c from the
+ *   k8s.io/kubernetes v1.35.4 module zip; 3.10.1 is kubeadm v1.35.4's `PauseVersion`
+ *   (cmd/kubeadm/app/constants/constants.go). Flags as `build/pause/Makefile` (`-Os -Wall -Werror -static`).
+ */
+export const localBuild: LocalBuildPins = {
+  kubernetesNode: {
+    goModule: sim.kubernetes.goModule,
+    goModuleVersion: sim.kubernetes.goModuleVersion,
+    commit: sim.kubernetes.commit,
+    mainPackages: {
+      kubeadm: "k8s.io/kubernetes/cmd/kubeadm",
+      kubelet: "k8s.io/kubernetes/cmd/kubelet",
+      kubectl: "k8s.io/kubernetes/cmd/kubectl",
+      "kube-proxy": "k8s.io/kubernetes/cmd/kube-proxy",
+    },
+    versionVars: sim.kubernetes.versionVars,
+    replace: sim.kubernetes.replace,
+    versionCheck: { args: ["version", "-o", "short"], expect: kubernetesVersion },
+  },
+  coredns: {
+    goModule: "github.com/coredns/coredns",
+    goModuleVersion: "v1.13.1",
+    commit: "1db4568df6aaacda6ebbce87717156bd855f8103",
+    mainPackages: { coredns: "github.com/coredns/coredns" },
+    versionVars: { "github.com/coredns/coredns/coremain.GitCommit": "1db4568df6aaacda6ebbce87717156bd855f8103" },
+    replace: {},
+    versionCheck: { args: ["-version"], expect: "CoreDNS-1.13.1" },
+  },
+  crictl: {
+    goModule: "sigs.k8s.io/cri-tools",
+    goModuleVersion: "v1.36.0",
+    commit: "88d8ad9d40f82726fda53c2d271e6172b4c619c9",
+    mainPackages: { crictl: "sigs.k8s.io/cri-tools/cmd/crictl" },
+    versionVars: { "sigs.k8s.io/cri-tools/pkg/version.Version": "1.36.0" },
+    replace: {},
+    versionCheck: { args: ["--version"], expect: "crictl version 1.36.0" },
+  },
+  flannel: {
+    goModule: "github.com/flannel-io/flannel",
+    goModuleVersion: "v0.27.4",
+    commit: null,
+    mainPackages: { flanneld: "github.com/flannel-io/flannel" },
+    versionVars: { "github.com/flannel-io/flannel/pkg/version.Version": "v0.27.4" },
+    replace: {},
+    versionCheck: { args: ["--version"], expect: "v0.27.4" },
+  },
+  flannelCni: {
+    goModule: "github.com/containernetworking/plugins",
+    goModuleVersion: "v0.9.1",
+    commit: null,
+    mainPackages: { flannel: "github.com/containernetworking/plugins/plugins/meta/flannel" },
+    versionVars: { "github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion": "v0.9.1" },
+    replace: {},
+    // With no CNI_COMMAND in the environment, the plugin prints its "about" line and exits 0.
+    versionCheck: { args: [], expect: "CNI flannel plugin v0.9.1" },
+  },
+  temporal: {
+    goModule: "github.com/temporalio/cli",
+    goModuleVersion: "v1.5.1",
+    commit: null,
+    mainPackages: { temporal: "github.com/temporalio/cli/cmd/temporal" },
+    versionVars: { "github.com/temporalio/cli/temporalcli.Version": "1.5.1" },
+    replace: {},
+    versionCheck: { args: ["--version"], expect: "temporal version 1.5.1" },
+  },
+  kind: {
+    goModule: local.kind.goModule,
+    goModuleVersion: local.kind.version,
+    commit: local.kind.commit,
+    mainPackages: { kind: local.kind.goModule },
+    versionVars: { "sigs.k8s.io/kind/pkg/cmd/kind/version.gitCommit": local.kind.commit },
+    replace: {},
+    versionCheck: { args: ["version"], expect: `kind ${local.kind.version}` },
+  },
+  pause: {
+    goModule: sim.kubernetes.goModule,
+    goModuleVersion: sim.kubernetes.goModuleVersion,
+    sourcePath: "build/pause/linux/pause.c",
+    version: "3.10.1",
+    cflags: ["-Os", "-Wall", "-Werror", "-static"],
+  },
+};
