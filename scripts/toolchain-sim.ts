@@ -16,18 +16,26 @@ import type { BuildContext, Tool, ToolSet } from "./lib/tool";
 import { simToolIds, type SimToolId } from "./sim/catalog";
 
 /**
- * Builds every main package of one pinned module in one wrapper module: `go mod init`, the replaces,
- * `go get <main>@<version>` for each, then one `go build` per binary (they share the build cache).
+ * Builds every main package of one pinned module in one wrapper module (`<workDir>/wrapper`): `go mod init
+ * local/cohort-lab-<set>-<name>`, the pin's replaces, `go get <main>@<version>` for each main package, then one
+ * `go build -trimpath -ldflags "-s -w -X <versionVars>…"` per binary into `<outDir>/<binaries[name]>` (they share
+ * the build cache). The wrapper's go.mod/go.sum (the exact build list) are kept in `<outDir>/build/`. Each
+ * binary's build time (seconds) and size (MB) is logged as `<name>: built <binary> in <s>s (<MB> MB)`.
  *
- * @throws ToolBuildError from the first failing `go` command (with its output tail).
+ * @param id - cache identity and recipe (see scripts/sim/catalog.ts; the `local` set uses the same shape).
+ * @param ctx - build context from `ensureTools()`.
+ * @param set - tool set name, used only in the wrapper module's name. @default "sim"
+ * @returns `"build"` (the stamp's source).
+ * @throws ToolBuildError from `checkGo` (Go missing or older than `toolchain.goMinVersion`) or from the first
+ *   failing `go` command (with its output tail).
  */
-async function buildSimTool(id: SimToolId, ctx: BuildContext): Promise<"build"> {
+export async function buildGoWrapperTool(id: SimToolId, ctx: BuildContext, set = "sim"): Promise<"build"> {
   await checkGo(toolchain.goMinVersion, ctx.env);
   const env = goEnv(ctx.env);
   const o = { env: ctx.env, log: ctx.log, label: id.name };
   const work = path.join(ctx.workDir, "wrapper");
   fs.mkdirSync(work, { recursive: true });
-  await runGo(["mod", "init", `local/cohort-lab-sim-${id.name}`], work, env, o);
+  await runGo(["mod", "init", `local/cohort-lab-${set}-${id.name}`], work, env, o);
   const replaces = Object.entries(id.pin.replace).map(([from, to]) => `-replace=${from}=${to}`);
   if (replaces.length > 0) await runGo(["mod", "edit", ...replaces], work, env, o);
   const mains = Object.entries(id.pin.mainPackages);
@@ -46,8 +54,15 @@ async function buildSimTool(id: SimToolId, ctx: BuildContext): Promise<"build"> 
   return "build";
 }
 
-/** A {@link Tool} for one sim tool id; the version check runs its first binary. */
-function simTool(id: SimToolId): Tool {
+/**
+ * A {@link Tool} built by {@link buildGoWrapperTool}: cache directory `<id.name>-<id.version>`, the pin as the
+ * stamp's pin (so the cache identity is exactly the id's), and a version check that runs the first entry of
+ * `id.binaries` with `id.pin.versionCheck.args` (none when the pin's `versionCheck` is `null`).
+ *
+ * @param id - cache identity and recipe.
+ * @param set - tool set name, passed to {@link buildGoWrapperTool}. @default "sim"
+ */
+export function goWrapperTool(id: SimToolId, set = "sim"): Tool {
   const first = Object.keys(id.binaries)[0] as string;
   return {
     name: id.name,
@@ -56,13 +71,14 @@ function simTool(id: SimToolId): Tool {
     binaries: id.binaries,
     buildDescription: `a Go source build of ${id.pin.goModule}@${id.pin.goModuleVersion} (${Object.keys(id.binaries).join(", ")})`,
     versionCheck: id.pin.versionCheck !== null ? { binary: first, args: id.pin.versionCheck.args, expect: id.pin.versionCheck.expect } : undefined,
-    build: (ctx) => buildSimTool(id, ctx),
+    build: (ctx) => buildGoWrapperTool(id, ctx, set),
   };
 }
 
 /** The sim tools, in build order (control plane first). */
-export const simTools: readonly Tool[] = simToolIds.map(simTool);
+export const simTools: readonly Tool[] = simToolIds.map((id) => goWrapperTool(id));
 
+/** The `sim` tool set (`npm run toolchain -- sim`). */
 export const toolSet: ToolSet = {
   name: "sim",
   description: "etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, Kueue manager, Agent Sandbox controller",
