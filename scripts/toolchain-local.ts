@@ -3,15 +3,16 @@
  * kind node image offline — kind, kubelet/kubeadm/kubectl/kube-proxy, the control plane and etcd (the `sim`
  * set's own tools), CoreDNS, crictl, flanneld, the flannel CNI plugin, pause, the Temporal CLI, the Kueue manager
  * and the Agent Sandbox controller. Go programs are built from the Go module proxy in throw-away wrapper modules
- * by {@link buildGoWrapperTool} (`CGO_ENABLED=0`, `GOTOOLCHAIN=local`, `-trimpath`, `-ldflags "-s -w -X ..."`);
+ * by `buildGoWrapperTool` (scripts/toolchain-sim.ts; `CGO_ENABLED=0` except flanneld, `GOTOOLCHAIN=local`, `-trimpath`, `-ldflags "-s -w -X ..."`);
  * pause is compiled with the system gcc from the Kubernetes module zip. Each is cached by version under
  * `<cache>/<tool>-<version>/bin/` with its stamp written last (scripts/lib/tool.ts); paths by logical name come
  * from `findLocalBinaries()` (scripts/local/catalog.ts).
  */
-import { execFile } from "node:child_process";
+import { execFile, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { promisify } from "node:util";
+import type { LocalGoProgramPin } from "../stacks/pins";
 import { goEnv, goModDownload } from "./lib/go";
 import { ToolBuildError, type BuildContext, type Tool, type ToolSet } from "./lib/tool";
 import { isPauseToolId, localToolIds, type PauseToolId } from "./local/catalog";
@@ -64,12 +65,53 @@ export function pauseTool(id: PauseToolId): Tool {
 }
 
 /**
+ * Tools whose version flag prints to stderr and exits 0: flanneld (`--version`) and the flannel CNI plugin (the
+ * "about" line, printed when `CNI_COMMAND` is unset). `checkToolDir()` (scripts/lib/tool.ts) reads only stdout
+ * of a command that succeeds, so for these the pin's version check runs once, right after the build
+ * ({@link checkedAtBuild}); warm runs check the stamp's pin and binary sizes, as for the Kueue manager.
+ */
+const stderrVersionTools: ReadonlySet<string> = new Set(["flannel", "cni-flannel"]);
+
+/**
+ * Moves a tool's version check from every run to the end of its build, reading stdout and stderr: the binary
+ * (`versionCheck.binary`, inside `ctx.outDir`) runs with `versionCheck.args` and the environment of `ctx.env`
+ * minus `CNI_COMMAND`, with a 60 s timeout.
+ *
+ * @returns the same tool (same name, version, pin: the same cache identity) without a warm version check.
+ * @throws ToolBuildError (from the build) when the output lacks `versionCheck.expect`.
+ */
+export function checkedAtBuild(tool: Tool): Tool {
+  const check = tool.versionCheck;
+  if (check === undefined) return tool;
+  return {
+    ...tool,
+    versionCheck: undefined,
+    async build(ctx) {
+      const source = await tool.build(ctx);
+      const bin = path.join(ctx.outDir, tool.binaries[check.binary] ?? check.binary);
+      const env = { ...ctx.env };
+      delete env.CNI_COMMAND;
+      const r = spawnSync(bin, [...check.args], { env, encoding: "utf8", timeout: 60_000, stdio: ["ignore", "pipe", "pipe"] });
+      const out = `${r.stdout ?? ""}${r.stderr ?? ""}`;
+      if (!out.includes(check.expect)) {
+        throw new ToolBuildError(`${tool.name}: ${[bin, ...check.args].join(" ")} printed ${JSON.stringify(out.trim().slice(0, 200))}, expected ${JSON.stringify(check.expect)}`, tool.name);
+      }
+      ctx.log(`${tool.name}: ${[path.basename(bin), ...check.args].join(" ")} printed ${JSON.stringify(out.trim().slice(0, 120))}`);
+      return source;
+    },
+  };
+}
+
+/**
  * The `local` tools, in build order (see `localToolIds`). etcd, `kubernetes`, `kueue` and `agent-sandbox` are the
  * `sim` set's own {@link Tool} objects (`simTools`), so both sets share their cache directories and stamps.
  */
 export const localTools: readonly Tool[] = localToolIds.map((id) => {
   if (isPauseToolId(id)) return pauseTool(id);
-  return simTools.find((t) => t.name === id.name && t.version === id.version) ?? goWrapperTool(id, "local");
+  const shared = simTools.find((t) => t.name === id.name && t.version === id.version);
+  if (shared !== undefined) return shared;
+  const tool = goWrapperTool(id, { set: "local", cgo: (id.pin as LocalGoProgramPin).cgo === true });
+  return stderrVersionTools.has(id.name) ? checkedAtBuild(tool) : tool;
 });
 
 /** The `local` tool set (`npm run toolchain -- local`). */

@@ -15,23 +15,36 @@ import { checkGo, goEnv, runGo } from "./lib/go";
 import type { BuildContext, Tool, ToolSet } from "./lib/tool";
 import { simToolIds, type SimToolId } from "./sim/catalog";
 
+/** Options of {@link buildGoWrapperTool} and {@link goWrapperTool}. */
+export interface GoWrapperOptions {
+  /** Tool set name, used only in the wrapper module's name (`local/cohort-lab-<set>-<name>`). @default "sim" */
+  readonly set?: string;
+  /**
+   * Build with `CGO_ENABLED=1` (the system C compiler) and `-extldflags=-static`, for programs whose packages
+   * do not compile without cgo (flanneld's UDP backend). @default false (`CGO_ENABLED=0`)
+   */
+  readonly cgo?: boolean;
+}
+
 /**
  * Builds every main package of one pinned module in one wrapper module (`<workDir>/wrapper`): `go mod init
  * local/cohort-lab-<set>-<name>`, the pin's replaces, `go get <main>@<version>` for each main package, then one
- * `go build -trimpath -ldflags "-s -w -X <versionVars>…"` per binary into `<outDir>/<binaries[name]>` (they share
+ * `go build -trimpath -ldflags "-s -w -X <versionVars>…"` (plus `-extldflags=-static` with `cgo`) per binary into `<outDir>/<binaries[name]>` (they share
  * the build cache). The wrapper's go.mod/go.sum (the exact build list) are kept in `<outDir>/build/`. Each
  * binary's build time (seconds) and size (MB) is logged as `<name>: built <binary> in <s>s (<MB> MB)`.
  *
  * @param id - cache identity and recipe (see scripts/sim/catalog.ts; the `local` set uses the same shape).
  * @param ctx - build context from `ensureTools()`.
- * @param set - tool set name, used only in the wrapper module's name. @default "sim"
+ * @param options - see {@link GoWrapperOptions}. @default `{ set: "sim", cgo: false }`
  * @returns `"build"` (the stamp's source).
  * @throws ToolBuildError from `checkGo` (Go missing or older than `toolchain.goMinVersion`) or from the first
  *   failing `go` command (with its output tail).
  */
-export async function buildGoWrapperTool(id: SimToolId, ctx: BuildContext, set = "sim"): Promise<"build"> {
+export async function buildGoWrapperTool(id: SimToolId, ctx: BuildContext, options: GoWrapperOptions = {}): Promise<"build"> {
+  const set = options.set ?? "sim";
   await checkGo(toolchain.goMinVersion, ctx.env);
   const env = goEnv(ctx.env);
+  if (options.cgo === true) env.CGO_ENABLED = "1";
   const o = { env: ctx.env, log: ctx.log, label: id.name };
   const work = path.join(ctx.workDir, "wrapper");
   fs.mkdirSync(work, { recursive: true });
@@ -40,7 +53,12 @@ export async function buildGoWrapperTool(id: SimToolId, ctx: BuildContext, set =
   if (replaces.length > 0) await runGo(["mod", "edit", ...replaces], work, env, o);
   const mains = Object.entries(id.pin.mainPackages);
   await runGo(["get", ...mains.map(([, pkg]) => `${pkg}@${id.pin.goModuleVersion}`)], work, env, o);
-  const ldflags = ["-s", "-w", ...Object.entries(id.pin.versionVars).map(([k, v]) => `-X ${k}=${v}`)].join(" ");
+  const ldflags = [
+    "-s",
+    "-w",
+    ...Object.entries(id.pin.versionVars).map(([k, v]) => `-X ${k}=${v}`),
+    ...(options.cgo === true ? ["-extldflags=-static"] : []),
+  ].join(" ");
   for (const [binary, pkg] of mains) {
     const started = Date.now();
     const out = path.join(ctx.outDir, id.binaries[binary] as string);
@@ -60,9 +78,9 @@ export async function buildGoWrapperTool(id: SimToolId, ctx: BuildContext, set =
  * `id.binaries` with `id.pin.versionCheck.args` (none when the pin's `versionCheck` is `null`).
  *
  * @param id - cache identity and recipe.
- * @param set - tool set name, passed to {@link buildGoWrapperTool}. @default "sim"
+ * @param options - passed to {@link buildGoWrapperTool}. @default `{ set: "sim", cgo: false }`
  */
-export function goWrapperTool(id: SimToolId, set = "sim"): Tool {
+export function goWrapperTool(id: SimToolId, options: GoWrapperOptions = {}): Tool {
   const first = Object.keys(id.binaries)[0] as string;
   return {
     name: id.name,
@@ -71,7 +89,7 @@ export function goWrapperTool(id: SimToolId, set = "sim"): Tool {
     binaries: id.binaries,
     buildDescription: `a Go source build of ${id.pin.goModule}@${id.pin.goModuleVersion} (${Object.keys(id.binaries).join(", ")})`,
     versionCheck: id.pin.versionCheck !== null ? { binary: first, args: id.pin.versionCheck.args, expect: id.pin.versionCheck.expect } : undefined,
-    build: (ctx) => buildGoWrapperTool(id, ctx, set),
+    build: (ctx) => buildGoWrapperTool(id, ctx, options),
   };
 }
 

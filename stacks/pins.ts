@@ -512,14 +512,23 @@ export interface PauseProgramPin {
   readonly cflags: readonly string[];
 }
 
+/** A {@link SimGoProgramPin} that may need cgo. */
+export interface LocalGoProgramPin extends SimGoProgramPin {
+  /**
+   * `true`: build with `CGO_ENABLED=1` and `-extldflags=-static` (the system gcc), as upstream's Makefile does,
+   * because a package of the program does not compile without cgo. @default false (`CGO_ENABLED=0`)
+   */
+  readonly cgo?: boolean;
+}
+
 /** Every pin of the `local` build set (the sim set's etcd, control plane, Kueue and Agent Sandbox are reused). */
 export interface LocalBuildPins {
   /** kubelet, kubeadm, kubectl, kube-proxy: the node side of the same Kubernetes release as `sim.kubernetes`. */
   readonly kubernetesNode: SimGoProgramPin;
   readonly coredns: SimGoProgramPin;
   readonly crictl: SimGoProgramPin;
-  /** flanneld (the flannel daemon). */
-  readonly flannel: SimGoProgramPin;
+  /** flanneld (the flannel daemon); needs cgo. */
+  readonly flannel: LocalGoProgramPin;
   /** The flannel CNI meta plugin (`/opt/cni/bin/flannel`). */
   readonly flannelCni: SimGoProgramPin;
   /** The Temporal CLI (`temporal server start-dev`). */
@@ -544,7 +553,9 @@ export interface LocalBuildPins {
  * - crictl v1.36.0: https://github.com/kubernetes-sigs/cri-tools/tree/v1.36.0 (`cmd/crictl`), commit from the
  *   proxy's `Origin.Hash`; the Makefile stamps `pkg/version.Version` with `git describe | sed 's/^v//'`.
  * - flanneld v0.27.4: https://github.com/flannel-io/flannel/tree/v0.27.4 (module root); the Makefile stamps
- *   `pkg/version.Version=$(TAG)` (with the `v`). No `Origin` in the proxy's `.info`: commit `null`.
+ *   `pkg/version.Version=$(TAG)` (with the `v`) and builds with `CGO_ENABLED=1 -extldflags "-static"`: its UDP
+ *   backend (`pkg/backend/udp`, imported by main.go) is C (`proxy_amd64.c`) and fails to compile with
+ *   CGO_ENABLED=0 (`undefined: runCProxy`), so it is built with cgo here too. No `Origin` in `.info`: commit `null`.
  * - flannel CNI plugin: https://github.com/containernetworking/plugins/tree/v0.9.1/plugins/meta/flannel, the last
  *   release that contains it (v1.0.1 and later moved it to github.com/flannel-io/cni-plugin). The proxy answers
  *   403 "not available" for github.com/flannel-io/cni-plugin's `@v/list` and for v1.7.1-flannel2, and Debian's
@@ -601,6 +612,7 @@ export const localBuild: LocalBuildPins = {
     versionVars: { "github.com/flannel-io/flannel/pkg/version.Version": "v0.27.4" },
     replace: {},
     versionCheck: { args: ["--version"], expect: "v0.27.4" },
+    cgo: true,
   },
   flannelCni: {
     goModule: "github.com/containernetworking/plugins",
