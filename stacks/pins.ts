@@ -650,3 +650,70 @@ export const localBuild: LocalBuildPins = {
     cflags: ["-Os", "-Wall", "-Werror", "-static"],
   },
 };
+
+// ------------------------------------------------------------------------------------------------
+// local profile images, built offline (scripts/toolchain-local-apps.ts, scripts/local/app-images.ts): the
+// images the kind cluster runs, made from binaries in the tool cache and referenced by the digest that the
+// nodes' containerd computes when the saved archive is imported (no registry anywhere).
+// ------------------------------------------------------------------------------------------------
+
+/** One image the `local-apps` tool set builds. */
+export interface LocalImagePin {
+  /** Repository under {@link LocalImagesPins.registryHost}, e.g. `cohort-lab.local/kueue`. */
+  readonly repository: string;
+  /** Tag (never `latest`: kubelet pulls `:latest` with `imagePullPolicy: Always`). */
+  readonly tag: string;
+}
+
+/** The `localImages` section. */
+export interface LocalImagesPins {
+  /** Registry host part of every repository: a name no registry answers to, so nothing is ever pulled. */
+  readonly registryHost: string;
+  /** Every image is `linux/amd64` (the only platform whose binaries the toolchain builds). */
+  readonly platform: "linux/amd64";
+  /** The Debian root filesystem of the Node images (and the CA bundle of the distroless-like images). */
+  readonly debian: {
+    readonly suite: string;
+    /** debootstrap `--variant`. */
+    readonly variant: "minbase";
+    readonly arch: "amd64";
+    /** debootstrap `--include` packages. */
+    readonly include: readonly string[];
+  };
+  /** Numeric uid:gid of the distroless `nonroot` user. */
+  readonly distrolessUser: string;
+  readonly kueue: LocalImagePin;
+  readonly agentSandbox: LocalImagePin;
+  readonly temporal: LocalImagePin & { readonly user: string };
+  readonly runtime: LocalImagePin;
+  readonly openclaw: LocalImagePin & { readonly user: string };
+}
+
+/**
+ * localImages pins (no digests here: a digest exists only after the image is built on this machine, and is read
+ * from the tool stamp by `findAppImages()`).
+ *
+ * Sources:
+ * - Kueue v0.17.0 image layout: https://github.com/kubernetes-sigs/kueue/blob/v0.17.0/Dockerfile (distroless
+ *   `gcr.io/distroless/static:nonroot`, binary `/manager`, `USER 65532:65532`, `ENTRYPOINT ["/manager"]`).
+ * - Agent Sandbox v0.5.5: https://github.com/kubernetes-sigs/agent-sandbox/blob/v0.5.5/Dockerfile (distroless
+ *   nonroot, `ENTRYPOINT ["/agent-sandbox-controller"]`).
+ * - The distroless `nonroot` user 65532 (`/etc/passwd` `nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin`):
+ *   https://github.com/GoogleContainerTools/distroless (static image, `:nonroot` tags).
+ * - Temporal CLI v1.5.1 (built by the `local` set, `localBuild.temporal`): entrypoint `/temporal`, uid 1000 as the
+ *   Deployment's securityContext (components/manifests/temporal.ts).
+ * - Node image: the toolchain's Node on Debian bookworm minbase, as https://github.com/nodejs/docker-node
+ *   (`24/bookworm-slim/Dockerfile`: `/usr/local/bin/node`, user `node` 1000:1000, default user root).
+ * - OpenClaw: the `hostMembers.openclaw` pin, installed with npm; uid 1000 (the Node image's `node` user).
+ */
+export const localImages: LocalImagesPins = {
+  registryHost: "cohort-lab.local",
+  platform: "linux/amd64",
+  debian: { suite: "bookworm", variant: "minbase", arch: "amd64", include: ["ca-certificates"] },
+  distrolessUser: "65532:65532",
+  kueue: { repository: "cohort-lab.local/kueue", tag: local.kueue.version },
+  agentSandbox: { repository: "cohort-lab.local/agent-sandbox-controller", tag: local.agentSandbox.version },
+  temporal: { repository: "cohort-lab.local/temporal", tag: localBuild.temporal.goModuleVersion.replace(/^v/, ""), user: "1000:1000" },
+  runtime: { repository: "cohort-lab.local/node", tag: `${toolchain.node.version}-bookworm` },
+  openclaw: { repository: "cohort-lab.local/openclaw", tag: `${hostMembers.openclaw.version}-node${toolchain.node.version}`, user: "1000:1000" },
+};
