@@ -29,8 +29,9 @@ import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { cacheRoot, toolDir } from "../scripts/lib/paths.js";
-import { local, type BinaryPlatform } from "../stacks/pins.js";
-import { OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type RenderedKindConfig } from "./manifests/kindConfig.js";
+import { readStamp } from "../scripts/lib/stamp.js";
+import { local, sim, type BinaryPlatform } from "../stacks/pins.js";
+import { OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type KindKubeadmSettings, type RenderedKindConfig } from "./manifests/kindConfig.js";
 
 /** Arguments of {@link KindCluster}. Plain values: all are checked before any resource exists. */
 export interface KindClusterArgs {
@@ -59,6 +60,35 @@ export interface KindClusterArgs {
    * the cluster exists: a `<name>-capacity` Command fails when the workers hold less. @default no check
    */
   readonly capacity?: CapacityPlan;
+  /** The node image of every node. @default the pinned upstream kindest/node digest ({@link pinnedNodeImage}) */
+  readonly nodeImage?: NodeImage;
+  /** kubeadm/kubelet settings the node image and this host need (rendered as kubeadmConfigPatches). @default none */
+  readonly kubeadm?: KindKubeadmSettings;
+  /**
+   * Images to make resolvable by digest in every node once the cluster exists (no registry: loaded from their
+   * archives by the `<name>-images` Command, which re-runs when a digest changes). @default none
+   */
+  readonly images?: readonly ClusterImage[];
+}
+
+/** The node image kind runs. */
+export interface NodeImage {
+  /** `name[:tag]@sha256:<64 hex>` (upstream, pulled by Docker) or a built node image's content-addressed tag. */
+  readonly ref: string;
+  /** Built images only: the Docker image ID (`sha256:<64 hex>`) the create step checks before kind runs. */
+  readonly imageId?: string;
+  /** Built images only: the `docker save` archive the create step loads when Docker lost the image. */
+  readonly archive?: string;
+}
+
+/** An image made resolvable by digest in the nodes (see {@link KindClusterArgs.images}). */
+export interface ClusterImage {
+  /** `repository:tag` as the archive names it. */
+  readonly ref: string;
+  /** `sha256:<64 hex>`: the manifest digest the nodes' containerd computes for the archive. */
+  readonly digest: string;
+  /** Absolute path of the `docker save` archive. */
+  readonly archive: string;
 }
 
 /** What the capacity check compares (base units: millicores, bytes). */
@@ -89,12 +119,42 @@ export interface LocalTools {
   readonly environment: Readonly<Record<string, string>>;
 }
 
+/** A binary the toolchain built, from its tool directory's stamp: path and SHA-256, or undefined when not built. */
+function builtBinary(root: string, tool: string, version: string, binary: string): { path: string; sha256: string } | undefined {
+  const dir = toolDir(root, tool, version);
+  const entry = readStamp(dir)?.binaries[binary];
+  return entry === undefined ? undefined : { path: path.join(dir, entry.path), sha256: entry.sha256 };
+}
+
 /**
- * Resolves the pinned kind and kubectl for a platform.
+ * Resolves kind and kubectl: the ones `npm run toolchain -- local` built from the Go module proxy (kind at the
+ * pinned version, kubectl from the Kubernetes release the node image carries) when their stamps exist, checked
+ * against the stamps' SHA-256 before every use; otherwise the pinned official downloads, checked against the
+ * pinned SHA-256 (`COHORT_TOOLCHAIN_SOURCE=build` refuses those).
  *
- * @throws {UnsupportedPlatformError} when the platform has no pinned SHA-256
+ * @throws {UnsupportedPlatformError} when nothing is built and the platform has no pinned SHA-256
+ * @throws {pulumi.RunError} when nothing is built and `COHORT_TOOLCHAIN_SOURCE=build`
  */
-export function localTools(platform: string, root: string): LocalTools {
+export function localTools(platform: string, root: string, env: NodeJS.ProcessEnv = process.env): LocalTools {
+  const kindBuilt = builtBinary(root, "kind", local.kind.version, "kind");
+  const kubectlBuilt = builtBinary(root, "kubernetes-node", sim.kubernetes.goModuleVersion, "kubectl");
+  if (kindBuilt !== undefined && kubectlBuilt !== undefined) {
+    return {
+      kind: kindBuilt.path,
+      kubectl: kubectlBuilt.path,
+      environment: {
+        COHORT_KIND_BIN: kindBuilt.path,
+        COHORT_KIND_URL: "",
+        COHORT_KIND_SHA256: kindBuilt.sha256,
+        COHORT_KUBECTL_BIN: kubectlBuilt.path,
+        COHORT_KUBECTL_URL: "",
+        COHORT_KUBECTL_SHA256: kubectlBuilt.sha256,
+      },
+    };
+  }
+  if (env.COHORT_TOOLCHAIN_SOURCE === "build") {
+    throw new pulumi.RunError("kind and kubectl are not built and COHORT_TOOLCHAIN_SOURCE=build refuses downloads: run `npm run toolchain -- local`");
+  }
   if (!Object.hasOwn(local.kind.platforms, platform) || !Object.hasOwn(local.kubectl.platforms, platform)) {
     throw new UnsupportedPlatformError(platform);
   }
@@ -121,7 +181,7 @@ export function shellQuote(text: string): string {
 }
 
 /** The command line of one step of scripts/local-profile.cjs (run with `dir` = the project directory). */
-export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-forget" | "capacity-check"): string {
+export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-forget" | "capacity-check" | "load-images"): string {
   return `${shellQuote(nodePath)} scripts/local-profile.cjs ${step}`;
 }
 
@@ -157,6 +217,8 @@ export class KindCluster extends pulumi.ComponentResource {
   public readonly tools: LocalTools;
   /** The capacity check (when `capacity` was given): depend on it before creating the ClusterQueue. */
   public readonly capacityCheck?: command.local.Command;
+  /** The image load (when `images` were given): depend on it before any pod uses one of them. */
+  public readonly imagesLoaded?: command.local.Command;
   /** Node binary and project directory the step commands use. */
   public readonly nodePath: string;
   public readonly projectDir: string;
@@ -166,9 +228,11 @@ export class KindCluster extends pulumi.ComponentResource {
     const tools = localTools(platform, args.toolCacheRoot ?? cacheRoot());
     if (!path.isAbsolute(args.artifactsDir)) throw new pulumi.RunError(`KindCluster ${name}: artifactsDir must be absolute (got ${JSON.stringify(args.artifactsDir)})`);
     const temporalHostPort = args.temporalHostPort ?? 7233;
+    const nodeImage = args.nodeImage ?? { ref: pinnedNodeImage() };
     const rendered = renderKindConfig({
       clusterName: args.clusterName,
-      nodeImage: pinnedNodeImage(),
+      nodeImage: nodeImage.ref,
+      ...(args.kubeadm !== undefined ? { kubeadm: args.kubeadm } : {}),
       workers: args.workers ?? 2,
       artifactsHostPath: args.artifactsDir,
       temporalHostPort,
@@ -193,6 +257,9 @@ export class KindCluster extends pulumi.ComponentResource {
           COHORT_ARTIFACTS_DIR: args.artifactsDir,
           COHORT_TEMPORAL_PORT: String(temporalHostPort),
           COHORT_KIND_WAIT: args.waitTimeout ?? "5m",
+          ...(nodeImage.imageId !== undefined
+            ? { COHORT_NODE_IMAGE: nodeImage.ref, COHORT_NODE_IMAGE_ID: nodeImage.imageId, COHORT_NODE_IMAGE_ARCHIVE: nodeImage.archive ?? "" }
+            : {}),
         },
         triggers: [args.clusterName, rendered.configLabel],
         // The kubeconfig is stdout; only stderr (progress) is logged. No previous stdout in the env of later steps.
@@ -202,6 +269,21 @@ export class KindCluster extends pulumi.ComponentResource {
       { parent: this, additionalSecretOutputs: ["stdout"], deleteBeforeReplace: true },
     );
     this.kubeconfig = pulumi.secret(this.cluster.stdout);
+    if (args.images !== undefined && args.images.length > 0) {
+      const images = args.images.map((i) => ({ ref: i.ref, digest: i.digest, archive: i.archive }));
+      this.imagesLoaded = new command.local.Command(
+        `${name}-images`,
+        {
+          create: stepCommand(nodePath, "load-images"),
+          dir: args.projectDir,
+          environment: { ...tools.environment, COHORT_CLUSTER_NAME: args.clusterName, COHORT_IMAGES: JSON.stringify(images) },
+          triggers: [rendered.configLabel, ...images.map((i) => `${i.ref}@${i.digest}`)],
+          addPreviousOutputInEnv: false,
+          logging: "stderr",
+        },
+        { parent: this, dependsOn: [this.cluster] },
+      );
+    }
     this.provider = new k8s.Provider(
       `${name}-provider`,
       {
@@ -211,7 +293,9 @@ export class KindCluster extends pulumi.ComponentResource {
         deleteUnreachable: true,
         enableServerSideApply: true,
       },
-      { parent: this, dependsOn: [this.cluster] },
+      // Every Kubernetes object waits for the images: a pod created before its image is loaded would sit in
+      // ImagePullBackOff (no registry) and retry with growing back-off.
+      { parent: this, dependsOn: [this.cluster, ...(this.imagesLoaded !== undefined ? [this.imagesLoaded] : [])] },
     );
     if (args.capacity !== undefined) {
       this.capacityCheck = new command.local.Command(
@@ -236,6 +320,13 @@ export class KindCluster extends pulumi.ComponentResource {
     this.tools = tools;
     this.nodePath = nodePath;
     this.projectDir = args.projectDir;
-    this.registerOutputs({ kubeconfig: this.kubeconfig, kubeContext: this.kubeContext, provider: this.provider, cluster: this.cluster });
+    this.registerOutputs({
+      kubeconfig: this.kubeconfig,
+      kubeContext: this.kubeContext,
+      provider: this.provider,
+      cluster: this.cluster,
+      capacityCheck: this.capacityCheck,
+      imagesLoaded: this.imagesLoaded,
+    });
   }
 }

@@ -102,11 +102,60 @@ async function ensureBinary(label, file, url, sha256) {
   return file;
 }
 
-/** @returns {Promise<{ kind: string, kubectl: string }>} */
+/**
+ * A binary the toolchain built (`npm run toolchain -- local`): no download, only the SHA-256 its stamp recorded.
+ *
+ * @param {string} label
+ * @param {string} file
+ * @param {string} sha256
+ */
+function verifyBuilt(label, file, sha256) {
+  if (!fs.existsSync(file)) throw new StepError(`${label}: ${file} is missing; run \`npm run toolchain -- local\``);
+  const found = sha256File(file);
+  if (found !== sha256) {
+    throw new StepError(`${label}: ${file} has SHA-256 ${found}, but its toolchain stamp records ${sha256}; run \`npm run toolchain -- local\` again`);
+  }
+  return file;
+}
+
+/**
+ * kind and kubectl: built by the toolchain when `COHORT_<TOOL>_URL` is empty (verified against the stamp's
+ * SHA-256), otherwise the pinned official download.
+ *
+ * @returns {Promise<{ kind: string, kubectl: string }>}
+ */
 async function tools() {
-  const kind = await ensureBinary("kind", env("COHORT_KIND_BIN"), env("COHORT_KIND_URL"), env("COHORT_KIND_SHA256"));
-  const kubectl = await ensureBinary("kubectl", env("COHORT_KUBECTL_BIN"), env("COHORT_KUBECTL_URL"), env("COHORT_KUBECTL_SHA256"));
-  return { kind, kubectl };
+  /** @param {string} label @param {string} prefix */
+  const one = (label, prefix) => {
+    const url = process.env[`${prefix}_URL`] ?? "";
+    return url === ""
+      ? verifyBuilt(label, env(`${prefix}_BIN`), env(`${prefix}_SHA256`))
+      : ensureBinary(label, env(`${prefix}_BIN`), url, env(`${prefix}_SHA256`));
+  };
+  return { kind: await one("kind", "COHORT_KIND"), kubectl: await one("kubectl", "COHORT_KUBECTL") };
+}
+
+/**
+ * A node image built here (scripts/local/node-image.ts): present in Docker with the image ID its stamp records,
+ * loaded from the stamp's archive when the Docker data root lost it. No-op for a digest-pinned upstream image.
+ */
+function ensureNodeImage() {
+  const image = process.env.COHORT_NODE_IMAGE ?? "";
+  const id = process.env.COHORT_NODE_IMAGE_ID ?? "";
+  if (image === "" || id === "") return;
+  const inspect = () => run("docker", ["image", "inspect", "--format", "{{.Id}}", image]);
+  let r = inspect();
+  if (r.status !== 0) {
+    const archive = env("COHORT_NODE_IMAGE_ARCHIVE");
+    log(`node image ${image} is not in Docker: docker load -i ${archive}`);
+    const loaded = run("docker", ["load", "-i", archive]);
+    if (loaded.status !== 0) throw new StepError(`docker load -i ${archive} failed: ${tail(loaded.stderr, 5)}; rebuild it with \`npm run toolchain -- local-images\``);
+    r = inspect();
+  }
+  const found = r.stdout.trim();
+  if (r.status !== 0 || found !== id) {
+    throw new StepError(`node image ${image} has image ID ${found || "(none)"}, but its toolchain stamp records ${id}; rebuild it with \`npm run toolchain -- local-images\``);
+  }
 }
 
 /**
@@ -251,6 +300,7 @@ async function create() {
   const { kind, kubectl } = await tools();
   const name = env("COHORT_CLUSTER_NAME");
   checkDocker();
+  ensureNodeImage();
   if (kindClusters(kind).includes(name)) {
     const labels = nodeLabels(kind, kubectl, name);
     if (!labels.ok) {
@@ -298,6 +348,7 @@ async function del() {
   checkDocker();
   if (!kindClusters(kind).includes(name)) {
     log(`kind cluster "${name}" is not there (deleted out of band?); nothing to delete`);
+    removeIdleKindNetwork();
     return;
   }
   const labels = nodeLabels(kind, kubectl, name);
@@ -308,6 +359,23 @@ async function del() {
   const r = run(kind, ["delete", "cluster", "--name", name], { passStderr: true });
   if (r.status !== 0) throw new StepError(`kind delete cluster --name ${name} failed (exit ${r.status})`);
   log(`kind cluster "${name}" deleted`);
+  removeIdleKindNetwork();
+}
+
+/**
+ * kind creates the Docker network `kind` for its nodes and never removes it (it is shared by every kind
+ * cluster). Remove it once no container is attached, so a destroy leaves no network behind; another cluster's
+ * nodes keep it in use and it stays.
+ */
+function removeIdleKindNetwork() {
+  const r = run("docker", ["network", "inspect", "kind", "--format", "{{len .Containers}}"]);
+  if (r.status !== 0) return; // no such network
+  if (r.stdout.trim() !== "0") {
+    log(`docker network kind still has ${r.stdout.trim()} containers attached: kept`);
+    return;
+  }
+  const rm = run("docker", ["network", "rm", "kind"]);
+  log(rm.status === 0 ? "docker network kind removed (no container attached)" : `docker network rm kind failed: ${tail(rm.stderr, 2)}`);
 }
 
 /** @param {number} ms */
@@ -485,7 +553,62 @@ async function runForget() {
   log(`removed the ledger ${target} (keepLedgers is false)`);
 }
 
-const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "run-forget": runForget, "capacity-check": capacityCheck };
+const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "run-forget": runForget, "capacity-check": capacityCheck, "load-images": loadImages };
+
+/**
+ * `load-images`: makes every image of `COHORT_IMAGES` (JSON `[{ ref: "repo:tag", digest: "sha256:…", archive }]`)
+ * resolvable BY DIGEST in every node of the cluster with no registry: `kind load image-archive` (which imports with
+ * the node's own `ctr`), then, per node, the image's digest in the node's containerd is checked against the one
+ * the archive was built with, and the digest reference `repo@sha256:…` is added as a name (CRI resolves a local
+ * image only by a name it has; an import names only the tag), and `crictl inspecti repo@sha256:…` must answer.
+ * An image already resolvable by digest on every node is skipped. Prints `{"loaded":[…],"present":[…]}`.
+ */
+async function loadImages() {
+  const { kind } = await tools();
+  const name = env("COHORT_CLUSTER_NAME");
+  /** @type {{ ref: string, digest: string, archive: string }[]} */
+  const images = JSON.parse(env("COHORT_IMAGES"));
+  checkDocker();
+  const nodesOut = run(kind, ["get", "nodes", "--name", name]);
+  const nodes = nodesOut.stdout.split("\n").map((l) => l.trim()).filter((l) => l !== "");
+  if (nodesOut.status !== 0 || nodes.length === 0) throw new StepError(`kind cluster "${name}" has no nodes (kind get nodes: ${tail(nodesOut.stderr, 3)})`);
+  /** @param {string} node @param {string[]} args */
+  const inNode = (node, args) => run("docker", ["exec", node, ...args]);
+  const loaded = [];
+  const present = [];
+  for (const image of images) {
+    const repo = image.ref.replace(/:[^:/]+$/, "");
+    const digestRef = `${repo}@${image.digest}`;
+    const resolvable = (/** @type {string} */ node) => inNode(node, ["crictl", "inspecti", "-q", digestRef]).status === 0;
+    if (nodes.every(resolvable)) {
+      present.push(digestRef);
+      continue;
+    }
+    if (!fs.existsSync(image.archive)) throw new StepError(`image archive ${image.archive} of ${image.ref} is missing; run \`npm run toolchain -- local-apps\``);
+    const started = Date.now();
+    const r = run(kind, ["load", "image-archive", image.archive, "--name", name]);
+    if (r.status !== 0) throw new StepError(`kind load image-archive ${image.archive} --name ${name} failed: ${tail(r.stderr, 5)}`);
+    for (const node of nodes) {
+      const ls = inNode(node, ["ctr", "-n", "k8s.io", "images", "ls", `name==${image.ref}`]);
+      const row = ls.stdout.split("\n").slice(1).map((l) => l.trim().split(/\s+/)).find((cols) => cols[0] === image.ref);
+      if (ls.status !== 0 || row === undefined) throw new StepError(`${image.ref} is not in node ${node}'s containerd after kind load (ctr images ls: ${tail(ls.stderr || ls.stdout, 3)})`);
+      if (row[2] !== image.digest) {
+        throw new StepError(`${image.ref} in node ${node} has digest ${row[2]}, but it was built with ${image.digest}; rebuild it with \`npm run toolchain -- local-apps\``);
+      }
+      const tag = inNode(node, ["ctr", "-n", "k8s.io", "images", "tag", "--force", image.ref, digestRef]);
+      if (tag.status !== 0) throw new StepError(`ctr images tag ${image.ref} ${digestRef} in ${node} failed: ${tail(tag.stderr, 3)}`);
+      let ok = false;
+      for (let attempt = 0; attempt < 40 && !ok; attempt++) {
+        ok = resolvable(node);
+        if (!ok) await new Promise((res) => setTimeout(res, 250));
+      }
+      if (!ok) throw new StepError(`node ${node}: crictl cannot resolve ${digestRef} after tagging it`);
+    }
+    log(`loaded ${digestRef} into ${nodes.length} nodes in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    loaded.push(digestRef);
+  }
+  process.stdout.write(`${JSON.stringify({ loaded, present })}\n`);
+}
 
 async function main() {
   const step = process.argv[2];

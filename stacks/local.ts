@@ -25,16 +25,22 @@
  *    whose pod webhook fails closed for every namespace but kube-system and kueue-system) → Runtime (run
  *    namespace, LocalQueue, RBAC, bundle) → CohortRun with the Kubernetes-Job executor.
  */
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, readFileSync, realpathSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
+import * as YAML from "yaml";
 import { z } from "zod";
+import { AppImagesMissingError, findAppImages } from "../scripts/local/app-images.js";
+import { ETCD_IMAGE_TAG, IMAGE_REPOSITORY, KUBERNETES_VERSION as NODE_IMAGE_KUBERNETES_VERSION, POD_SUBNET, renderDefaultCni, TOOL_NAME as NODE_IMAGE_TOOL } from "../scripts/local/node-image.js";
+import { cacheRoot } from "../scripts/lib/paths.js";
+import { readStamp } from "../scripts/lib/stamp.js";
 import { CohortRun } from "../components/CohortRun.js";
 import { kubernetesJobExecutor } from "../components/cohortRunJob.js";
 import { AgentSandbox } from "../components/AgentSandbox.js";
-import { KindCluster, localTools } from "../components/KindCluster.js";
+import { KindCluster, pinnedNodeImage, type ClusterImage, type NodeImage } from "../components/KindCluster.js";
 import { Kueue } from "../components/Kueue.js";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/manifests/cache.js";
 import { ARTIFACTS_NODE_PATH, TEMPORAL_NODE_PORT } from "../components/manifests/kindConfig.js";
@@ -144,6 +150,61 @@ export function reservedFromObjects(objects: readonly KubernetesObject[], source
   return out;
 }
 
+/**
+ * Pods the node image built here runs on the workers: its CNI (flannel, from the DaemonSet the image ships as
+ * kind's default CNI manifest), kube-proxy and CoreDNS (as in {@link KIND_SYSTEM_PODS}); no local-path-provisioner
+ * (kind falls back to its in-tree host-path StorageClass, which runs no pod).
+ */
+export const BUILT_NODE_SYSTEM_PODS: readonly ReservedPods[] = [
+  ...reservedFromObjects(
+    YAML.parseAllDocuments(renderDefaultCni(POD_SUBNET)).map((d) => d.toJSON() as KubernetesObject),
+    "the flannel DaemonSet of the built node image (scripts/local/node-image.ts renderDefaultCni)",
+  ),
+  ...KIND_SYSTEM_PODS.filter((p) => p.name === "kube-proxy" || p.name === "coredns"),
+];
+
+/**
+ * Environment variable naming the directory where the program looks for built node and project images instead
+ * of the tool cache (e.g. an empty directory, to run the profile on upstream images only, as the e2e preview
+ * test does).
+ */
+export const LOCAL_ARTIFACTS_ROOT_ENV = "COHORT_LOCAL_ARTIFACTS_ROOT";
+
+/**
+ * What the toolchain built for this profile: the newest finished node image of the pinned Kubernetes version
+ * (`<cache>/kind-node-image-<version>-<hash>/`, its stamp and `image.json`) and the project images
+ * (scripts/local/app-images.ts `findAppImages`). Missing pieces are simply absent: the profile then falls back to
+ * upstream images or refuses with the command that builds them.
+ */
+export function findLocalArtifacts(env: NodeJS.ProcessEnv = process.env): LocalArtifacts {
+  const root = env[LOCAL_ARTIFACTS_ROOT_ENV] !== undefined && env[LOCAL_ARTIFACTS_ROOT_ENV] !== "" ? path.resolve(env[LOCAL_ARTIFACTS_ROOT_ENV]) : cacheRoot(env);
+  let nodeImage: BuiltNodeImage | undefined;
+  let newest = "";
+  const prefix = `${NODE_IMAGE_TOOL}-${NODE_IMAGE_KUBERNETES_VERSION}-`;
+  for (const entry of existsSync(root) ? readdirSync(root) : []) {
+    if (!entry.startsWith(prefix)) continue;
+    const dir = path.join(root, entry);
+    const stamp = readStamp(dir);
+    if (stamp === undefined || !existsSync(path.join(dir, "image.json"))) continue;
+    const record = JSON.parse(readFileSync(path.join(dir, "image.json"), "utf8")) as { tag: string; id: string; archive: string };
+    if (stamp.createdAt > newest) {
+      newest = stamp.createdAt;
+      nodeImage = { tag: record.tag, id: record.id, archive: path.resolve(dir, record.archive), imageRepository: IMAGE_REPOSITORY, etcdImageTag: ETCD_IMAGE_TAG };
+    }
+  }
+  const images: BuiltImages = {};
+  const appEnv = { ...env, COHORT_LAB_CACHE: root };
+  for (const key of ["kueue", "agentSandbox", "runtime", "temporal", "openclaw"] as const) {
+    try {
+      const b = findAppImages(appEnv, [key])[key];
+      images[key] = { repository: b.repository, tag: b.tag, digest: b.digest, archive: b.archive };
+    } catch (error) {
+      if (!(error instanceof AppImagesMissingError)) throw error;
+    }
+  }
+  return { ...(nodeImage !== undefined ? { nodeImage } : {}), images };
+}
+
 /** Facts about this machine the profile depends on (injectable for tests). */
 export interface LocalHostFacts {
   /** Logical CPUs (what kubelet reports as node capacity in a kind node). */
@@ -155,16 +216,38 @@ export interface LocalHostFacts {
   readonly gid: number;
   /** `${process.platform}-${process.arch}`. */
   readonly platform: string;
+  /**
+   * The host runs cgroup v1 (no cgroup2 file system at /sys/fs/cgroup): kind's kubelet then needs
+   * `failCgroupV1: false` (Kubernetes >= 1.35 refuses v1 by default). @default false
+   */
+  readonly cgroupV1?: boolean;
 }
 
 /** This machine's facts. */
 export function hostFacts(): LocalHostFacts {
   const info = os.userInfo();
-  return { cpus: os.cpus().length, memoryBytes: os.totalmem(), uid: info.uid, gid: info.gid, platform: `${process.platform}-${process.arch}` };
+  return {
+    cpus: os.cpus().length,
+    memoryBytes: os.totalmem(),
+    uid: info.uid,
+    gid: info.gid,
+    platform: `${process.platform}-${process.arch}`,
+    cgroupV1: !existsSync("/sys/fs/cgroup/cgroup.controllers"),
+  };
 }
+
+/**
+ * Values of `cohort-lab:local.nodeImage`: `upstream` = the pinned kindest/node digest (pulled by Docker), `built`
+ * = the node image `npm run toolchain -- local-images` built here offline, `auto` = built when the upstream image
+ * is not present in the local Docker engine.
+ */
+export const NODE_IMAGE_MODES = ["auto", "built", "upstream"] as const;
+export type NodeImageMode = (typeof NODE_IMAGE_MODES)[number];
 
 /** `cohort-lab:local`, validated, defaults applied. */
 export interface LocalConfig {
+  /** Which node image the cluster runs. @default "auto" */
+  readonly nodeImage: NodeImageMode;
   readonly clusterName: string;
   readonly workers: number;
   readonly temporalPort: number;
@@ -218,13 +301,61 @@ const localSchema = z.strictObject({
   temporalPort: intIn(1024, 65535).optional(),
   waitForPodsReadyTimeout: duration.optional(),
   queue: z.strictObject({ cpu: quantity.optional(), memory: quantity.optional() }).optional(),
+  nodeImage: z
+    .unknown()
+    .refine((v) => typeof v === "string" && (NODE_IMAGE_MODES as readonly string[]).includes(v), {
+      error: (issue) => `must be one of ${NODE_IMAGE_MODES.join(", ")} (got ${describe(issue.input)})`,
+    })
+    .optional(),
 });
 
 /** Image keys of `cohort-lab:images` and the pin each overrides. */
-export const IMAGE_KEYS = { kueue: local.kueue.image, agentSandbox: local.agentSandbox.image, runtime: local.runtimeNode } as const satisfies Record<string, ImagePin>;
+export const IMAGE_KEYS = {
+  kueue: local.kueue.image,
+  agentSandbox: local.agentSandbox.image,
+  runtime: local.runtimeNode,
+  temporal: local.temporal,
+} as const satisfies Record<string, ImagePin>;
 export type ImageKey = keyof typeof IMAGE_KEYS;
 
-const imagesSchema = z.strictObject({ kueue: z.string().optional(), agentSandbox: z.string().optional(), runtime: z.string().optional() });
+const imagesSchema = z.strictObject({ kueue: z.string().optional(), agentSandbox: z.string().optional(), runtime: z.string().optional(), temporal: z.string().optional() });
+
+/**
+ * An image built here offline (`npm run toolchain -- local-apps`, scripts/local/app-images.ts) and loaded into the
+ * kind nodes from its archive, so it is referenced by digest with no registry.
+ */
+export interface BuiltImage {
+  /** e.g. `cohort-lab.local/kueue`. */
+  readonly repository: string;
+  readonly tag: string;
+  /** `sha256:<64 hex>`: the manifest digest the nodes' containerd computes for the archive. */
+  readonly digest: string;
+  /** Absolute path of the `docker save` archive. */
+  readonly archive: string;
+}
+
+/** Images built here, by what they replace: the four {@link IMAGE_KEYS} and member images (`openclaw`). */
+export type BuiltImages = Partial<Record<ImageKey | "openclaw", BuiltImage>>;
+
+/** A built node image (scripts/local/node-image.ts). */
+export interface BuiltNodeImage {
+  /** `cohort-lab/kind-node:v<k8s>-<12 hex>`. */
+  readonly tag: string;
+  /** Docker image ID. */
+  readonly id: string;
+  /** Absolute path of its `docker save` archive. */
+  readonly archive: string;
+  /** kubeadm's `imageRepository` the image's control-plane images are named under. */
+  readonly imageRepository: string;
+  /** The etcd image tag in the image (kubeadm's `etcd.local.imageTag`). */
+  readonly etcdImageTag: string;
+}
+
+/** What the toolchain built for this profile, if anything (read from the tool cache; injectable for tests). */
+export interface LocalArtifacts {
+  readonly nodeImage?: BuiltNodeImage;
+  readonly images: BuiltImages;
+}
 
 function zodIssues(prefix: string, error: z.ZodError, known: readonly string[]): ConfigIssue[] {
   return error.issues.flatMap((issue): ConfigIssue[] => {
@@ -257,6 +388,8 @@ export interface ResolvedImages {
   readonly refs: Readonly<Record<ImageKey, string>>;
   /** Config keys whose digest is missing, with the tag reference. */
   readonly missing: readonly { readonly key: string; readonly ref: string }[];
+  /** Built images among {@link refs}, to load into the nodes (no registry). */
+  readonly load: readonly ClusterImage[];
 }
 
 /**
@@ -264,7 +397,7 @@ export interface ResolvedImages {
  *
  * @throws {StackConfigError} listing every problem with its key
  */
-export function parseLocalConfig(raw: RawConfig): { local: LocalConfig; images: ResolvedImages } {
+export function parseLocalConfig(raw: RawConfig, built: BuiltImages = {}): { local: LocalConfig; images: ResolvedImages } {
   const issues: ConfigIssue[] = [];
   const parsedLocal = localSchema.safeParse(parseObjectKey(raw, "local", issues));
   if (!parsedLocal.success) issues.push(...zodIssues("local", parsedLocal.error, Object.keys(localSchema.shape)));
@@ -273,6 +406,7 @@ export function parseLocalConfig(raw: RawConfig): { local: LocalConfig; images: 
 
   const refs: Partial<Record<ImageKey, string>> = {};
   const missing: { key: string; ref: string }[] = [];
+  const load: ClusterImage[] = [];
   for (const key of Object.keys(IMAGE_KEYS) as ImageKey[]) {
     const pin: ImagePin = IMAGE_KEYS[key];
     const tagRef = `${pin.repository}:${pin.tag}`;
@@ -296,6 +430,10 @@ export function parseLocalConfig(raw: RawConfig): { local: LocalConfig; images: 
         continue;
       }
       refs[key] = `${tagRef}@${digest}`;
+    } else if (built[key] !== undefined) {
+      const b = built[key];
+      refs[key] = `${b.repository}:${b.tag}@${b.digest}`;
+      load.push({ ref: `${b.repository}:${b.tag}`, digest: b.digest, archive: b.archive });
     } else if (pin.digest !== null) {
       refs[key] = `${tagRef}@${pin.digest}`;
     } else {
@@ -310,10 +448,11 @@ export function parseLocalConfig(raw: RawConfig): { local: LocalConfig; images: 
       clusterName: (l.clusterName as string | undefined) ?? LOCAL_DEFAULTS.clusterName,
       workers: l.workers ?? LOCAL_DEFAULTS.workers,
       temporalPort: l.temporalPort ?? LOCAL_DEFAULTS.temporalPort,
+      nodeImage: (l.nodeImage as NodeImageMode | undefined) ?? "auto",
       ...(l.waitForPodsReadyTimeout !== undefined ? { waitForPodsReadyTimeout: l.waitForPodsReadyTimeout } : {}),
       queue: { ...(l.queue?.cpu !== undefined ? { cpu: l.queue.cpu } : {}), ...(l.queue?.memory !== undefined ? { memory: l.queue.memory } : {}) },
     },
-    images: { refs: refs as Record<ImageKey, string>, missing },
+    images: { refs: refs as Record<ImageKey, string>, missing, load },
   };
 }
 
@@ -334,7 +473,12 @@ export function missingDigestIssues(missing: ResolvedImages["missing"]): ConfigI
  *
  * @throws {StackConfigError} naming `cohort-lab:cohort.roles` when no roles are configured, or any RunSpec problem
  */
-export function resolveLocalRunSpec(config: StackConfig, runtimeImage: string | undefined, projectDir: string): ResolvedRunSpec & { readonly usesRuntimeImage: boolean } {
+export function resolveLocalRunSpec(
+  config: StackConfig,
+  runtimeImage: string | undefined,
+  projectDir: string,
+  built: BuiltImages = {},
+): ResolvedRunSpec & { readonly usesRuntimeImage: boolean; readonly memberImages: readonly ClusterImage[] } {
   const roles = config.cohort.roles;
   if (roles === undefined) {
     throw new StackConfigError([
@@ -347,20 +491,74 @@ export function resolveLocalRunSpec(config: StackConfig, runtimeImage: string | 
     ]);
   }
   let usesRuntimeImage = false;
+  const memberImages = new Map<string, ClusterImage>();
   const withImages = roles.map((role) => {
     if (role === null || typeof role !== "object" || Array.isArray(role)) return role;
     const r = role as { app?: unknown };
     if (r.app === null || typeof r.app !== "object" || Array.isArray(r.app)) return role;
     const app = r.app as { image?: unknown };
-    if (app.image !== undefined && app.image !== "") return role;
+    if (app.image !== undefined && app.image !== "") {
+      // A built image named by repository (or repository:tag) without a digest: the digest is the built one.
+      const b = typeof app.image === "string" ? builtByName(built, app.image) : undefined;
+      if (b === undefined) return role;
+      memberImages.set(b.repository, { ref: `${b.repository}:${b.tag}`, digest: b.digest, archive: b.archive });
+      return { ...r, app: { ...app, image: `${b.repository}:${b.tag}@${b.digest}` } };
+    }
     usesRuntimeImage = true;
     return { ...r, app: { ...app, image: runtimeImage ?? "" } };
   });
-  return { ...resolveRunSpec({ ...config.cohort, roles: withImages }, { nodePath: process.execPath, projectDir }), usesRuntimeImage };
+  return {
+    ...resolveRunSpec({ ...config.cohort, roles: withImages }, { nodePath: process.execPath, projectDir }),
+    usesRuntimeImage,
+    memberImages: [...memberImages.values()],
+  };
+}
+
+/** The built image a member's `app.image` names by `repository` or `repository:tag` (no digest), if any. */
+function builtByName(built: BuiltImages, image: string): BuiltImage | undefined {
+  return Object.values(built).find((b) => b !== undefined && (image === b.repository || image === `${b.repository}:${b.tag}`));
+}
+
+/**
+ * The node image for `cohort-lab:local.nodeImage`: `upstream` = the pinned kindest/node digest, `built` = the one
+ * built here, `auto` = the built one when there is one and the upstream image is not in the local Docker engine
+ * (`upstreamPresent`), otherwise upstream (pulled by Docker).
+ *
+ * @throws {StackConfigError} naming `cohort-lab:local.nodeImage` when `built` is asked for and none is built
+ */
+export function chooseNodeImage(mode: NodeImageMode, built: BuiltNodeImage | undefined, upstreamPresent: () => boolean): { image: NodeImage; built?: BuiltNodeImage } {
+  // auto: with nothing built, the upstream image (Docker pulls it by digest where a registry is reachable).
+  const useBuilt = mode === "built" || (mode === "auto" && built !== undefined && !upstreamPresent());
+  if (!useBuilt) return { image: { ref: pinnedNodeImage() } };
+  if (built === undefined) {
+    throw new StackConfigError([
+      {
+        key: configKey("local.nodeImage"),
+        reason:
+          "built: no node image is built here; run `npm run toolchain -- local local-images` " +
+          `(or set local.nodeImage to upstream or auto on a machine that can pull ${pinnedNodeImage()})`,
+      },
+    ]);
+  }
+  return { image: { ref: built.tag, imageId: built.id, archive: built.archive }, built };
+}
+
+/** Whether Docker has `image` locally (`docker image inspect`); false when Docker does not answer. */
+export function dockerHasImage(image: string): boolean {
+  try {
+    execFileSync("docker", ["image", "inspect", "--format", "{{.Id}}", image], { stdio: "ignore", timeout: 20_000 });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Everything the profile decided before creating resources. */
 export interface LocalPlan {
+  /** The node image and, when it was built here, its record (kubeadm settings come from it). */
+  readonly nodeImage: { readonly image: NodeImage; readonly built?: BuiltNodeImage };
+  /** Built images to load into the nodes: the controllers', the runtime's and the members'. */
+  readonly loadImages: readonly ClusterImage[];
   readonly local: LocalConfig;
   readonly images: ResolvedImages;
   readonly resolved: ResolvedRunSpec;
@@ -391,6 +589,12 @@ export interface PlanInput {
   readonly manifests?: { readonly kueue: readonly KubernetesObject[]; readonly agentSandbox: readonly KubernetesObject[] };
   /** @default reads `<projectDir>/dist/cohort.cjs` */
   readonly bundle?: Buffer;
+  /** What the toolchain built. @default nothing built */
+  readonly artifacts?: LocalArtifacts;
+  /** Pods a built node image runs on the workers (its CNI, kube-proxy, CoreDNS). @default none */
+  readonly builtSystemPods?: readonly ReservedPods[];
+  /** Whether the upstream node image is in the local Docker engine. @default {@link dockerHasImage} */
+  readonly upstreamNodeImagePresent?: () => boolean;
 }
 
 /**
@@ -402,15 +606,16 @@ export interface PlanInput {
 export function planLocal(input: PlanInput): LocalPlan {
   const { config, raw, projectDir, facts } = input;
   const warn = input.warn ?? ((m: string) => pulumi.log.warn(m));
-  const { local: localConfig, images } = parseLocalConfig(raw);
-  localTools(facts.platform, "/"); // refuses an unsupported platform before anything else
+  const artifacts = input.artifacts ?? { images: {} };
+  const { local: localConfig, images } = parseLocalConfig(raw, artifacts.images);
+  const nodeImage = chooseNodeImage(localConfig.nodeImage, artifacts.nodeImage, input.upstreamNodeImagePresent ?? (() => dockerHasImage(pinnedNodeImage())));
   if (images.missing.length > 0) {
     const issues = missingDigestIssues(images.missing);
     if (!input.dryRun) throw new StackConfigError(issues);
     warn(`local profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${issues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
   }
   const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? undefined : images.refs.runtime;
-  const resolved = resolveLocalRunSpec(config, runtimeImage, projectDir);
+  const resolved = resolveLocalRunSpec(config, runtimeImage, projectDir, artifacts.images);
   const spec = resolved.spec;
 
   const startupMs = parseDurationMs(spec.startupTimeout);
@@ -451,7 +656,7 @@ export function planLocal(input: PlanInput): LocalPlan {
   // Quota: the nodes kind will create, less the system pods and what this profile deploys besides the cohort.
   const kueueInstall = renderKueueInstall(manifests.kueue, { controller: "in-cluster", image: images.refs.kueue, configuration });
   const reserved: ReservedPods[] = [
-    ...KIND_SYSTEM_PODS,
+    ...(nodeImage.built !== undefined ? (input.builtSystemPods ?? []) : KIND_SYSTEM_PODS),
     ...reservedFromObjects(kueueInstall, `Kueue ${local.kueue.version} release manifests (config/components/manager/manager.yaml)`),
     ...reservedFromObjects(manifests.agentSandbox, `Agent Sandbox ${local.agentSandbox.version} k8s/controller.yaml`),
     { name: "temporal", placement: "replicas", count: 1, requests: TEMPORAL_REQUESTS, source: "components/manifests/temporal.ts" },
@@ -485,6 +690,8 @@ export function planLocal(input: PlanInput): LocalPlan {
     // The official Node image runs as root (no USER), so members in it cannot keep the backend's default
     // runAsNonRoot: true (kubelet refuses to start them). They still drop every capability and cannot escalate.
     backendOptions: resolved.usesRuntimeImage ? { runAsNonRoot: "false" } : {},
+    nodeImage,
+    loadImages: [...images.load, ...resolved.memberImages],
     local: localConfig,
     images,
     resolved,
@@ -508,6 +715,10 @@ export interface LocalBuildOverrides {
   readonly bundle?: Buffer;
   /** Tool cache root for the kind/kubectl paths. @default cacheRoot() */
   readonly toolCacheRoot?: string;
+  /** What the toolchain built. @default read from the tool cache ({@link findLocalArtifacts}) */
+  readonly artifacts?: LocalArtifacts;
+  /** @default {@link dockerHasImage} of the pinned upstream node image */
+  readonly upstreamNodeImagePresent?: () => boolean;
 }
 
 /**
@@ -528,6 +739,9 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
       dryRun: pulumi.runtime.isDryRun(),
       ...(overrides.manifests !== undefined ? { manifests: overrides.manifests } : {}),
       ...(overrides.bundle !== undefined ? { bundle: overrides.bundle } : {}),
+      artifacts: overrides.artifacts ?? findLocalArtifacts(overrides.toolCacheRoot !== undefined ? { ...process.env, [LOCAL_ARTIFACTS_ROOT_ENV]: overrides.toolCacheRoot } : process.env),
+      builtSystemPods: BUILT_NODE_SYSTEM_PODS,
+      ...(overrides.upstreamNodeImagePresent !== undefined ? { upstreamNodeImagePresent: overrides.upstreamNodeImagePresent } : {}),
     });
   } catch (error) {
     if (error instanceof ManifestsMissingError) throw new pulumi.RunError(error.message);
@@ -548,6 +762,12 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     ...(overrides.toolCacheRoot !== undefined ? { toolCacheRoot: overrides.toolCacheRoot } : {}),
     // Re-derive the quota from the nodes' real allocatable before the ClusterQueue exists.
     capacity: { nodes: plan.quota.nodes.map((n) => n.name), reserved: plan.quota.reserved, quota: plan.quota.quota },
+    nodeImage: plan.nodeImage.image,
+    kubeadm: {
+      ...(plan.nodeImage.built !== undefined ? { imageRepository: plan.nodeImage.built.imageRepository, etcdImageTag: plan.nodeImage.built.etcdImageTag } : {}),
+      allowCgroupV1: facts.cgroupV1,
+    },
+    images: plan.loadImages,
   });
   const provider = cluster.provider;
   const kueue = new Kueue("kueue", {
@@ -571,7 +791,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
   });
   const temporal = new Temporal("temporal", {
     provider,
-    image: `${local.temporal.repository}:${local.temporal.tag}@${local.temporal.digest}`,
+    image: plan.images.refs.temporal,
     nodePort: TEMPORAL_NODE_PORT,
     hostPort: plan.local.temporalPort,
     waitFor: kueue.webhookReady,

@@ -48,6 +48,30 @@ export interface KindConfigInput {
   readonly temporalHostPort: number;
   /** Fully qualified stack name, `<organization>/<project>/<stack>` (hashed into a label). */
   readonly stackId: string;
+  /**
+   * kubeadm and kubelet settings rendered as `kubeadmConfigPatches` (kind merges each into the document of the
+   * same `kind`). @default none: the node image's own defaults
+   */
+  readonly kubeadm?: KindKubeadmSettings;
+}
+
+/**
+ * What an offline node image and this host need from kubeadm and the kubelet.
+ *
+ * @see https://kind.sigs.k8s.io/docs/user/configuration/#kubeadm-config-patches
+ * @see https://kubernetes.io/docs/reference/config-api/kubeadm-config.v1beta3/ (`imageRepository`, `etcd.local.imageTag`)
+ * @see https://kubernetes.io/docs/reference/config-api/kubelet-config.v1beta1/ (`failCgroupV1`)
+ */
+export interface KindKubeadmSettings {
+  /** ClusterConfiguration `imageRepository`: where kubeadm's control-plane images are named, e.g. `offline.invalid`. */
+  readonly imageRepository?: string;
+  /** ClusterConfiguration `etcd.local.imageTag`, when the node image carries another etcd than kubeadm's default. */
+  readonly etcdImageTag?: string;
+  /**
+   * KubeletConfiguration `failCgroupV1: false`: Kubernetes >= 1.35 defaults it to true and refuses a cgroup v1
+   * host. Set only when the host is cgroup v1. @default false (not rendered)
+   */
+  readonly allowCgroupV1?: boolean;
 }
 
 /** One node of the rendered config. */
@@ -70,6 +94,8 @@ export interface KindConfig {
   readonly apiVersion: "kind.x-k8s.io/v1alpha4";
   readonly name: string;
   readonly nodes: readonly KindNode[];
+  /** YAML documents kind merges into its kubeadm and kubelet configuration. */
+  readonly kubeadmConfigPatches?: readonly string[];
 }
 
 /** The result of {@link renderKindConfig}. */
@@ -97,6 +123,13 @@ export class KindConfigError extends Error {
 /** kind's cluster name rule (sigs.k8s.io/kind/pkg/internal/apis/config/validate.go `validNameRE`). */
 const KIND_NAME_RE = /^[a-z0-9.-]+$/;
 const DIGEST_IMAGE_RE = /^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}$/;
+/**
+ * A node image built here (scripts/local/node-image.ts): a local tag that carries the hash of everything the image
+ * was built from, so it names one content exactly; the create step checks its Docker image ID against the stamp.
+ */
+export const BUILT_NODE_IMAGE_RE = /^cohort-lab\/kind-node:v\d+\.\d+\.\d+-[0-9a-f]{12}$/;
+const IMAGE_REPOSITORY_RE = /^[a-z0-9]+(?:[._-][a-z0-9]+)*(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$/;
+const TAG_RE = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 
 function labelHash(text: string): string {
   return createHash("sha256").update(text).digest("hex").slice(0, LABEL_VALUE_MAX);
@@ -111,8 +144,18 @@ export function validateKindConfigInput(input: KindConfigInput): void {
   if (!KIND_NAME_RE.test(input.clusterName) || input.clusterName.length > 50) {
     throw new KindConfigError("clusterName", `must match ${KIND_NAME_RE.source} and have at most 50 characters (got ${JSON.stringify(input.clusterName)})`);
   }
-  if (!DIGEST_IMAGE_RE.test(input.nodeImage)) {
-    throw new KindConfigError("nodeImage", `must be pinned by digest, name[:tag]@sha256:<64 hex> (got ${JSON.stringify(input.nodeImage)})`);
+  if (!DIGEST_IMAGE_RE.test(input.nodeImage) && !BUILT_NODE_IMAGE_RE.test(input.nodeImage)) {
+    throw new KindConfigError(
+      "nodeImage",
+      `must be pinned by digest, name[:tag]@sha256:<64 hex>, or a node image built here (${BUILT_NODE_IMAGE_RE.source}) (got ${JSON.stringify(input.nodeImage)})`,
+    );
+  }
+  const k = input.kubeadm ?? {};
+  if (k.imageRepository !== undefined && !IMAGE_REPOSITORY_RE.test(k.imageRepository)) {
+    throw new KindConfigError("kubeadm.imageRepository", `must be an image repository such as offline.invalid (got ${JSON.stringify(k.imageRepository)})`);
+  }
+  if (k.etcdImageTag !== undefined && !TAG_RE.test(k.etcdImageTag)) {
+    throw new KindConfigError("kubeadm.etcdImageTag", `must be an image tag (got ${JSON.stringify(k.etcdImageTag)})`);
   }
   const workers = input.workers ?? 2;
   if (!Number.isInteger(workers) || workers < 1 || workers > 16) throw new KindConfigError("workers", `must be an integer from 1 to 16 (got ${workers})`);
@@ -123,6 +166,17 @@ export function validateKindConfigInput(input: KindConfigInput): void {
     throw new KindConfigError("temporalHostPort", `must be an integer from 1024 to 65535 (got ${input.temporalHostPort})`);
   }
   if (input.stackId.trim() === "") throw new KindConfigError("stackId", "must not be empty");
+}
+
+/** The `kubeadmConfigPatches` documents for {@link KindKubeadmSettings} (none when nothing is set). */
+export function kubeadmPatches(settings: KindKubeadmSettings): string[] {
+  const out: string[] = [];
+  const cluster: Record<string, unknown> = {};
+  if (settings.imageRepository !== undefined) cluster.imageRepository = settings.imageRepository;
+  if (settings.etcdImageTag !== undefined) cluster.etcd = { local: { imageTag: settings.etcdImageTag } };
+  if (Object.keys(cluster).length > 0) out.push(YAML.stringify({ kind: "ClusterConfiguration", ...cluster }, { lineWidth: 0 }));
+  if (settings.allowCgroupV1 === true) out.push(YAML.stringify({ kind: "KubeletConfiguration", failCgroupV1: false }, { lineWidth: 0 }));
+  return out;
 }
 
 function nodes(input: KindConfigInput, labels: Readonly<Record<string, string>>): KindNode[] {
@@ -146,7 +200,14 @@ function nodes(input: KindConfigInput, labels: Readonly<Record<string, string>>)
  */
 export function renderKindConfig(input: KindConfigInput): RenderedKindConfig {
   validateKindConfigInput(input);
-  const unlabelled: KindConfig = { kind: "Cluster", apiVersion: "kind.x-k8s.io/v1alpha4", name: input.clusterName, nodes: nodes(input, {}) };
+  const patches = kubeadmPatches(input.kubeadm ?? {});
+  const unlabelled: KindConfig = {
+    kind: "Cluster",
+    apiVersion: "kind.x-k8s.io/v1alpha4",
+    name: input.clusterName,
+    nodes: nodes(input, {}),
+    ...(patches.length > 0 ? { kubeadmConfigPatches: patches } : {}),
+  };
   const configLabel = labelHash(JSON.stringify(unlabelled));
   const stackLabel = labelHash(input.stackId);
   const config: KindConfig = {

@@ -37,7 +37,7 @@ beforeAll(async () => {
   const { buildLocal, localProfile } = await import("../../stacks/local.js");
   build = (raw, f = facts) => {
     const config = parseStackConfig(raw, { stack: "local", projectDir, profileKeys: localProfile.configKeys });
-    buildLocal({ stack: "local", projectDir, config, raw }, { facts: f, bundle: Buffer.from("//") });
+    buildLocal({ stack: "local", projectDir, config, raw }, { facts: f, bundle: Buffer.from("//"), artifacts: { images: {} } });
   };
 }, 900_000);
 

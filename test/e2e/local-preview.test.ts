@@ -11,6 +11,9 @@
  * runs scripts/local-profile.cjs) and no Kubernetes resource is created; a cohort that cannot fit is refused at
  * preview with the arithmetic. Wall times are printed.
  *
+ * The program is pointed at an empty directory for built node and project images (COHORT_LOCAL_ARTIFACTS_ROOT), so
+ * this is the path of a machine that pulls upstream images; test/local runs the images built here for real.
+ *
  * Needs the toolchain (`npm run toolchain -- default manifests`) and the bundle (`npm run build`); it fails,
  * not skips, without them.
  */
@@ -29,6 +32,8 @@ const env = {
   COHORT_PULUMI_BACKEND_URL: `file://${path.join(tmp, "state")}`,
   PULUMI_CONFIG_PASSPHRASE: "cohort-lab-local",
   NO_COLOR: "1",
+  // The upstream-images path: no node image or project image built here is seen (test/local runs the built ones).
+  COHORT_LOCAL_ARTIFACTS_ROOT: path.join(tmp, "no-built-artifacts"),
 };
 
 interface Result {

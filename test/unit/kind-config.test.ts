@@ -57,6 +57,33 @@ function check(...yamls: string[]): CheckResult[] {
   }
 }
 
+describe("renderKindConfig with an offline node image", () => {
+  const offline: KindConfigInput = {
+    ...base,
+    nodeImage: "cohort-lab/kind-node:v1.35.4-0123456789ab",
+    kubeadm: { imageRepository: "offline.invalid", etcdImageTag: "3.6.14", allowCgroupV1: true },
+  };
+
+  it("renders kubeadmConfigPatches for the image repository, the etcd tag and cgroup v1", () => {
+    const r = renderKindConfig(offline);
+    expect(r.config.kubeadmConfigPatches).toEqual([
+      "kind: ClusterConfiguration\nimageRepository: offline.invalid\netcd:\n  local:\n    imageTag: 3.6.14\n",
+      "kind: KubeletConfiguration\nfailCgroupV1: false\n",
+    ]);
+    expect(r.config.nodes.every((n) => n.image === offline.nodeImage)).toBe(true);
+    // The patches are part of what kind is asked to build: they change the config label.
+    expect(r.configLabel).not.toBe(renderKindConfig({ ...offline, kubeadm: {} }).configLabel);
+    expect(renderKindConfig({ ...offline, kubeadm: {} }).config.kubeadmConfigPatches).toBeUndefined();
+  });
+
+  it("is accepted by kind's own loader and validation", (ctx) => {
+    if (kindcheck === undefined) return ctx.skip(skipReason ?? "kindcheck unavailable");
+    const [result] = check(renderKindConfig(offline).yaml);
+    expect(result!.ok, result!.error).toBe(true);
+    expect(result!.nodes!.map((n) => n.image)).toEqual(Array(3).fill(offline.nodeImage));
+  });
+});
+
 describe("renderKindConfig", () => {
   it("renders the golden config (1 control-plane + 2 workers, pinned image, mounts, Temporal port, owner labels)", () => {
     const rendered = renderKindConfig(base);
@@ -132,7 +159,13 @@ describe("renderKindConfig", () => {
   it.each([
     [{ clusterName: "Cohort" }, 'clusterName: must match ^[a-z0-9.-]+$ and have at most 50 characters (got "Cohort")'],
     [{ clusterName: "x".repeat(51) }, `clusterName: must match ^[a-z0-9.-]+$ and have at most 50 characters (got "${"x".repeat(51)}")`],
-    [{ nodeImage: "kindest/node:v1.35.0" }, 'nodeImage: must be pinned by digest, name[:tag]@sha256:<64 hex> (got "kindest/node:v1.35.0")'],
+    [
+      { nodeImage: "kindest/node:v1.35.0" },
+      'nodeImage: must be pinned by digest, name[:tag]@sha256:<64 hex>, or a node image built here (^cohort-lab\\/kind-node:v\\d+\\.\\d+\\.\\d+-[0-9a-f]{12}$) (got "kindest/node:v1.35.0")',
+    ],
+    [{ nodeImage: "cohort-lab/kind-node:v1.35.4-latest" }, "nodeImage: must be pinned by digest"],
+    [{ kubeadm: { imageRepository: "Offline" } }, 'kubeadm.imageRepository: must be an image repository such as offline.invalid (got "Offline")'],
+    [{ kubeadm: { etcdImageTag: "3.6 14" } }, 'kubeadm.etcdImageTag: must be an image tag (got "3.6 14")'],
     [{ workers: 0 }, "workers: must be an integer from 1 to 16 (got 0)"],
     [{ artifactsHostPath: "artifacts" }, 'artifactsHostPath: must be an absolute path (got "artifacts")'],
     [{ temporalHostPort: 80 }, "temporalHostPort: must be an integer from 1024 to 65535 (got 80)"],

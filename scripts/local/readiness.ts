@@ -1,0 +1,38 @@
+/**
+ * Whether the tool cache holds what `pulumi up --stack local` with built images (and the `local` test tier) needs.
+ * Reads only the cache and the work tree: no Docker engine is needed to tell.
+ */
+import { existsSync } from "node:fs";
+import path from "node:path";
+import { localTools } from "../../components/KindCluster";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests } from "../../components/manifests/cache";
+import { PROJECT_DIR } from "../../stacks/config";
+import { findLocalArtifacts } from "../../stacks/local";
+import { cacheRoot } from "../lib/paths";
+
+/**
+ * What is missing, with the command that builds it, or undefined when kind and kubectl (built), the node image, the
+ * project images (kueue, agentSandbox, runtime, temporal), the Kueue and Agent Sandbox manifests and the runtime
+ * bundle are all there.
+ */
+export function localBuildMissing(): string | undefined {
+  try {
+    const tools = localTools(`${process.platform}-${process.arch}`, cacheRoot(), { ...process.env, COHORT_TOOLCHAIN_SOURCE: "build" });
+    if (tools.environment.COHORT_KIND_URL !== "") return "kind and kubectl are not built (`npm run toolchain -- local`)";
+  } catch (error) {
+    return (error as Error).message;
+  }
+  const artifacts = findLocalArtifacts();
+  if (artifacts.nodeImage === undefined) return "the node image is not built (`npm run toolchain -- local-images`)";
+  const missing = (["kueue", "agentSandbox", "runtime", "temporal"] as const).filter((k) => artifacts.images[k] === undefined);
+  if (missing.length > 0) return `project images not built: ${missing.join(", ")} (\`npm run toolchain -- local-apps\`)`;
+  try {
+    loadManifests(KUEUE_MANIFESTS);
+    loadManifests(AGENT_SANDBOX_MANIFESTS);
+  } catch (error) {
+    return (error as Error).message;
+  }
+  if (!existsSync(path.join(PROJECT_DIR, "dist", "cohort.cjs"))) return "the runtime bundle is not built (`npm run build`)";
+  return undefined;
+}
+

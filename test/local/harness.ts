@@ -1,0 +1,147 @@
+/**
+ * Shared pieces of the `local` tier: whether it can run here (and why not), and a real-engine Pulumi project in a
+ * temp directory whose `main` is this repository's index.ts, with its own file backend, artifacts directory,
+ * kubeconfig, kind cluster name and Temporal port, so a test never touches the user's clusters or state.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import * as net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { execa } from "execa";
+import { localTools } from "../../components/KindCluster";
+import { cacheRoot } from "../../scripts/lib/paths";
+import { PROJECT_DIR } from "../../stacks/config";
+import { findLocalArtifacts } from "../../stacks/local";
+import { localBuildMissing } from "../../scripts/local/readiness";
+
+/** Why the tier cannot run here (a Docker engine must answer, and {@link localBuildMissing}), or undefined. */
+export function localUnavailableReason(): string | undefined {
+  try {
+    execFileSync("docker", ["version", "--format", "{{.Server.Version}}"], { stdio: "ignore", timeout: 20_000 });
+  } catch {
+    return "no Docker engine answers (start one with `bash scripts/docker-engine.sh start`)";
+  }
+  return localBuildMissing();
+}
+
+/** Result of one Pulumi command. */
+export interface PulumiResult {
+  readonly exitCode: number;
+  readonly stdout: string;
+  readonly all: string;
+  readonly ms: number;
+}
+
+/** A free loopback TCP port (bind test on 127.0.0.1). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once("error", reject);
+    s.listen({ host: "127.0.0.1", port: 0, exclusive: true }, () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** A temp Pulumi project for the `local` stack (see the module doc). */
+export class LocalProject {
+  readonly tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-local-"));
+  readonly projectDir = path.join(this.tmp, "project");
+  readonly artifactRoot = path.join(this.tmp, "artifacts");
+  readonly kubeconfig = path.join(this.tmp, "kubeconfig");
+  readonly env: NodeJS.ProcessEnv;
+
+  constructor(readonly clusterName: string) {
+    this.env = {
+      ...process.env,
+      COHORT_PULUMI_BACKEND_URL: `file://${path.join(this.tmp, "state")}`,
+      PULUMI_CONFIG_PASSPHRASE: "cohort-lab-local",
+      // kind writes the cluster's context here, not into the user's kubeconfig.
+      KUBECONFIG: this.kubeconfig,
+      NO_COLOR: "1",
+    };
+  }
+
+  /** Writes the project (Pulumi.yaml with `main` = this repository's index.ts, the shipped Pulumi.local.yaml). */
+  async init(temporalPort: number): Promise<void> {
+    mkdirSync(this.projectDir, { recursive: true });
+    mkdirSync(path.join(this.tmp, "state"));
+    const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
+    writeFileSync(path.join(this.projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
+    writeFileSync(path.join(this.projectDir, "Pulumi.local.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.local.yaml")));
+    symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(this.projectDir, "node_modules"));
+    await this.ok(["stack", "select", "--create", "local"]);
+    await this.config("artifactRoot", this.artifactRoot);
+    await this.config("--path", "local.clusterName", this.clusterName);
+    await this.config("--path", "local.temporalPort", String(temporalPort));
+  }
+
+  /** Runs `pulumi <args>` through the launcher in the project directory. */
+  async pulumi(args: readonly string[], options: { signalAfterMs?: number; signal?: NodeJS.Signals } = {}): Promise<PulumiResult> {
+    const started = performance.now();
+    const sub = execa("npm", ["run", "-s", "pulumi", "--", "-C", this.projectDir, ...args], { cwd: PROJECT_DIR, env: this.env, reject: false, all: true, stdin: "ignore" });
+    if (options.signalAfterMs !== undefined) setTimeout(() => sub.kill(options.signal ?? "SIGINT"), options.signalAfterMs);
+    const r = await sub;
+    return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), all: String(r.all), ms: performance.now() - started };
+  }
+
+  /** Like {@link pulumi}, and throws with the diagnostics when the command fails. */
+  async ok(args: readonly string[]): Promise<PulumiResult> {
+    const r = await this.pulumi(args);
+    if (r.exitCode !== 0) {
+      const diagnostics = r.all.indexOf("Diagnostics:");
+      throw new Error(`pulumi ${args.join(" ")} exited ${r.exitCode}:\n${(diagnostics >= 0 ? r.all.slice(diagnostics) : r.all).slice(-8000)}`);
+    }
+    return r;
+  }
+
+  config(...kv: string[]): Promise<PulumiResult> {
+    return this.ok(["config", "set", "--stack", "local", ...kv]);
+  }
+
+  async outputs(): Promise<Record<string, unknown>> {
+    return JSON.parse((await this.ok(["stack", "output", "--json", "--show-secrets", "--stack", "local"])).stdout) as Record<string, unknown>;
+  }
+
+  /** `kubectl --context kind-<cluster>` with this project's kubeconfig. */
+  async kubectl(args: readonly string[]): Promise<string> {
+    const tools = localTools(`${process.platform}-${process.arch}`, cacheRoot());
+    const r = await execa(tools.kubectl, ["--kubeconfig", this.kubeconfig, "--context", `kind-${this.clusterName}`, ...args], { reject: false, all: true });
+    if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")} exited ${r.exitCode}: ${String(r.all).slice(-2000)}`);
+    return String(r.stdout);
+  }
+
+  /** Writes the shipped Pulumi.local.yaml back (after a test replaced `cohort`), keeping this project's keys. */
+  async restoreStackFile(): Promise<void> {
+    const keep = (await this.pulumi(["config", "get", "--stack", "local", "--path", "local.temporalPort"])).stdout.trim();
+    writeFileSync(path.join(this.projectDir, "Pulumi.local.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.local.yaml")));
+    await this.config("artifactRoot", this.artifactRoot);
+    await this.config("--path", "local.clusterName", this.clusterName);
+    await this.config("--path", "local.temporalPort", keep);
+  }
+
+  /** The built node image's tag (for fake kind node containers). */
+  nodeImageTag(): string {
+    const tag = findLocalArtifacts().nodeImage?.tag;
+    if (tag === undefined) throw new Error("no built node image");
+    return tag;
+  }
+
+  /** The kind binary the profile uses. */
+  kindBinary(): string {
+    return localTools(`${process.platform}-${process.arch}`, cacheRoot()).kind;
+  }
+
+  /** Removes the temp directory (unless COHORT_E2E_KEEP=1). */
+  cleanup(): void {
+    if (process.env.COHORT_E2E_KEEP !== "1") rmSync(this.tmp, { recursive: true, force: true });
+  }
+}
+
+/** Docker containers (any state) carrying kind's cluster label with this name. */
+export function kindContainers(clusterName: string): string[] {
+  const out = execFileSync("docker", ["ps", "-a", "--filter", `label=io.x-k8s.kind.cluster=${clusterName}`, "--format", "{{.Names}}"], { encoding: "utf8" });
+  return out.split("\n").filter((l) => l.trim() !== "");
+}

@@ -1,0 +1,188 @@
+/**
+ * End to end on a real kind cluster: `pulumi up --stack local` with the real Pulumi engine (the pinned CLI
+ * through the launcher), the real command and kubernetes providers, a three-node kind cluster on this machine's
+ * Docker engine from the node image built offline, Kueue, Agent Sandbox and Temporal from images built offline
+ * and loaded by digest, the cohort runtime as a Job, and the ledger on the host through the mounted artifacts
+ * directory.
+ *
+ * Covers: refusals before anything exists (a cohort over the derived quota, with the arithmetic; the Temporal host
+ * port taken, naming it; a foreign cluster of the same name, left untouched; a cluster `<name>1` does not make
+ * `<name>` exist); the sample roster of Pulumi.local.yaml (1 router + 8 agents) admitted by Kueue as one gang and
+ * Ready, outputs and a verified ledger; a second `up` that changes nothing; a member image that does not exist
+ * (the run fails fast, naming the member and the image); `kind delete cluster` by hand, then `destroy` completes
+ * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context. Wall times are printed.
+ *
+ * Skipped, with the reason, when the Docker engine, the built tools, node image, images or manifests are missing.
+ */
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import * as net from "node:net";
+import path from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PROJECT_DIR } from "../../stacks/config";
+import { freePort, kindContainers, localUnavailableReason, LocalProject } from "./harness";
+
+const unavailable = localUnavailableReason();
+if (unavailable !== undefined) process.stderr.write(`local tier skipped: ${unavailable}\n`);
+
+const name = `cl-e2e-${process.pid % 10000}`;
+const project = new LocalProject(name);
+/** A container that `kind get clusters` lists as `<name>1`: proves the name check is exact. */
+const decoy = `${name}1-control-plane`;
+const timings: Record<string, number> = {};
+
+function runDocker(args: readonly string[]): string {
+  return execFileSync("docker", args, { encoding: "utf8" });
+}
+
+/** A stopped container labelled like a kind node of cluster `cluster` (no Kubernetes in it). */
+function fakeKindNode(containerName: string, cluster: string): void {
+  // Created, never started: `kind get clusters` lists containers in any state by this label.
+  runDocker(["create", "--name", containerName, "--label", `io.x-k8s.kind.cluster=${cluster}`, "--label", "io.x-k8s.kind.role=control-plane", project.nodeImageTag(), "/bin/true"]);
+}
+
+async function ledgerVerify(ledgerPath: string): Promise<{ exitCode: number; out: string }> {
+  const r = await execa(process.execPath, [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "ledger", "verify", ledgerPath], { reject: false, all: true });
+  return { exitCode: r.exitCode ?? -1, out: String(r.all) };
+}
+
+describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster", () => {
+  beforeAll(async () => {
+    await project.init(await freePort());
+    fakeKindNode(decoy, `${name}1`);
+  }, 600_000);
+
+  afterAll(async () => {
+    await project.pulumi(["destroy", "--yes", "--stack", "local", "--skip-preview"]);
+    execFileSync("docker", ["rm", "-f", decoy], { stdio: "ignore" });
+    process.stderr.write(`local tier timings (s): ${JSON.stringify(Object.fromEntries(Object.entries(timings).map(([k, v]) => [k, Math.round(v / 100) / 10])))}\n`);
+    project.cleanup();
+  }, 900_000);
+
+  it("refuses a cohort larger than the derived quota at preview, with the arithmetic, before anything exists", async () => {
+    const roster = JSON.stringify({
+      name: "society",
+      roles: [{ name: "agent", replicas: 400, app: { command: ["sleep", "60"] }, readiness: { tcp: {} }, resources: { cpu: "100m", memory: "64Mi" } }],
+    });
+    await project.config("--path", "cohort", roster);
+    const r = await project.pulumi(["preview", "--stack", "local"]);
+    expect(r.exitCode).not.toBe(0);
+    expect(r.all).toMatch(/cohort-lab:cohort: 400 members need 40000m CPU \(agent 400 × 100m\), more than the ClusterQueue quota of \d+m \(2 nodes × \d+m allocatable − \d+m reserved = \d+m\)/);
+    expect(kindContainers(name)).toEqual([]);
+    await project.ok(["config", "rm", "--stack", "local", "cohort"]);
+    // Restore the shipped roster (config rm removed the whole `cohort` key of Pulumi.local.yaml).
+    await project.restoreStackFile();
+  }, 600_000);
+
+  it("refuses when the Temporal host port is taken, naming the port, and creates nothing", async () => {
+    const port = await freePort();
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen({ host: "127.0.0.1", port }, resolve));
+    try {
+      await project.config("--path", "local.temporalPort", String(port));
+      const r = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      expect(r.exitCode).not.toBe(0);
+      expect(r.all).toContain(`port ${port} on 127.0.0.1 is not free`);
+      expect(kindContainers(name)).toEqual([]);
+    } finally {
+      holder.close();
+    }
+    await project.config("--path", "local.temporalPort", String(await freePort()));
+  }, 600_000);
+
+  it("refuses a foreign kind cluster of the same name and leaves it untouched", async () => {
+    const foreign = new LocalProject(`${name}-foreign`);
+    try {
+      await foreign.init(await freePort());
+      fakeKindNode(`${name}-foreign-control-plane`, `${name}-foreign`);
+      const r = await foreign.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      expect(r.exitCode).not.toBe(0);
+      expect(r.all).toContain(`a kind cluster named "${name}-foreign" already exists`);
+      expect(kindContainers(`${name}-foreign`)).toEqual([`${name}-foreign-control-plane`]);
+    } finally {
+      execFileSync("docker", ["rm", "-f", `${name}-foreign-control-plane`], { stdio: "ignore" });
+      foreign.cleanup();
+    }
+  }, 600_000);
+
+  it("up: 3 nodes, Kueue, Agent Sandbox, Temporal, the sample roster admitted as one gang and Ready; outputs; verified ledger", async () => {
+    const up = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview"]);
+    timings.upCold = up.ms;
+    const o = (await project.outputs()) as {
+      profile: string;
+      run: { id: string; outcome: string; size: number; readyCount: number; timeToReadyMs: number; ledgerPath: string };
+      kubeContext: string;
+      temporalAddress: string;
+      queues: { clusterQueue: string; localQueue: string };
+    };
+    expect(o.profile).toBe("local");
+    expect(o.run).toMatchObject({ outcome: "succeeded", size: 9, readyCount: 9 });
+    expect(o.kubeContext).toBe(`kind-${name}`);
+    expect(o.temporalAddress).toMatch(/^127\.0\.0\.1:\d+$/);
+    timings.timeToReady9 = o.run.timeToReadyMs;
+    expect(o.run.ledgerPath.startsWith(project.artifactRoot)).toBe(true);
+    expect(existsSync(path.join(o.run.ledgerPath, "completion.json"))).toBe(true);
+    const verify = await ledgerVerify(o.run.ledgerPath);
+    expect(verify.exitCode, verify.out).toBe(0);
+
+    const nodes = JSON.parse(await project.kubectl(["get", "nodes", "-o", "json"])) as { items: { metadata: { name: string }; status: { conditions: { type: string; status: string }[] } }[] };
+    expect(nodes.items.map((n) => n.metadata.name).sort()).toEqual([`${name}-control-plane`, `${name}-worker`, `${name}-worker2`]);
+    for (const n of nodes.items) expect(n.status.conditions.find((c) => c.type === "Ready")?.status).toBe("True");
+    // The controllers run the images built here, by digest.
+    const pods = JSON.parse(await project.kubectl(["get", "pods", "-A", "-o", "json"])) as { items: { metadata: { namespace: string }; spec: { containers: { image: string }[] } }[] };
+    const images = pods.items.filter((p) => ["kueue-system", "agent-sandbox-system", "cohort-lab-system"].includes(p.metadata.namespace)).flatMap((p) => p.spec.containers.map((c) => c.image));
+    expect(images.length).toBeGreaterThanOrEqual(3);
+    for (const image of images) expect(image).toMatch(/^cohort-lab\.local\/[a-z-]+:[^@]+@sha256:[0-9a-f]{64}$/);
+    // The roster was one Workload (one gang), recorded in the ledger's admission record.
+    const records = readFileSync(path.join(o.run.ledgerPath, "records.ndjson"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { kind: string });
+    expect(records.filter((r) => r.kind === "member-ready")).toHaveLength(9);
+    // The decoy `<name>1` did not make `<name>` exist, and is untouched.
+    expect(kindContainers(`${name}1`)).toEqual([decoy]);
+  }, 900_000);
+
+  it("a second up changes nothing", async () => {
+    const r = await project.ok(["preview", "--stack", "local", "--expect-no-changes"]);
+    timings.previewNoChanges = r.ms;
+  }, 600_000);
+
+  it("a member image that does not exist fails the run fast, naming the member and the image", async () => {
+    const missing = `cohort-lab.local/no-such-image:v0@sha256:${"0".repeat(64)}`;
+    const roster = JSON.stringify({
+      name: "society",
+      startupTimeout: "4m",
+      memberTimeout: "3m",
+      hold: "2s",
+      roles: [{ name: "ghost", replicas: 1, app: { command: ["sleep", "600"], image: missing }, readiness: { tcp: {} }, resources: { cpu: "50m", memory: "32Mi" } }],
+    });
+    await project.config("--path", "cohort", roster);
+    const r = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+    timings.missingImageUp = r.ms;
+    expect(r.exitCode).not.toBe(0);
+    expect(r.all).toContain("ghost-0");
+    expect(r.all).toContain("no-such-image");
+    await project.ok(["config", "rm", "--stack", "local", "cohort"]);
+    await project.restoreStackFile();
+  }, 900_000);
+
+  it("kind delete cluster by hand: destroy completes, then up recreates the cluster and runs again", async () => {
+    execFileSync(project.kindBinary(), ["delete", "cluster", "--name", name], { env: project.env, stdio: "ignore" });
+    const destroy = await project.ok(["destroy", "--yes", "--stack", "local", "--skip-preview"]);
+    timings.destroyAfterHandDelete = destroy.ms;
+    const up = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview"]);
+    timings.upAfterHandDelete = up.ms;
+    const o = (await project.outputs()) as { run: { outcome: string; readyCount: number } };
+    expect(o.run).toMatchObject({ outcome: "succeeded", readyCount: 9 });
+  }, 900_000);
+
+  it("destroy leaves no container, no Docker network and no kube context", async () => {
+    const r = await project.ok(["destroy", "--yes", "--stack", "local", "--skip-preview"]);
+    timings.destroy = r.ms;
+    expect(kindContainers(name)).toEqual([]);
+    const networks = runDocker(["network", "ls", "--format", "{{.Name}}"]).split("\n");
+    // `kind` stays only while another cluster's nodes use it (the decoy is not attached to it).
+    expect(networks).not.toContain("kind");
+    const kubeconfig = existsSync(project.kubeconfig) ? readFileSync(project.kubeconfig, "utf8") : "";
+    expect(kubeconfig).not.toContain(`kind-${name}`);
+  }, 900_000);
+});
