@@ -266,7 +266,15 @@ async function openclawImage(recipe: OpenclawRecipe, plan: ImagePlan, ctx: Build
   );
   ctx.log(`${label}: npm install ${recipe.npmPackage}@${recipe.version} in ${((Date.now() - started) / 1000).toFixed(1)}s`);
   fs.copyFileSync(path.join(prefix, "package-lock.json"), path.join(ctx.outDir, "package-lock.json"));
-  const dockerfile = [`FROM ${base.reference}`, `COPY ${recipe.prefix.replace(/^\//, "")} ${recipe.prefix}`, ...dockerChanges(recipe.config)].join("\n");
+  // `--ignore-scripts` leaves OpenClaw's install lifecycle pending (`.openclaw-lifecycle-pending` /
+  // `dist/openclaw-install-guard`); its first run completes it by writing into the package, which the non-root
+  // user cannot do later (EACCES). So the first run happens here, as root, inside the image, with no network.
+  const dockerfile = [
+    `FROM ${base.reference}`,
+    `COPY ${recipe.prefix.replace(/^\//, "")} ${recipe.prefix}`,
+    `RUN ${JSON.stringify(["node", recipe.entry, "--version"])}`,
+    ...dockerChanges(recipe.config),
+  ].join("\n");
   fs.writeFileSync(path.join(context, "Dockerfile"), `${dockerfile}\n`);
   fs.copyFileSync(path.join(context, "Dockerfile"), path.join(ctx.outDir, "Dockerfile"));
   await run(label, "docker", ["build", "--network=none", "-t", `${recipe.repository}:${recipe.tag}`, context], { ...o, env: { ...ctx.env, DOCKER_BUILDKIT: "0" } });
