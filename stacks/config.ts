@@ -2,6 +2,8 @@
  * The stack configuration of cohort-lab: every key under the `cohort-lab` namespace that all profiles
  * share, validated with zod before any resource exists, so a bad value fails `pulumi preview` with the
  * `pulumi config` key and the reason, e.g. `cohort-lab:cohort.size: must be an integer >= 1 (got 0)`.
+ * Every reason reads `must be ... (got <value>)`, and every fix it names is a command in the form this
+ * project runs, `npm run pulumi -- config ... --stack <stack>` ({@link configCommand}).
  *
  * Keys (docs/host.md has the full table):
  * - `cohort-lab:profile` (string): which profile the stack builds. @default the stack name
@@ -9,13 +11,14 @@
  *   directory. @default `<project>/artifacts`
  * - `cohort-lab:keepLedgers` (boolean): `false` makes `pulumi destroy` (and the replacement of a run)
  *   delete the run's ledger directory too. @default true
- * - `cohort-lab:cohort` (object, set field by field with `pulumi config set --path cohort.<field> <value>`):
+ * - `cohort-lab:cohort` (object, set field by field with `npm run pulumi -- config set --path cohort.<field> <value>`):
  *   the cohort to run. Fields: `name`, `app`, `size`, `roles`, `startupTimeout`, `memberTimeout`,
  *   `admissionTimeout`, `hold`, `concurrency`, `stopGracePeriod` (see {@link CohortConfig}).
  *
  * Profile-specific keys are declared by the profile (stacks/profiles.ts) and read by its builder;
  * any other key in the namespace is refused as unknown.
  */
+import * as fs from "node:fs";
 import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
@@ -95,6 +98,25 @@ export function configKey(key: string): string {
 }
 
 /**
+ * A `pulumi config` command in the form this project runs it (through the launcher, with the stack named),
+ * for fix hints: `configCommand("host", "rm cohort.size")` is `npm run pulumi -- config rm cohort.size --stack host`.
+ *
+ * @param stack - the stack name
+ * @param args - everything after `config`, already shell-quoted where needed
+ */
+export function configCommand(stack: string, args: string): string {
+  return `npm run pulumi -- config ${args} --stack ${stack}`;
+}
+
+/** `text` as one POSIX shell word: as is when no shell treats any of its characters specially, else single-quoted. */
+export function shellQuote(text: string): string {
+  return /^[A-Za-z0-9_.:/@=+-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
+}
+
+/** An example custom roster as JSON text, for the hints that say how to set `cohort.roles`. */
+const EXAMPLE_ROLES_JSON = JSON.stringify([{ name: "web", app: { command: ["node", "server.js"] } }]);
+
+/**
  * The `cohort` object as the user sets it. Run timing fields are RunSpec fields (durations are strings
  * with a unit: `ms`, `s`, `m`, `h`) and are validated by the runtime's own RunSpec schema.
  */
@@ -144,7 +166,7 @@ const cohortSchema = z.strictObject({
     .refine(isMemberApp, { error: (issue) => `must be one of ${MEMBER_APPS.join(", ")} (got ${describe(issue.input)})` })
     .optional(),
   size: integer(1, MAX_COHORT_SIZE).optional(),
-  roles: z.array(z.unknown(), { error: (issue) => `must be a list of roles in the RunSpec shape (got ${describe(issue.input)})` }).optional(),
+  roles: z.unknown().optional(),
   startupTimeout: z.unknown().optional(),
   memberTimeout: z.unknown().optional(),
   admissionTimeout: z.unknown().optional(),
@@ -190,7 +212,7 @@ export function readRawConfig(): RawConfig {
  *
  * @returns the object, or `undefined` when the key is unset
  */
-function parseObject(raw: RawConfig, key: string, issues: ConfigIssue[]): Record<string, unknown> | undefined {
+function parseObject(raw: RawConfig, key: string, stack: string, issues: ConfigIssue[]): Record<string, unknown> | undefined {
   const text = raw[key];
   if (text === undefined) return undefined;
   let value: unknown;
@@ -202,7 +224,7 @@ function parseObject(raw: RawConfig, key: string, issues: ConfigIssue[]): Record
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     issues.push({
       key: configKey(key),
-      reason: `must be an object whose fields are set one by one, e.g. \`pulumi config set --path ${key}.size 4\` (got ${describe(value)})`,
+      reason: `must be an object whose fields are set one by one, e.g. \`${configCommand(stack, `set --path ${key}.size 4`)}\` (got ${describe(value)})`,
     });
     return undefined;
   }
@@ -219,21 +241,41 @@ function parseBoolean(raw: RawConfig, key: string, issues: ConfigIssue[]): boole
 }
 
 /**
- * Refuses keys that are not known to the common config or to the profile. A key such as `cohort.size`
- * is what `pulumi config set cohort.size 16` (without `--path`) stores: it gets a hint to use `--path`.
+ * The value of a flat key as `pulumi config set --path` would have stored it: `true`/`false` as booleans,
+ * integers as numbers, anything else as the string.
  */
-function unknownKeyIssues(raw: RawConfig, known: readonly string[]): ConfigIssue[] {
+function pathTyped(text: string): unknown {
+  if (text === "true") return true;
+  if (text === "false") return false;
+  return /^-?\d+$/.test(text) && Number.isSafeInteger(Number(text)) ? Number(text) : text;
+}
+
+/**
+ * Refuses keys that are not known to the common config or to the profile. A key such as `cohort.size`
+ * is what `pulumi config set cohort.size 16` (without `--path`) stores: it gets the commands that fix it,
+ * and, for a `cohort` field, its value is checked as that field would be, so that the fix does not run
+ * into a second refusal (each value problem is its own issue, right after the flat key's).
+ */
+function unknownKeyIssues(raw: RawConfig, known: readonly string[], stack: string): ConfigIssue[] {
   const issues: ConfigIssue[] = [];
   for (const key of Object.keys(raw).sort()) {
     if (known.includes(key)) continue;
     const head = /^([^.[]+)[.[]/.exec(key)?.[1];
     if (head !== undefined && known.includes(head)) {
+      const text = raw[key] ?? "";
+      const field = key.slice(head.length).replace(/^\./, "");
+      const valueIssues =
+        head === "cohort" && (COHORT_FIELDS as readonly string[]).includes(field)
+          ? checkCohort({ [field]: pathTyped(text) }, stack).issues.filter((issue) => issue.key === configKey(key) || issue.key.startsWith(`${configKey(key)}[`) || issue.key.startsWith(`${configKey(key)}.`))
+          : [];
+      const value = valueIssues.length > 0 ? "<value>" : abbreviate(text);
       issues.push({
         key: configKey(key),
         reason:
-          `set without --path, so Pulumi stored a flat key named "${key}" instead of the field ${key.slice(head.length).replace(/^\./, "")} of ${head}; ` +
-          `run \`pulumi config rm ${key}\` and then \`pulumi config set --path ${key} ${abbreviate(raw[key] ?? "")}\``,
+          `set without --path, so Pulumi stored a flat key named "${key}" instead of the field ${field} of ${head}; ` +
+          `run \`${configCommand(stack, `rm ${shellQuote(key)}`)}\` and then \`${configCommand(stack, `set --path ${shellQuote(key)} ${value}`)}\``,
       });
+      issues.push(...valueIssues);
     } else {
       issues.push({ key: configKey(key), reason: `unknown key (known keys: ${known.join(", ")})` });
     }
@@ -242,38 +284,52 @@ function unknownKeyIssues(raw: RawConfig, known: readonly string[]): ConfigIssue
 }
 
 function abbreviate(value: string): string {
-  const v = value.length > 30 ? "<value>" : value;
-  return /^[A-Za-z0-9_.:/@-]+$/.test(v) ? v : `'${v.replaceAll("'", "'\\''")}'`;
-}
-
-/** Where the config comes from and what the profile adds. */
-export interface ParseContext {
-  /** The stack name (the default profile). */
-  readonly stack: string;
-  /** Project directory; relative `artifactRoot` values are taken from here. @default {@link PROJECT_DIR} */
-  readonly projectDir?: string;
-  /** Top-level keys the chosen profile reads besides the common ones. @default [] */
-  readonly profileKeys?: readonly string[];
+  return value.length > 30 ? "<value>" : shellQuote(value);
 }
 
 /**
- * Validates the common stack config and applies defaults. Pure: no Pulumi runtime, no file system.
+ * Reads `cohort.roles` as given: a list, or JSON text of a list (what
+ * `npm run pulumi -- config set --path cohort.roles '<JSON list>'` stores, since Pulumi keeps such a value
+ * as a string).
  *
- * @param raw - the namespace's config (see {@link readRawConfig})
- * @throws {StackConfigError} listing every problem, each naming its `cohort-lab:` key
+ * @returns the list, or an issue for `cohort-lab:cohort.roles` that names the commands that work
  */
-export function parseStackConfig(raw: RawConfig, ctx: ParseContext): StackConfig {
-  const projectDir = ctx.projectDir ?? PROJECT_DIR;
-  const issues: ConfigIssue[] = unknownKeyIssues(raw, [...COMMON_CONFIG_KEYS, ...(ctx.profileKeys ?? [])]);
+function parseRoles(value: unknown, stack: string): { readonly roles: readonly unknown[] } | { readonly issue: ConfigIssue } {
+  if (Array.isArray(value)) return { roles: value };
+  let got = describe(value);
+  if (typeof value === "string") {
+    try {
+      const parsed: unknown = JSON.parse(value);
+      if (Array.isArray(parsed)) return { roles: parsed };
+      got = `${describe(value)}, which is JSON but not a list`;
+    } catch (error) {
+      got = `${describe(value)}, which is not valid JSON: ${(error as Error).message}`;
+    }
+  }
+  const example = JSON.parse(EXAMPLE_ROLES_JSON) as unknown[];
+  return {
+    issue: {
+      key: configKey("cohort.roles"),
+      reason:
+        `must be a list of roles in the RunSpec shape (got ${got}); set it as JSON text, e.g. ` +
+        `\`${configCommand(stack, `set --path cohort.roles ${shellQuote(EXAMPLE_ROLES_JSON)}`)}\`, or set the whole cohort object at once ` +
+        `(this replaces its other fields), e.g. \`${configCommand(stack, `set cohort ${shellQuote(JSON.stringify({ roles: example }))}`)}\``,
+    },
+  };
+}
 
-  const profile = raw.profile ?? ctx.stack;
-  const artifactText = raw.artifactRoot ?? CONFIG_DEFAULTS.artifactRoot;
-  if (artifactText.trim() === "") issues.push({ key: configKey("artifactRoot"), reason: "must be a directory path (got an empty string)" });
-  const artifactRoot = path.resolve(projectDir, artifactText);
-  const keepLedgers = parseBoolean(raw, "keepLedgers", issues) ?? CONFIG_DEFAULTS.keepLedgers;
+/** A stand-in role for checking the RunSpec fields of a preset cohort (the preset's own role is checked by {@link resolveRunSpec}). */
+const PLACEHOLDER_ROLE = { name: "placeholder", app: { command: ["true"] } } as const;
 
-  let cohort: CohortConfig = { name: DEFAULT_COHORT.name };
-  const cohortRaw = parseObject(raw, "cohort", issues) ?? {};
+/**
+ * Checks a `cohort` object as the user set it: its own fields (zod), `roles` (a list or JSON text of one),
+ * the app/size-vs-roles rule, and every RunSpec field (name, timing, roles) with the runtime's own schema,
+ * so that all problems are found in one pass.
+ *
+ * @returns the issues (keys `cohort-lab:cohort.<path>`) and, when there are none, the cohort with defaults
+ */
+function checkCohort(cohortRaw: Record<string, unknown>, stack: string): { readonly issues: ConfigIssue[]; readonly cohort?: CohortConfig } {
+  const issues: ConfigIssue[] = [];
   const parsed = cohortSchema.safeParse(cohortRaw);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
@@ -288,25 +344,129 @@ export function parseStackConfig(raw: RawConfig, ctx: ParseContext): StackConfig
         issues.push({ key: configKey(formatPath(["cohort", ...issue.path])), reason: issue.message });
       }
     }
-  } else {
-    const c = parsed.data;
-    if (c.roles !== undefined) {
-      for (const field of ["app", "size"] as const) {
-        if (c[field] !== undefined) {
-          issues.push({
-            key: configKey(`cohort.${field}`),
-            reason: `cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove cohort.${field} or cohort.roles`,
-          });
-        }
+  }
+  let roles: readonly unknown[] | undefined;
+  if (cohortRaw.roles !== undefined) {
+    const r = parseRoles(cohortRaw.roles, stack);
+    if ("issue" in r) issues.push(r.issue);
+    else roles = r.roles;
+    for (const field of ["app", "size"] as const) {
+      if (cohortRaw[field] !== undefined) {
+        issues.push({
+          key: configKey(`cohort.${field}`),
+          reason: `cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove cohort.${field} or cohort.roles`,
+        });
       }
     }
-    cohort = {
-      ...(c as Omit<CohortConfig, "name">),
-      name: (c.name as string | undefined) ?? DEFAULT_COHORT.name,
-      ...(c.roles === undefined ? { app: (c.app as MemberApp | undefined) ?? DEFAULT_COHORT.app, size: c.size ?? DEFAULT_COHORT.size } : {}),
-    };
   }
-  if (issues.length > 0) throw new StackConfigError(issues);
+  // The RunSpec fields, checked now rather than only once everything else is valid.
+  const trial: Record<string, unknown> = { apiVersion: RUNSPEC_API_VERSION, kind: RUNSPEC_KIND, name: cohortRaw.name ?? DEFAULT_COHORT.name };
+  for (const field of ["startupTimeout", "memberTimeout", "admissionTimeout", "hold", "concurrency", "stopGracePeriod"] as const) {
+    if (cohortRaw[field] !== undefined) trial[field] = cohortRaw[field];
+  }
+  trial.roles = roles ?? [PLACEHOLDER_ROLE];
+  try {
+    validateRunSpec(trial as RunSpecInput);
+  } catch (error) {
+    if (!(error instanceof SpecError)) throw error;
+    for (const issue of error.issues) {
+      if (roles === undefined && issue.path.startsWith("roles")) continue;
+      issues.push({ key: configKey(issue.path === "" ? "cohort" : `cohort.${issue.path}`), reason: issue.reason });
+    }
+  }
+  if (issues.length > 0 || !parsed.success) return { issues };
+  const c = parsed.data;
+  return {
+    issues,
+    cohort: {
+      ...(c as Omit<CohortConfig, "name" | "roles">),
+      name: (c.name as string | undefined) ?? DEFAULT_COHORT.name,
+      ...(roles !== undefined ? { roles } : { app: (c.app as MemberApp | undefined) ?? DEFAULT_COHORT.app, size: c.size ?? DEFAULT_COHORT.size }),
+    },
+  };
+}
+
+/** The issues without repeats (same key and reason), in their first order. */
+function uniqueIssues(issues: readonly ConfigIssue[]): ConfigIssue[] {
+  const seen = new Set<string>();
+  return issues.filter((issue) => {
+    const id = `${issue.key}\n${issue.reason}`;
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}
+
+/**
+ * Why `absPath` cannot be the artifact root, or `undefined` if it can (it is a directory this process may
+ * write to, or it does not exist yet and its nearest existing ancestor is such a directory, so the run can
+ * create it). Reads the file system; nothing is created.
+ *
+ * @param absPath - absolute path of the artifact root
+ * @returns a reason in the `must be ... (got ...)` style, e.g. `must be a directory (got /x/f, which is a file)`
+ */
+export function artifactRootProblem(absPath: string): string | undefined {
+  for (let dir = absPath; ; dir = path.dirname(dir)) {
+    let stat: fs.Stats;
+    try {
+      stat = fs.statSync(dir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code;
+      if ((code === "ENOENT" || code === "ENOTDIR") && path.dirname(dir) !== dir) continue;
+      return `must be a directory this user can write to (got ${absPath}: ${code ?? (error as Error).message} on ${dir})`;
+    }
+    const where = dir === absPath ? "" : `, under ${dir}`;
+    if (!stat.isDirectory()) return `must be a directory (got ${absPath}${where}, which is ${stat.isFile() ? "a file" : "not a directory"})`;
+    try {
+      fs.accessSync(dir, fs.constants.W_OK | fs.constants.X_OK);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? "EACCES";
+      return `must be a directory this user can write to (got ${absPath}${where}, which is not writable: ${code})`;
+    }
+    return undefined;
+  }
+}
+
+/** Where the config comes from and what the profile adds. */
+export interface ParseContext {
+  /** The stack name (the default profile). */
+  readonly stack: string;
+  /** Project directory; relative `artifactRoot` values are taken from here. @default {@link PROJECT_DIR} */
+  readonly projectDir?: string;
+  /** Top-level keys the chosen profile reads besides the common ones. @default [] */
+  readonly profileKeys?: readonly string[];
+  /**
+   * Checks the resolved artifact root on disk (e.g. {@link artifactRootProblem}); a returned reason becomes
+   * an issue for `cohort-lab:artifactRoot`. @default no check (parsing stays pure)
+   */
+  readonly checkArtifactRoot?: (absPath: string) => string | undefined;
+}
+
+/**
+ * Validates the common stack config and applies defaults. Pure (no Pulumi runtime, no file system) unless
+ * `ctx.checkArtifactRoot` is given.
+ *
+ * @param raw - the namespace's config (see {@link readRawConfig})
+ * @throws {StackConfigError} listing every problem, each naming its `cohort-lab:` key
+ */
+export function parseStackConfig(raw: RawConfig, ctx: ParseContext): StackConfig {
+  const projectDir = ctx.projectDir ?? PROJECT_DIR;
+  const issues: ConfigIssue[] = unknownKeyIssues(raw, [...COMMON_CONFIG_KEYS, ...(ctx.profileKeys ?? [])], ctx.stack);
+
+  const profile = raw.profile ?? ctx.stack;
+  const artifactText = raw.artifactRoot ?? CONFIG_DEFAULTS.artifactRoot;
+  if (artifactText.trim() === "") issues.push({ key: configKey("artifactRoot"), reason: "must be a directory path (got an empty string)" });
+  const artifactRoot = path.resolve(projectDir, artifactText);
+  if (artifactText.trim() !== "" && ctx.checkArtifactRoot !== undefined) {
+    const problem = ctx.checkArtifactRoot(artifactRoot);
+    if (problem !== undefined) issues.push({ key: configKey("artifactRoot"), reason: problem });
+  }
+  const keepLedgers = parseBoolean(raw, "keepLedgers", issues) ?? CONFIG_DEFAULTS.keepLedgers;
+
+  const checked = checkCohort(parseObject(raw, "cohort", ctx.stack, issues) ?? {}, ctx.stack);
+  issues.push(...checked.issues);
+  if (issues.length > 0 || checked.cohort === undefined) throw new StackConfigError(uniqueIssues(issues));
+  const cohort = checked.cohort;
   return { profile, artifactRoot, keepLedgers, cohort };
 }
 

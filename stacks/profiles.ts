@@ -10,7 +10,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { host } from "./host.js";
 import { localProfile } from "./local.js";
 import { simProfile } from "./sim.js";
-import { PROJECT_DIR, StackConfigError, configKey, parseStackConfig, readRawConfig, type RawConfig, type StackConfig } from "./config.js";
+import { PROJECT_DIR, StackConfigError, artifactRootProblem, configCommand, configKey, parseStackConfig, readRawConfig, type RawConfig, type StackConfig } from "./config.js";
 
 /** The run, as every profile reports it. */
 export interface RunOutputs {
@@ -106,7 +106,8 @@ export interface BuildStackInput {
 /**
  * Reads and validates the stack config, picks the profile and builds it.
  *
- * @throws {StackConfigError} for an unknown profile (listing the known ones) or any invalid config key
+ * @throws {StackConfigError} for an unknown profile (listing the known ones) or any invalid config key,
+ *   including an artifact root that cannot be a writable directory ({@link artifactRootProblem})
  */
 export function buildStack(input: BuildStackInput = {}): StackOutputs {
   const stack = input.stack ?? pulumi.getStack();
@@ -122,11 +123,11 @@ export function buildStack(input: BuildStackInput = {}): StackOutputs {
         key: configKey("profile"),
         reason:
           raw.profile === undefined
-            ? `unset, and the stack name "${stack}" is not a profile (known profiles: ${known}); run \`pulumi config set profile <name>\` or use a stack named after a profile`
+            ? `unset, and the stack name "${stack}" is not a profile (known profiles: ${known}); run \`${configCommand(stack, "set profile <name>")}\` or use a stack named after a profile`
             : `unknown profile "${profileName}" (known profiles: ${known})`,
       },
     ]);
   }
-  const config = parseStackConfig(raw, { stack, projectDir, profileKeys: definition.configKeys });
+  const config = parseStackConfig(raw, { stack, projectDir, profileKeys: definition.configKeys, checkArtifactRoot: artifactRootProblem });
   return definition.build({ stack, projectDir, config, raw });
 }

@@ -19,7 +19,8 @@ const SEGMENT = /(\d+(?:\.\d+)?)(ms|s|m|h)/y;
  * Why `value` is not a valid duration, or `undefined` if it is one.
  *
  * @param value - anything (a RunSpec field as parsed from YAML/JSON)
- * @returns a one-line reason, e.g. `a duration needs a unit (ms, s, m or h), e.g. "90s"; got 90`
+ * @returns a one-line reason, e.g. `must be a duration with a unit (ms, s, m or h), e.g. "90s" (got 90)`
+ *   (every reason is `must be ... (got <value>)`)
  */
 export function durationProblem(value: unknown): string | undefined {
   const parsed = parse(value);
@@ -52,13 +53,13 @@ export function formatDurationMs(ms: number): string {
 
 function parse(value: unknown): number | string {
   if (typeof value === "number") {
-    return `a duration needs a unit (ms, s, m or h), e.g. "90s"; got ${String(value)}`;
+    return `must be a duration with a unit (ms, s, m or h), e.g. "${Number.isFinite(value) && value >= 0 ? value : 90}s" (got ${String(value)})`;
   }
-  if (typeof value !== "string") return `expected a duration string such as "90s"; got ${describe(value)}`;
+  if (typeof value !== "string") return `must be a duration such as "90s" (got ${describe(value)})`;
   const text = value.trim();
-  if (text === "") return `expected a duration such as "90s"; got an empty string`;
-  if (/^-/.test(text)) return `a duration cannot be negative; got "${value}"`;
-  if (/^\+?\d+(\.\d+)?$/.test(text)) return `a duration needs a unit (ms, s, m or h), e.g. "${text}s"; got "${value}"`;
+  if (text === "") return `must be a duration such as "90s" (got an empty string)`;
+  if (/^-/.test(text)) return `must be a duration that is not negative (got "${value}")`;
+  if (/^\+?\d+(\.\d+)?$/.test(text)) return `must be a duration with a unit (ms, s, m or h), e.g. "${text}s" (got "${value}")`;
   let total = 0;
   SEGMENT.lastIndex = 0;
   let position = 0;
@@ -66,16 +67,16 @@ function parse(value: unknown): number | string {
     SEGMENT.lastIndex = position;
     const match = SEGMENT.exec(text);
     if (match === null) {
-      return `"${value}" is not a duration: expected <number><unit> segments with unit ms, s, m or h (e.g. "90s", "1.5m", "1h30m")`;
+      return `must be a duration of <number><unit> segments with unit ms, s, m or h, e.g. "90s", "1.5m", "1h30m" (got "${value}")`;
     }
     total += Number(match[1]) * (UNIT_MS[match[2]!] as number);
     position = SEGMENT.lastIndex;
   }
   // Decimal segments can give float noise (0.1s * 3): round to a microsecond before the whole-ms check.
   const rounded = Math.round(total * 1_000) / 1_000;
-  if (!Number.isInteger(rounded)) return `"${value}" is ${rounded}ms: durations must be whole milliseconds`;
+  if (!Number.isInteger(rounded)) return `must be a whole number of milliseconds (got "${value}")`;
   if (!Number.isSafeInteger(rounded) || rounded > 2_147_483_647) {
-    return `"${value}" is too long: the maximum is 2147483647ms (about 24.8 days)`;
+    return `must be at most 2147483647ms, about 24.8 days (got "${value}")`;
   }
   return rounded;
 }

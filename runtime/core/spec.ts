@@ -25,6 +25,7 @@ import { durationProblem, parseDurationMs } from "./duration.js";
 import { SpecError, type SpecIssue } from "./errors.js";
 import { referencedVars } from "./expand.js";
 import { checkRoleGraph, roleDependants, roleLevels } from "./graph.js";
+import { cutUnits, findLoneSurrogate } from "./text.js";
 
 /** `apiVersion` every RunSpec carries. */
 export const RUNSPEC_API_VERSION = "cohort-lab/v1";
@@ -64,7 +65,7 @@ const duration = z.string({ error: (issue) => durationProblem(issue.input) }).su
 
 const positiveDuration = duration.superRefine((value, ctx) => {
   if (durationProblem(value) === undefined && parseDurationMs(value) === 0) {
-    ctx.addIssue({ code: "custom", message: `must be greater than zero; got "${value}"` });
+    ctx.addIssue({ code: "custom", message: `must be greater than zero (got "${value}")` });
   }
 });
 
@@ -102,7 +103,7 @@ const roleSchema = z.strictObject({
   replicas: z
     .number()
     .int()
-    .min(1, { error: (issue) => `must be at least 1 (a cohort of size 0 is refused); got ${String(issue.input)}` })
+    .min(1, { error: (issue) => `must be an integer >= 1, a cohort of size 0 is refused (got ${String(issue.input)})` })
     .optional(),
   needs: z.array(z.string()).optional(),
   app: appSchema,
@@ -306,22 +307,34 @@ function describeValue(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
   if (typeof value === "object") return "an object";
-  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value)}`;
+  if (typeof value === "string") return `the string ${JSON.stringify(value.length > 40 ? `${cutUnits(value, 40)}…` : value)}`;
   return `${typeof value} ${String(value)}`;
 }
 
-/** zod error map: one short reason per issue (schema-level messages, when given, take precedence). */
+/** How the error map names zod's expected types. */
+const TYPE_NAMES: Readonly<Record<string, string>> = {
+  int: "an integer",
+  number: "a number",
+  string: "a string",
+  boolean: "true or false",
+  array: "a list",
+  object: "an object",
+};
+
+/** zod error map: one short reason per issue, `must be ... (got ...)` (schema-level messages, when given, take precedence). */
 const errorMap = (issue: z.core.$ZodRawIssue): string | undefined => {
   switch (issue.code) {
     case "invalid_type":
       if (issue.input === undefined) return "required";
-      return `expected ${issue.expected === "int" ? "an integer" : issue.expected}, got ${describeValue(issue.input)}`;
+      return `must be ${TYPE_NAMES[issue.expected] ?? issue.expected} (got ${describeValue(issue.input)})`;
     case "too_small":
       if (issue.origin === "array") return `must have at least ${String(issue.minimum)} element(s)`;
       if (issue.origin === "string") return `must be at least ${String(issue.minimum)} character(s) long`;
-      return `must be at least ${String(issue.minimum)}; got ${String(issue.input)}`;
+      // Every number in the RunSpec schema is an integer (ports, replicas, concurrency).
+      return `must be an integer >= ${String(issue.minimum)} (got ${String(issue.input)})`;
     case "too_big":
-      return `must be at most ${String(issue.maximum)}; got ${describeValue(issue.input)}`;
+      if (issue.origin === "number") return `must be an integer <= ${String(issue.maximum)} (got ${String(issue.input)})`;
+      return `must be at most ${String(issue.maximum)} (got ${describeValue(issue.input)})`;
     default:
       return undefined;
   }
@@ -353,7 +366,7 @@ export function parseRunSpecText(text: string): unknown {
     throw new SpecError([{ path: "", reason: `not valid YAML or JSON: ${message}` }]);
   }
   if (doc === null || typeof doc !== "object" || Array.isArray(doc)) {
-    throw new SpecError([{ path: "", reason: `a RunSpec must be a mapping (apiVersion, kind, name, roles); got ${describeValue(doc)}` }]);
+    throw new SpecError([{ path: "", reason: `a RunSpec must be a mapping with apiVersion, kind, name and roles (got ${describeValue(doc)})` }]);
   }
   return doc;
 }
@@ -367,20 +380,25 @@ export function parseRunSpecText(text: string): unknown {
  * the full path, `COHORT_*` names in `env`/`secretEnv`, `secretEnv` names also in `env`, secrets
  * referenced in `command` or `readiness.exec.command` (a secret must never be in a command line),
  * `files` paths (relative, no `..`, not reserved), images not pinned by digest, a tcp/http probe with no
- * port to probe (`app.port: false` and no `readiness.*.port`), and invalid `log` regular expressions.
+ * port to probe (`app.port: false` and no `readiness.*.port`), invalid `log` regular expressions, and
+ * text that is not valid Unicode (a lone surrogate, the first one found).
  *
  * @throws {SpecError} listing every problem found
  */
 export function validateRunSpec(doc: unknown): RunSpec {
+  // Text that is not valid Unicode (a `\ud83d` escape without its pair) could not be written to the ledger as UTF-8.
+  const lone = findLoneSurrogate(doc, "");
+  const textIssues: SpecIssue[] =
+    lone === undefined ? [] : [{ path: lone.path, reason: `holds a lone surrogate U+${lone.unit.toString(16).toUpperCase()} at character ${lone.index} (half of a character); text must be valid Unicode` }];
   const result = runSpecSchema.safeParse(doc, { error: errorMap });
-  if (!result.success) throw new SpecError(zodIssues(result.error));
+  if (!result.success) throw new SpecError([...zodIssues(result.error), ...textIssues]);
   const parsed = result.data;
-  const issues: SpecIssue[] = [];
+  const issues: SpecIssue[] = [...textIssues];
   parsed.roles.forEach((role, i) => issues.push(...roleIssues(role, i)));
   let size = 0;
   for (const role of parsed.roles) size += role.replicas ?? RUNSPEC_DEFAULTS.replicas;
   if (size > MAX_COHORT_SIZE) {
-    issues.push({ path: "roles", reason: `the cohort has ${size} members; the runtime accepts at most ${MAX_COHORT_SIZE}` });
+    issues.push({ path: "roles", reason: `must have at most ${MAX_COHORT_SIZE} members in all (got ${size})` });
   }
   issues.push(...checkRoleGraph(parsed.roles.map((role) => ({ name: role.name, needs: role.needs ?? [] }))));
   if (issues.length > 0) throw new SpecError(sortIssues(issues, parsed));
@@ -443,7 +461,7 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
   }
   const image = role.app.image ?? "";
   if (image !== "" && !IMAGE_BY_DIGEST.test(image)) {
-    issues.push({ path: `${at}.app.image`, reason: `must be pinned by digest (name@sha256:<64 hex>); got "${image}"` });
+    issues.push({ path: `${at}.app.image`, reason: `must be pinned by digest, name@sha256:<64 hex> (got "${image}")` });
   }
   const readiness = role.readiness;
   if (readiness !== undefined) {
@@ -451,7 +469,7 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
     if (probes.length !== 1) {
       issues.push({
         path: `${at}.readiness`,
-        reason: probes.length === 0 ? "set exactly one probe: http, tcp, exec or log" : `set exactly one probe: http, tcp, exec or log; got ${probes.join(", ")}`,
+        reason: probes.length === 0 ? "must set exactly one probe: http, tcp, exec or log (got none)" : `must set exactly one probe: http, tcp, exec or log (got ${probes.join(", ")})`,
       });
     }
     if (readiness.log !== undefined) {

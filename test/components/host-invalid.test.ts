@@ -55,11 +55,11 @@ describe("host profile refusals happen before any resource", () => {
       { cohort: JSON.stringify({ roles: [{ name: "a", app: { command: ["x"] } }, { name: "b", needs: ["c"], app: { command: ["y"] } }] }) },
       'cohort-lab:cohort.roles[1].needs[0]: unknown role "c" (known: a, b)',
     ],
-    ["a negative timeout", { cohort: '{"memberTimeout":"-1s"}' }, 'cohort-lab:cohort.memberTimeout: a duration cannot be negative; got "-1s"'],
+    ["a negative timeout", { cohort: '{"memberTimeout":"-1s"}' }, 'cohort-lab:cohort.memberTimeout: must be a duration that is not negative (got "-1s")'],
     [
       "a flat dotted key",
       { "cohort.size": "16" },
-      'cohort-lab:cohort.size: set without --path, so Pulumi stored a flat key named "cohort.size" instead of the field size of cohort; run `pulumi config rm cohort.size` and then `pulumi config set --path cohort.size 16`',
+      'cohort-lab:cohort.size: set without --path, so Pulumi stored a flat key named "cohort.size" instead of the field size of cohort; run `npm run pulumi -- config rm cohort.size --stack host` and then `npm run pulumi -- config set --path cohort.size 16 --stack host`',
     ],
   ])("%s", (_what, raw, message) => {
     expect(refusal(raw)).toBe(message);
@@ -71,6 +71,20 @@ describe("host profile refusals happen before any resource", () => {
     expect(refusal({}, bare)).toBe(
       `the cohort runtime bundle ${path.join(bare, "dist", "cohort.cjs")} does not exist: run \`npm run build\` first (the npm scripts host/up/preview do it for you)`,
     );
+  });
+
+  it("an artifactRoot that is a file (or under one) is refused at preview, naming the key", () => {
+    const file = path.join(projectDir, "not-a-dir");
+    writeFileSync(file, "x\n");
+    expect(refusal({ artifactRoot: file })).toBe(`cohort-lab:artifactRoot: must be a directory (got ${file}, which is a file)`);
+    expect(refusal({ artifactRoot: path.join(file, "runs") })).toBe(
+      `cohort-lab:artifactRoot: must be a directory (got ${path.join(file, "runs")}, under ${file}, which is a file)`,
+    );
+    // Found together with any other problem, in one pass.
+    expect(refusal({ artifactRoot: file, cohort: '{"size":0}' }).split("\n")).toEqual([
+      `cohort-lab:artifactRoot: must be a directory (got ${file}, which is a file)`,
+      "cohort-lab:cohort.size: must be an integer >= 1 (got 0)",
+    ]);
   });
 
   it("a missing member program tells to run npm ci", () => {

@@ -140,7 +140,7 @@ describe("host profile, real engine", () => {
   it("invalid config fails `pulumi preview` with the key named, before anything is created", async () => {
     const cases: [string[], string][] = [
       [["--path", "cohort.size", "0"], "cohort-lab:cohort.size: must be an integer >= 1 (got 0)"],
-      [["--path", "cohort.memberTimeout", "--", "-5s"], 'cohort-lab:cohort.memberTimeout: a duration cannot be negative; got "-5s"'],
+      [["--path", "cohort.memberTimeout", "--", "-5s"], 'cohort-lab:cohort.memberTimeout: must be a duration that is not negative (got "-5s")'],
       [["cohort.size", "16"], 'cohort-lab:cohort.size: set without --path, so Pulumi stored a flat key named "cohort.size"'],
     ];
     for (const [kv, message] of cases) {

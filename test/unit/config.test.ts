@@ -85,13 +85,13 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
     [
       "size together with roles",
       { cohort: '{"size":3,"roles":[]}' },
-      "cohort-lab:cohort.size: cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove cohort.size or cohort.roles",
+      "cohort-lab:cohort.size: cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove cohort.size or cohort.roles\n" +
+        "cohort-lab:cohort.roles: must list at least one role (a cohort of size 0 is refused)",
     ],
-    ["roles not a list", { cohort: '{"roles":"web"}' }, 'cohort-lab:cohort.roles: must be a list of roles in the RunSpec shape (got "web")'],
     [
       "cohort set as a scalar",
       { cohort: "16" },
-      "cohort-lab:cohort: must be an object whose fields are set one by one, e.g. `pulumi config set --path cohort.size 4` (got 16)",
+      "cohort-lab:cohort: must be an object whose fields are set one by one, e.g. `npm run pulumi -- config set --path cohort.size 4 --stack host` (got 16)",
     ],
     ["keepLedgers not a boolean", { keepLedgers: "yes" }, 'cohort-lab:keepLedgers: must be true or false (got "yes")'],
     ["empty artifactRoot", { artifactRoot: "" }, "cohort-lab:artifactRoot: must be a directory path (got an empty string)"],
@@ -103,7 +103,7 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
   it("a flat dotted key (set without --path) is refused with the commands that fix it", () => {
     expect(configError(() => parse({ "cohort.size": "16" }))).toBe(
       'cohort-lab:cohort.size: set without --path, so Pulumi stored a flat key named "cohort.size" instead of the field size of cohort; ' +
-        "run `pulumi config rm cohort.size` and then `pulumi config set --path cohort.size 16`",
+        "run `npm run pulumi -- config rm cohort.size --stack host` and then `npm run pulumi -- config set --path cohort.size 16 --stack host`",
     );
     expect(configError(() => parse({ "cohort.roles[0].name": "web" }))).toContain(
       "cohort-lab:cohort.roles[0].name: set without --path, so Pulumi stored a flat key named \"cohort.roles[0].name\"",
@@ -112,10 +112,61 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
 
   it("reports every problem at once, one line each, in key order", () => {
     expect(configError(() => parse({ keepLedgers: "1", "cohort.size": "0", cohort: '{"size":0}' })).split("\n")).toEqual([
-      'cohort-lab:cohort.size: set without --path, so Pulumi stored a flat key named "cohort.size" instead of the field size of cohort; run `pulumi config rm cohort.size` and then `pulumi config set --path cohort.size 0`',
-      'cohort-lab:keepLedgers: must be true or false (got "1")',
+      'cohort-lab:cohort.size: set without --path, so Pulumi stored a flat key named "cohort.size" instead of the field size of cohort; run `npm run pulumi -- config rm cohort.size --stack host` and then `npm run pulumi -- config set --path cohort.size <value> --stack host`',
       "cohort-lab:cohort.size: must be an integer >= 1 (got 0)",
+      'cohort-lab:keepLedgers: must be true or false (got "1")',
     ]);
+  });
+
+  it("a flat key does not hide a problem of its value: both are reported, and the fix names a placeholder", () => {
+    expect(configError(() => parse({ "cohort.hold": "5" })).split("\n")).toEqual([
+      'cohort-lab:cohort.hold: set without --path, so Pulumi stored a flat key named "cohort.hold" instead of the field hold of cohort; ' +
+        "run `npm run pulumi -- config rm cohort.hold --stack host` and then `npm run pulumi -- config set --path cohort.hold <value> --stack host`",
+      // `config set --path cohort.hold 5` would store the number 5: the same problem.
+      'cohort-lab:cohort.hold: must be a duration with a unit (ms, s, m or h), e.g. "5s" (got 5)',
+    ]);
+  });
+
+  it("a flat key does not hide RunSpec problems of the fields set with --path (all problems in one pass)", () => {
+    expect(configError(() => parse({ "cohort.size": "16", cohort: '{"hold":"5","concurrency":0,"memberTimeout":"-1s"}' })).split("\n")).toEqual([
+      'cohort-lab:cohort.size: set without --path, so Pulumi stored a flat key named "cohort.size" instead of the field size of cohort; ' +
+        "run `npm run pulumi -- config rm cohort.size --stack host` and then `npm run pulumi -- config set --path cohort.size 16 --stack host`",
+      'cohort-lab:cohort.memberTimeout: must be a duration that is not negative (got "-1s")',
+      'cohort-lab:cohort.hold: must be a duration with a unit (ms, s, m or h), e.g. "5s" (got "5")',
+      "cohort-lab:cohort.concurrency: must be an integer >= 1 (got 0)",
+    ]);
+    const roles = [{ name: "a", needs: ["db"], app: { command: ["x"] } }];
+    expect(configError(() => parse({ keepLedgers: "1", cohort: JSON.stringify({ roles }) })).split("\n")).toEqual([
+      'cohort-lab:keepLedgers: must be true or false (got "1")',
+      'cohort-lab:cohort.roles[0].needs[0]: unknown role "db" (known: a)',
+    ]);
+  });
+
+  it("each problem is reported once, even when two checks find it", () => {
+    const message = configError(() => parse({ cohort: '{"size":0,"hold":"5"}' }));
+    expect(message.split("\n")).toEqual(["cohort-lab:cohort.size: must be an integer >= 1 (got 0)", 'cohort-lab:cohort.hold: must be a duration with a unit (ms, s, m or h), e.g. "5s" (got "5")']);
+  });
+
+  it("roles given as JSON text (what `config set --path cohort.roles '<JSON list>'` stores) are parsed and validated as RunSpec roles", () => {
+    const roles = [
+      { name: "router", app: { command: ["node", "router.js"] } },
+      { name: "agent", replicas: 8, needs: ["router"], app: { command: ["node", "agent.js"] } },
+    ];
+    expect(parse({ cohort: JSON.stringify({ roles: JSON.stringify(roles) }) }).cohort).toEqual({ name: "society", roles });
+    expect(resolve({ cohort: JSON.stringify({ roles: JSON.stringify(roles) }) }).size).toBe(9);
+    const bad = [{ name: "a", app: { command: ["x"] } }, { name: "b", needs: ["c"], app: { command: ["y"] } }];
+    expect(configError(() => parse({ cohort: JSON.stringify({ roles: JSON.stringify(bad) }) }))).toBe('cohort-lab:cohort.roles[1].needs[0]: unknown role "c" (known: a, b)');
+  });
+
+  it("roles given as text that is not a JSON list: the refusal names the forms that work", () => {
+    const message = configError(() => parse({ cohort: JSON.stringify({ roles: "[{name: web}]" }) }));
+    expect(message).toContain('cohort-lab:cohort.roles: must be a list of roles in the RunSpec shape (got "[{name: web}]", which is not valid JSON: ');
+    expect(message).toContain(`npm run pulumi -- config set --path cohort.roles '[{"name":"web","app":{"command":["node","server.js"]}}]' --stack host`);
+    expect(message).toContain(`npm run pulumi -- config set cohort '{"roles":[{"name":"web","app":{"command":["node","server.js"]}}]}' --stack host`);
+    expect(configError(() => parse({ cohort: '{"roles":5}' }))).toMatch(/^cohort-lab:cohort\.roles: must be a list of roles in the RunSpec shape \(got 5\); set it as /);
+    expect(configError(() => parse({ cohort: JSON.stringify({ roles: '{"name":"web"}' }) }))).toContain(
+      'cohort-lab:cohort.roles: must be a list of roles in the RunSpec shape (got "{\\"name\\":\\"web\\"}", which is JSON but not a list)',
+    );
   });
 
   it("carries the InputPropertiesError shape (propertyPath, reason) and is a pulumi.RunError (no stack trace)", async () => {
@@ -176,10 +227,10 @@ describe("resolveRunSpec: RunSpec from the cohort config, validated by the runti
   });
 
   it.each<[string, RawConfig, string]>([
-    ["a negative timeout", { cohort: '{"startupTimeout":"-5s"}' }, 'cohort-lab:cohort.startupTimeout: a duration cannot be negative; got "-5s"'],
-    ["a timeout without a unit", { cohort: '{"memberTimeout":90}' }, 'cohort-lab:cohort.memberTimeout: a duration needs a unit (ms, s, m or h), e.g. "90s"; got 90'],
-    ["a zero timeout", { cohort: '{"memberTimeout":"0s"}' }, 'cohort-lab:cohort.memberTimeout: must be greater than zero; got "0s"'],
-    ["concurrency 0", { cohort: '{"concurrency":0}' }, "cohort-lab:cohort.concurrency: must be at least 1; got 0"],
+    ["a negative timeout", { cohort: '{"startupTimeout":"-5s"}' }, 'cohort-lab:cohort.startupTimeout: must be a duration that is not negative (got "-5s")'],
+    ["a timeout without a unit", { cohort: '{"memberTimeout":90}' }, 'cohort-lab:cohort.memberTimeout: must be a duration with a unit (ms, s, m or h), e.g. "90s" (got 90)'],
+    ["a zero timeout", { cohort: '{"memberTimeout":"0s"}' }, 'cohort-lab:cohort.memberTimeout: must be greater than zero (got "0s")'],
+    ["concurrency 0", { cohort: '{"concurrency":0}' }, "cohort-lab:cohort.concurrency: must be an integer >= 1 (got 0)"],
     [
       "a name that is not a DNS label",
       { cohort: '{"name":"Bad_Name"}' },
@@ -232,7 +283,7 @@ describe("buildStack: profile dispatch", () => {
       'cohort-lab:profile: unknown profile "kind" (known profiles: host, sim)',
     );
     expect(configError(() => buildStack({ stack: "dev", raw: {}, profiles: fake, projectDir: "/repo" }))).toBe(
-      'cohort-lab:profile: unset, and the stack name "dev" is not a profile (known profiles: host, sim); run `pulumi config set profile <name>` or use a stack named after a profile',
+      'cohort-lab:profile: unset, and the stack name "dev" is not a profile (known profiles: host, sim); run `npm run pulumi -- config set profile <name> --stack dev` or use a stack named after a profile',
     );
   });
 

@@ -18,16 +18,16 @@ describe("parseDurationMs", () => {
   });
 
   it.each([
-    [90, 'a duration needs a unit (ms, s, m or h), e.g. "90s"; got 90'],
-    ["90", 'a duration needs a unit (ms, s, m or h), e.g. "90s"; got "90"'],
-    ["-5s", 'a duration cannot be negative; got "-5s"'],
-    ["5d", '"5d" is not a duration: expected <number><unit> segments with unit ms, s, m or h (e.g. "90s", "1.5m", "1h30m")'],
-    ["5 s", '"5 s" is not a duration: expected <number><unit> segments with unit ms, s, m or h (e.g. "90s", "1.5m", "1h30m")'],
-    ["", 'expected a duration such as "90s"; got an empty string'],
-    ["0.5ms", '"0.5ms" is 0.5ms: durations must be whole milliseconds'],
-    ["600h", '"600h" is too long: the maximum is 2147483647ms (about 24.8 days)'],
-    [null, 'expected a duration string such as "90s"; got null'],
-    [[], 'expected a duration string such as "90s"; got an array'],
+    [90, 'must be a duration with a unit (ms, s, m or h), e.g. "90s" (got 90)'],
+    ["90", 'must be a duration with a unit (ms, s, m or h), e.g. "90s" (got "90")'],
+    ["-5s", 'must be a duration that is not negative (got "-5s")'],
+    ["5d", 'must be a duration of <number><unit> segments with unit ms, s, m or h, e.g. "90s", "1.5m", "1h30m" (got "5d")'],
+    ["5 s", 'must be a duration of <number><unit> segments with unit ms, s, m or h, e.g. "90s", "1.5m", "1h30m" (got "5 s")'],
+    ["", 'must be a duration such as "90s" (got an empty string)'],
+    ["0.5ms", 'must be a whole number of milliseconds (got "0.5ms")'],
+    ["600h", 'must be at most 2147483647ms, about 24.8 days (got "600h")'],
+    [null, 'must be a duration such as "90s" (got null)'],
+    [[], 'must be a duration such as "90s" (got an array)'],
   ])("refuses %j", (value, reason) => {
     expect(durationProblem(value)).toBe(reason);
     expect(() => parseDurationMs(value)).toThrow(new RangeError(reason));

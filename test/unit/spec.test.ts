@@ -106,10 +106,10 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
   it("size 0", () => {
     expect(issuesOf({ ...base, roles: [] })).toEqual(["roles: must list at least one role (a cohort of size 0 is refused)"]);
     expect(issuesOf({ ...base, roles: [role("a", { replicas: 0 })] })).toEqual([
-      "roles[0].replicas: must be at least 1 (a cohort of size 0 is refused); got 0",
+      "roles[0].replicas: must be an integer >= 1, a cohort of size 0 is refused (got 0)",
     ]);
     expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual([
-      "roles: the cohort has 20000 members; the runtime accepts at most 10000",
+      "roles: must have at most 10000 members in all (got 20000)",
     ]);
   });
 
@@ -122,10 +122,10 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
 
   it("durations: unit-less, negative, zero timeouts", () => {
     expect(issuesOf({ ...base, memberTimeout: 90, hold: "-5s", startupTimeout: "0s", stopGracePeriod: "10", roles: [role("a")] })).toEqual([
-      'startupTimeout: must be greater than zero; got "0s"',
-      'memberTimeout: a duration needs a unit (ms, s, m or h), e.g. "90s"; got 90',
-      'hold: a duration cannot be negative; got "-5s"',
-      'stopGracePeriod: a duration needs a unit (ms, s, m or h), e.g. "10s"; got "10"',
+      'startupTimeout: must be greater than zero (got "0s")',
+      'memberTimeout: must be a duration with a unit (ms, s, m or h), e.g. "90s" (got 90)',
+      'hold: must be a duration that is not negative (got "-5s")',
+      'stopGracePeriod: must be a duration with a unit (ms, s, m or h), e.g. "10s" (got "10")',
     ]);
   });
 
@@ -142,10 +142,10 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
 
   it("readiness: exactly one probe, a port to probe, a valid regex", () => {
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { tcp: {}, http: {} } })] })).toEqual([
-      "roles[0].readiness: set exactly one probe: http, tcp, exec or log; got http, tcp",
+      "roles[0].readiness: must set exactly one probe: http, tcp, exec or log (got http, tcp)",
     ]);
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { timeout: "5s" } })] })).toEqual([
-      "roles[0].readiness: set exactly one probe: http, tcp, exec or log",
+      "roles[0].readiness: must set exactly one probe: http, tcp, exec or log (got none)",
     ]);
     expect(issuesOf({ ...base, roles: [{ name: "a", app: { command: ["x"], port: false }, readiness: { http: { path: "/" } } }] })).toEqual([
       "roles[0].readiness.http: no port to probe: app.port is false, so the member has no COHORT_PORT; set readiness.http.port, use an exec or log probe, or remove app.port: false",
@@ -167,9 +167,9 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     ).toEqual([
       'apiVersion: must be "cohort-lab/v1"',
       'name: name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
-      "concurrency: must be at least 1; got 0",
+      "concurrency: must be an integer >= 1 (got 0)",
       'roles[0].name: a role name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
-      "roles[0].replicas: expected an integer, got number 1.5",
+      "roles[0].replicas: must be an integer (got number 1.5)",
       "roles[0].app.command: required",
       "roles[0].app.comand: unknown field",
       "extra: unknown field",
@@ -233,7 +233,7 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
       'roles[0].app.files["/abs"]: file path must be relative to the member\'s directory; absolute paths are refused',
       'roles[0].app.files["output.log"]: "output.log" is written by the runtime',
       'roles[0].app.files["a//b"]: file path must not have empty or "." segments',
-      'roles[0].app.image: must be pinned by digest (name@sha256:<64 hex>); got "ghcr.io/x/agent:latest"',
+      'roles[0].app.image: must be pinned by digest, name@sha256:<64 hex> (got "ghcr.io/x/agent:latest")',
     ]);
   });
 
@@ -253,7 +253,7 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
 
 describe("parseRunSpecText", () => {
   it("refuses non-YAML, non-mappings and duplicate keys", () => {
-    expect(() => parseRunSpecText("[1, 2]")).toThrow("a RunSpec must be a mapping (apiVersion, kind, name, roles); got an array");
+    expect(() => parseRunSpecText("[1, 2]")).toThrow("a RunSpec must be a mapping with apiVersion, kind, name and roles (got an array)");
     expect(() => parseRunSpecText("name: a\nname: b\n")).toThrow(/^not valid YAML or JSON: Map keys must be unique/);
     expect(() => parseRunSpecText("{ bad")).toThrow(/^not valid YAML or JSON: /);
   });
