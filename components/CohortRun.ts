@@ -33,6 +33,23 @@ import * as pulumi from "@pulumi/pulumi";
 import { canonicalJson, sha256Hex } from "../runtime/core/ledger.js";
 import type { RunSpec } from "../runtime/core/spec.js";
 
+/**
+ * Members per role, in the RunSpec's role order, e.g. `{ router: 1, agent: 8 }`.
+ *
+ * @param spec - a validated RunSpec (replicas defaulted)
+ */
+export function rosterOf(spec: Pick<RunSpec, "roles">): Record<string, number> {
+  return Object.fromEntries(spec.roles.map((role) => [role.name, role.replicas]));
+}
+
+/** One line for `pulumi preview`: `roster: router 1, agent 8 (9 members)`. */
+export function rosterLine(roster: Readonly<Record<string, number>>): string {
+  const total = Object.values(roster).reduce((sum, n) => sum + n, 0);
+  return `roster: ${Object.entries(roster)
+    .map(([role, n]) => `${role} ${n}`)
+    .join(", ")} (${total} member${total === 1 ? "" : "s"})`;
+}
+
 /** Outcome of a run, as in the ledger's `completion.json`. */
 export type RunOutcome = "succeeded" | "failed" | "interrupted";
 
@@ -267,7 +284,11 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
     if (!path.isAbsolute(args.artifactRoot)) throw new pulumi.RunError(`CohortRun ${name}: artifactRoot must be absolute (got ${JSON.stringify(args.artifactRoot)})`);
     const executor = args.executor ?? "process";
     if (executor !== "process" && typeof executor !== "function") throw new pulumi.RunError(`CohortRun ${name}: unknown executor ${JSON.stringify(executor)} (known: process, or an executor function)`);
-    super("cohortlab:runtime:CohortRun", name, {}, opts);
+    // The roster is the component's one input, so `pulumi preview` (with --diff, and in the state) shows what
+    // will run; a component's inputs change no URN and replace nothing. The info line shows it without --diff.
+    const roster = rosterOf(args.spec);
+    super("cohortlab:runtime:CohortRun", name, { roster }, opts);
+    void pulumi.log.info(rosterLine(roster), this);
 
     const specSha256 = runSpecSha256(args.spec);
     const plan: ExecutionPlan = { name, args, specJson: `${JSON.stringify(args.spec)}\n`, specSha256 };

@@ -136,8 +136,10 @@ function builtBinary(root: string, tool: string, version: string, binary: string
  * @throws {pulumi.RunError} when nothing is built and `COHORT_TOOLCHAIN_SOURCE=build`
  */
 export function localTools(platform: string, root: string, env: NodeJS.ProcessEnv = process.env): LocalTools {
-  const kindBuilt = builtBinary(root, "kind", local.kind.version, "kind");
-  const kubectlBuilt = builtBinary(root, "kubernetes-node", sim.kubernetes.goModuleVersion, "kubectl");
+  // The toolchain builds for the machine it runs on: built binaries serve only this process's platform.
+  const here = platform === `${process.platform}-${process.arch}`;
+  const kindBuilt = here ? builtBinary(root, "kind", local.kind.version, "kind") : undefined;
+  const kubectlBuilt = here ? builtBinary(root, "kubernetes-node", sim.kubernetes.goModuleVersion, "kubectl") : undefined;
   if (kindBuilt !== undefined && kubectlBuilt !== undefined) {
     return {
       kind: kindBuilt.path,

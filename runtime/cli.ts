@@ -29,6 +29,7 @@ import { recoverLedger, verifyLedger } from "./core/ledger-verify";
 import { showLedger } from "./core/ledger-show";
 import { Scheduler, type RunProgress, type RunResult } from "./core/scheduler";
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
+import { wellFormed, wellFormedValue } from "./core/text";
 import packageJson from "../package.json";
 
 /** The runtime's version (package.json). */
@@ -278,7 +279,8 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, io: Cl
     ledgerPath: runDir,
     firstFailure: result.firstFailure,
   };
-  io.stdout.write(`${JSON.stringify(summary)}\n`);
+  // wellFormedValue: a lone surrogate (half of a character cut upstream) is written as U+FFFD, never as `\udXXX`.
+  io.stdout.write(`${JSON.stringify(wellFormedValue(summary))}\n`);
   const lines: string[] = [];
   if (result.ledgerError !== null) lines.push(`cohort: ledger: ${result.ledgerError}`);
   if (result.outcome === "succeeded") {
@@ -293,7 +295,7 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, io: Cl
     }
     lines.push(`cohort: run ${result.runId} failed: ${first}`);
   }
-  for (const line of lines) io.stderr.write(`${line}\n`);
+  for (const line of lines) io.stderr.write(`${wellFormed(line)}\n`);
   if (result.outcome === "succeeded") return result.ledgerError === null ? 0 : 1;
   if (result.outcome === "interrupted") return 128 + (SIGNAL_NUMBERS[result.interruptedBy ?? ""] ?? 15);
   return 1;

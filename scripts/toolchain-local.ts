@@ -3,8 +3,8 @@
  * kind node image offline — kind, kubelet/kubeadm/kubectl/kube-proxy, the control plane and etcd (the `sim`
  * set's own tools), CoreDNS, crictl, flanneld, the flannel CNI plugin, pause, the Temporal CLI, the Kueue manager
  * and the Agent Sandbox controller. Go programs are built from the Go module proxy in throw-away wrapper modules
- * by `buildGoWrapperTool` (scripts/toolchain-sim.ts; `CGO_ENABLED=0` except flanneld, `GOTOOLCHAIN=local`, `-trimpath`, `-ldflags "-s -w -X ..."`);
- * pause is compiled with the system gcc from the Kubernetes module zip. Each is cached by version under
+ * by `buildGoWrapperTool` (scripts/toolchain-sim.ts: `GOTOOLCHAIN=local`, `-trimpath`, `-ldflags "-s -w -X ..."`,
+ * `CGO_ENABLED=0` except for flanneld); pause is compiled with the system gcc from the Kubernetes module zip. Each is cached by version under
  * `<cache>/<tool>-<version>/bin/` with its stamp written last (scripts/lib/tool.ts); paths by logical name come
  * from `findLocalBinaries()` (scripts/local/catalog.ts).
  */

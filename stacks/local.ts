@@ -40,7 +40,7 @@ import { readStamp } from "../scripts/lib/stamp.js";
 import { CohortRun } from "../components/CohortRun.js";
 import { kubernetesJobExecutor } from "../components/cohortRunJob.js";
 import { AgentSandbox } from "../components/AgentSandbox.js";
-import { KindCluster, pinnedNodeImage, type ClusterImage, type NodeImage } from "../components/KindCluster.js";
+import { KindCluster, localTools, pinnedNodeImage, type ClusterImage, type NodeImage } from "../components/KindCluster.js";
 import { Kueue } from "../components/Kueue.js";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/manifests/cache.js";
 import { ARTIFACTS_NODE_PATH, TEMPORAL_NODE_PORT } from "../components/manifests/kindConfig.js";
@@ -591,6 +591,8 @@ export interface PlanInput {
   readonly bundle?: Buffer;
   /** What the toolchain built. @default nothing built */
   readonly artifacts?: LocalArtifacts;
+  /** Tool cache root for kind and kubectl. @default cacheRoot() */
+  readonly toolCacheRoot?: string;
   /** Pods a built node image runs on the workers (its CNI, kube-proxy, CoreDNS). @default none */
   readonly builtSystemPods?: readonly ReservedPods[];
   /** Whether the upstream node image is in the local Docker engine. @default {@link dockerHasImage} */
@@ -608,6 +610,7 @@ export function planLocal(input: PlanInput): LocalPlan {
   const warn = input.warn ?? ((m: string) => pulumi.log.warn(m));
   const artifacts = input.artifacts ?? { images: {} };
   const { local: localConfig, images } = parseLocalConfig(raw, artifacts.images);
+  localTools(facts.platform, input.toolCacheRoot ?? cacheRoot()); // refuses an unsupported platform before anything else
   const nodeImage = chooseNodeImage(localConfig.nodeImage, artifacts.nodeImage, input.upstreamNodeImagePresent ?? (() => dockerHasImage(pinnedNodeImage())));
   if (images.missing.length > 0) {
     const issues = missingDigestIssues(images.missing);
@@ -741,6 +744,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
       ...(overrides.bundle !== undefined ? { bundle: overrides.bundle } : {}),
       artifacts: overrides.artifacts ?? findLocalArtifacts(overrides.toolCacheRoot !== undefined ? { ...process.env, [LOCAL_ARTIFACTS_ROOT_ENV]: overrides.toolCacheRoot } : process.env),
       builtSystemPods: BUILT_NODE_SYSTEM_PODS,
+      ...(overrides.toolCacheRoot !== undefined ? { toolCacheRoot: overrides.toolCacheRoot } : {}),
       ...(overrides.upstreamNodeImagePresent !== undefined ? { upstreamNodeImagePresent: overrides.upstreamNodeImagePresent } : {}),
     });
   } catch (error) {

@@ -38,6 +38,11 @@ export class CohortError extends Error {
  * - `manifest-digest-mismatch`: `completion.manifestSha256` differs from the SHA-256 of manifest.json.
  * - `spec-digest-mismatch`: `manifest.specSha256` differs from the SHA-256 of the canonical JSON of `manifest.spec`.
  * - `records-changed`: records.ndjson changed while `recoverLedger` worked on it (a writer is still running).
+ * - `invalid-utf8`: records.ndjson (a line other than the torn last one), manifest.json or completion.json holds bytes
+ *   that are not well-formed UTF-8 (e.g. a multi-byte character cut in two); `detail` gives the byte offset and bytes.
+ * - `lone-surrogate`: a string or key in a record, manifest.json or completion.json holds a lone UTF-16 surrogate
+ *   (the JSON escape `\ud83d` without its pair: half of a character cut in two), which strict readers refuse;
+ *   `detail` names the file, the field's dotted path, the code unit and its index in the string.
  */
 export type LedgerVerifyCode =
   | "manifest-missing"
@@ -55,7 +60,9 @@ export type LedgerVerifyCode =
   | "records-digest-mismatch"
   | "manifest-digest-mismatch"
   | "spec-digest-mismatch"
-  | "records-changed";
+  | "records-changed"
+  | "invalid-utf8"
+  | "lone-surrogate";
 
 /**
  * A ledger failed verification (or recovery refused to touch it). `line` is the 1-based line number

@@ -12,6 +12,7 @@ import * as fsp from "node:fs/promises";
 import * as path from "node:path";
 import { writeFileAtomic, fsyncDir } from "./atomic";
 import { LedgerVerifyError } from "./errors";
+import { findLoneSurrogate, type LoneSurrogate } from "./text";
 import {
   LEDGER_FILES,
   type Outcome,
@@ -44,7 +45,9 @@ export interface VerifyReport {
  *    `kind` is a non-empty string; `member`, if present, a string;
  * 4. `prev` of line 1 is the SHA-256 of manifest.json's bytes, `prev` of line n the SHA-256 of line n-1's bytes;
  * 5. if completion.json exists: it parses, its outcome/firstFailure are consistent, and `records`,
- *    `recordsSha256`, `manifestSha256` match the files.
+ *    `recordsSha256`, `manifestSha256` match the files;
+ * 6. all three files are well-formed UTF-8 (`invalid-utf8`) and no string or key in them holds a lone UTF-16
+ *    surrogate, the escape `\ud83d` without its pair (`lone-surrogate`).
  * A missing records.ndjson without completion reads as zero records.
  * @throws {LedgerVerifyError} on the first violation, with `code`, `line` (1-based, when one line is
  *   at fault) and `detail` (expected vs found).
@@ -54,6 +57,8 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
   const manifestBytes = await readOptional(path.join(dir, LEDGER_FILES.manifest));
   if (manifestBytes === undefined) throw new LedgerVerifyError("manifest-missing", dir, `${LEDGER_FILES.manifest} does not exist`);
   const manifest = parseManifest(dir, manifestBytes);
+  const loneInManifest = findLoneSurrogate(manifest, "manifest");
+  if (loneInManifest !== undefined) throw new LedgerVerifyError("lone-surrogate", dir, loneSurrogateDetail(LEDGER_FILES.manifest, loneInManifest));
   let specSha: string;
   try {
     specSha = sha256Hex(canonicalJson(manifest.spec, "manifest.spec"));
@@ -76,7 +81,7 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
   for (const line of splitLines(dir, bytes, completionBytes !== undefined)) {
     const n = line.number;
     const r = line.value as Record<string, unknown>;
-    const bad = (code: "record-invalid" | "seq-gap" | "seq-mismatch" | "hash-chain-broken", detail: string): LedgerVerifyError =>
+    const bad = (code: "record-invalid" | "seq-gap" | "seq-mismatch" | "hash-chain-broken" | "lone-surrogate", detail: string): LedgerVerifyError =>
       new LedgerVerifyError(code, dir, detail, n, line.offset);
     if (!("seq" in r)) throw bad("record-invalid", `expected seq ${n}, found no seq field`);
     if (typeof r.seq !== "number" || !Number.isInteger(r.seq)) throw bad("seq-mismatch", `expected seq ${n}, found ${JSON.stringify(r.seq)}`);
@@ -96,6 +101,8 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
     if (r.elapsedMs < lastElapsed) throw bad("record-invalid", `expected elapsedMs >= ${lastElapsed} (monotonic), found ${r.elapsedMs}`);
     if (typeof r.kind !== "string" || r.kind === "") throw bad("record-invalid", `expected kind to be a non-empty string, found ${JSON.stringify(r.kind)}`);
     if ("member" in r && typeof r.member !== "string") throw bad("record-invalid", `expected member to be a string, found ${JSON.stringify(r.member)}`);
+    const lone = findLoneSurrogate(r, "record");
+    if (lone !== undefined) throw bad("lone-surrogate", loneSurrogateDetail(LEDGER_FILES.records, lone));
     lastElapsed = r.elapsedMs;
     expectedPrev = sha256Hex(line.bytes);
     count = n;
@@ -103,6 +110,8 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
 
   if (completionBytes === undefined) return { ok: true, runId: manifest.runId, records: count, complete: false, outcome: null };
   const completion = parseCompletion(dir, completionBytes);
+  const loneInCompletion = findLoneSurrogate(completion, "completion");
+  if (loneInCompletion !== undefined) throw new LedgerVerifyError("lone-surrogate", dir, loneSurrogateDetail(LEDGER_FILES.completion, loneInCompletion));
   if (completion.records !== count)
     throw new LedgerVerifyError("count-mismatch", dir, `${LEDGER_FILES.completion} says ${completion.records} records, ${LEDGER_FILES.records} has ${count}`);
   const recordsSha = sha256Hex(bytes);
@@ -111,6 +120,11 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
   if (completion.manifestSha256 !== manifestSha)
     throw new LedgerVerifyError("manifest-digest-mismatch", dir, `${LEDGER_FILES.completion} manifestSha256 is ${completion.manifestSha256}, ${LEDGER_FILES.manifest} hashes to ${manifestSha}`);
   return { ok: true, runId: manifest.runId, records: count, complete: true, outcome: completion.outcome };
+}
+
+/** The `detail` of a `lone-surrogate` error: file, dotted path, code unit, index. */
+function loneSurrogateDetail(file: string, lone: LoneSurrogate): string {
+  return `${file} ${lone.path} holds a lone surrogate U+${lone.unit.toString(16).toUpperCase()} at character ${lone.index} (half of a character cut in two; strict JSON and UTF-8 readers refuse it)`;
 }
 
 /** Result of {@link recoverLedger}. */

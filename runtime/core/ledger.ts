@@ -68,6 +68,7 @@ import { performance } from "node:perf_hooks";
 import { z } from "zod";
 import { fsyncDir, writeFileAtomic } from "./atomic";
 import { LedgerClosedError, LedgerExistsError, LedgerInputError, LedgerVerifyError, LedgerWriteError } from "./errors";
+import { findLoneSurrogate, hexBytes, invalidUtf8, mayHoldLoneSurrogateEscape, wellFormedValue } from "./text";
 
 /** File names inside a run directory. */
 export const LEDGER_FILES = {
@@ -564,6 +565,9 @@ export class LedgerWriter {
     };
     const text = `${JSON.stringify(doc, null, 2)}\n`;
     if (redactor.foundIn(text)) throw new LedgerInputError("manifest", "would contain a registered secret outside any string value");
+    const lone = mayHoldLoneSurrogateEscape(text) ? findLoneSurrogate(doc, "manifest") : undefined;
+    if (lone !== undefined)
+      throw new LedgerInputError(lone.path, `holds a lone surrogate U+${lone.unit.toString(16).toUpperCase()} at character ${lone.index}; text in the ledger must be valid Unicode`);
 
     const dir = path.resolve(runDir);
     await fsp.mkdir(dir, { recursive: true });
@@ -654,6 +658,12 @@ export class LedgerWriter {
         record = { seq, at, elapsedMs, kind, ...(fields.member !== undefined ? { member: fields.member } : {}), ...fields, prev: this.prevHash };
       }
       let line = serialize(record, kind);
+      if (mayHoldLoneSurrogateEscape(line)) {
+        // Half of a character cut in two somewhere upstream: write U+FFFD for it, never the `\udXXX`
+        // escape that strict JSON and UTF-8 readers refuse (ledger verify: lone-surrogate).
+        record = wellFormedValue(record) as LedgerRecord;
+        line = serialize(record, kind);
+      }
       if (this.redactor.foundIn(line)) {
         // Slow path: redact every caller-given value (the writer's own seq/at/elapsedMs/prev stay exact).
         const { seq: _s, at: _a, elapsedMs: _e, kind: _k, prev, ...rest } = JSON.parse(line) as LedgerRecord;
@@ -719,7 +729,8 @@ export class LedgerWriter {
       this.latch(err, []);
       throw this.failure!;
     }
-    const body = this.redactor.redactValue(JSON.parse(text)) as Record<string, unknown>;
+    // Lone surrogates become U+FFFD (see append).
+    const body = wellFormedValue(this.redactor.redactValue(JSON.parse(text))) as Record<string, unknown>;
     const completion: Completion = {
       outcome: body.outcome as Outcome,
       firstFailure: body.firstFailure as Completion["firstFailure"],
@@ -859,7 +870,7 @@ function serialize(value: unknown, what: string): string {
  * Read a run directory without checking the hash chain, digests or seq order (use `verifyLedger`
  * for that): parses manifest.json, every line of records.ndjson and completion.json if present.
  * A missing records.ndjson reads as no records (the run crashed before its first record).
- * @throws {LedgerVerifyError} `manifest-missing`, `manifest-invalid`, `torn-final-line`, `blank-line`,
+ * @throws {LedgerVerifyError} `manifest-missing`, `invalid-utf8`, `manifest-invalid`, `torn-final-line`, `blank-line`,
  *   `invalid-json` (line number given) or `completion-invalid`.
  */
 export async function readLedger(runDir: string): Promise<{ manifest: LedgerManifest; records: LedgerRecord[]; completion: Completion | null }> {
@@ -885,8 +896,19 @@ export async function readOptional(file: string): Promise<Buffer | undefined> {
   }
 }
 
-/** @internal Parse and shape-check manifest.json. @throws {LedgerVerifyError} `manifest-invalid`. */
+/**
+ * @internal Throws `invalid-utf8` naming the byte offset and the bytes when `bytes` (all of `file`) is not
+ * well-formed UTF-8.
+ */
+function checkUtf8(dir: string, file: string, bytes: Buffer): void {
+  const bad = invalidUtf8(bytes);
+  if (bad !== undefined)
+    throw new LedgerVerifyError("invalid-utf8", dir, `${file} is not valid UTF-8 at byte ${bad.offset}: ${hexBytes(bad.bytes)} is not a UTF-8 sequence`);
+}
+
+/** @internal Parse and shape-check manifest.json. @throws {LedgerVerifyError} `invalid-utf8`, `manifest-invalid`. */
 export function parseManifest(dir: string, bytes: Buffer): LedgerManifest {
+  checkUtf8(dir, LEDGER_FILES.manifest, bytes);
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
@@ -901,8 +923,9 @@ export function parseManifest(dir: string, bytes: Buffer): LedgerManifest {
   return value as LedgerManifest;
 }
 
-/** @internal Parse and shape-check completion.json. @throws {LedgerVerifyError} `completion-invalid`. */
+/** @internal Parse and shape-check completion.json. @throws {LedgerVerifyError} `invalid-utf8`, `completion-invalid`. */
 export function parseCompletion(dir: string, bytes: Buffer): Completion {
+  checkUtf8(dir, LEDGER_FILES.completion, bytes);
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
@@ -931,7 +954,8 @@ export interface RawLine {
 /**
  * @internal Split records.ndjson into parsed lines. A last line without `\n`, or a last line that does
  * not parse, is `torn-final-line` unless the ledger is complete (a completed ledger cannot have a torn
- * tail, so it is `invalid-json`). Lines must be JSON objects; blank lines are refused.
+ * tail, so it is `invalid-json`). Lines must be well-formed UTF-8 (`invalid-utf8`, or torn on the last line of an
+ * unfinished ledger) and JSON objects; blank lines are refused.
  */
 export function* splitLines(dir: string, bytes: Buffer, complete: boolean): Generator<RawLine> {
   const decoder = new TextDecoder("utf-8", { fatal: true });
@@ -949,6 +973,18 @@ export function* splitLines(dir: string, bytes: Buffer, complete: boolean): Gene
       throw torn("the final line has no terminating newline");
     }
     if (lineBytes.length === 0) throw new LedgerVerifyError("blank-line", dir, "expected a JSON object, found an empty line", number);
+    const bad = invalidUtf8(bytes, offset, end);
+    if (bad !== undefined) {
+      // A torn write can stop inside a character: on the last line of an unfinished ledger that is torn.
+      if (isLast && !complete) throw torn(`the final line is not valid UTF-8 at byte ${bad.offset}`);
+      throw new LedgerVerifyError(
+        "invalid-utf8",
+        dir,
+        `${LEDGER_FILES.records} is not valid UTF-8 at byte ${bad.offset} (line ${number}, byte ${bad.offset - offset} of the line): ${hexBytes(bad.bytes)} is not a UTF-8 sequence`,
+        number,
+        offset,
+      );
+    }
     let value: unknown;
     try {
       value = JSON.parse(decoder.decode(lineBytes));

@@ -85,6 +85,58 @@ export function findProject(startDir: string): PulumiProject | undefined {
   }
 }
 
+/** The part of the SDK's `LanguageServer` that {@link reportErrorsOnce} wraps: a gRPC unary handler per method. */
+export type LanguageRuntimeImpl = Record<string, unknown> & {
+  run(call: unknown, callback: (err: Error | null | undefined, resp?: unknown) => void): unknown;
+};
+
+/**
+ * Wraps the SDK's in-process `LanguageServer` so that a failing program's error is printed ONCE. The SDK
+ * (3.259, automation/server.js) logs an error the program throws (a `RunError` as its message) as an
+ * engine diagnostic from its unhandled-rejection handler, and then ALSO answers `Run` with that error, which
+ * the engine prints a second time (`2 errors`). The nodejs language host avoids this by answering
+ * `bail: true` ("already reported"); this wrapper does the same: when `Run` fails and the run has already
+ * logged an error (`log.hasErrors()`, read in the run's own async context), the answer is a `RunResponse`
+ * with `bail` set instead of the error. An error that was not logged is passed on as is, so it is printed
+ * once by the engine, and so is the SDK's summary for a program that logged errors and returned normally
+ * (`One or more errors occurred`, which the engine would print as `BAIL: run bailed`). The handler's second callback (the SDK calls it twice on failure) is dropped.
+ *
+ * @param server - the SDK's `LanguageServer` instance (its methods are gRPC unary handlers)
+ * @param log - the SDK's `log` module of the same copy (`hasErrors()`)
+ * @param bailResponse - makes an empty `RunResponse` of the same SDK copy
+ * @returns a service implementation with every method of `server`, `run` wrapped
+ */
+export function reportErrorsOnce(
+  server: LanguageRuntimeImpl,
+  log: { hasErrors(): boolean },
+  bailResponse: () => { setBail(bail: boolean): void },
+): LanguageRuntimeImpl {
+  const impl: Record<string, unknown> = {};
+  for (let proto: object | null = server; proto !== null && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    for (const name of Object.getOwnPropertyNames(proto)) {
+      const value = (server as Record<string, unknown>)[name];
+      if (name !== "constructor" && typeof value === "function" && !(name in impl)) impl[name] = (value as (...a: unknown[]) => unknown).bind(server);
+    }
+  }
+  impl.run = (call: unknown, callback: (err: Error | null | undefined, resp?: unknown) => void): unknown => {
+    let answered = false;
+    return server.run(call, (err, resp) => {
+      if (answered) return;
+      answered = true;
+      // "One or more errors occurred" is the SDK's own summary for a program that logged errors and
+      // returned: the engine prints a bail in that case as "BAIL: run bailed", so it is passed on as is.
+      if (err !== null && err !== undefined && log.hasErrors() && !err.message.startsWith("One or more errors occurred")) {
+        const bail = bailResponse();
+        bail.setBail(true);
+        callback(null, bail);
+        return;
+      }
+      callback(err, resp);
+    });
+  };
+  return impl as LanguageRuntimeImpl;
+}
+
 /** Options of {@link runPulumiInline}. */
 export interface InlineRunOptions {
   /** The `pulumi` executable. */
@@ -139,8 +191,13 @@ export async function runPulumiInline(o: InlineRunOptions): Promise<ExitStatus> 
   };
 
   const languageServer = new LanguageServer(program);
+  const log = sdkRequire("./log") as { hasErrors(): boolean };
+  const langproto = sdkRequire("./proto/language_pb") as { RunResponse: new () => { setBail(bail: boolean): void } };
   const server = new grpc.Server({ ...settings.grpcChannelOptions });
-  server.addService(langrpc.LanguageRuntimeService, languageServer as unknown as import("@grpc/grpc-js").UntypedServiceImplementation);
+  server.addService(
+    langrpc.LanguageRuntimeService,
+    reportErrorsOnce(languageServer as unknown as LanguageRuntimeImpl, log, () => new langproto.RunResponse()) as unknown as import("@grpc/grpc-js").UntypedServiceImplementation,
+  );
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );

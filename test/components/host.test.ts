@@ -119,6 +119,11 @@ describe("host profile component graph", () => {
     );
   });
 
+  it("the CohortRun has the roster it will run (size per role) as a plain input, visible in preview; URNs unchanged", () => {
+    const component = registration("cohortlab:runtime:CohortRun", "cohort");
+    expect(component.inputs).toEqual({ roster: { gateway: 3 } });
+  });
+
   it("the bundle command copies the built bundle to a content-addressed path, replaced when the digest changes", () => {
     const bundle = registration("command:local:Command", "host-runtime-bundle");
     const bundlePath = path.join(artifactRoot, ".runtime", `cohort-${bundleSha.slice(0, 12)}.cjs`);

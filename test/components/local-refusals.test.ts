@@ -95,7 +95,7 @@ describe("refusals before any resource", () => {
       { kueue: `mirror.example/kueue/kueue@${TEST_DIGEST}` },
       `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (stacks/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "mirror.example/kueue/kueue@${TEST_DIGEST}")`,
     ],
-    [{ temporal: "x" }, "cohort-lab:images.temporal: unknown field (known fields: kueue, agentSandbox, runtime)"],
+    [{ coredns: "x" }, "cohort-lab:images.coredns: unknown field (known fields: kueue, agentSandbox, runtime, temporal)"],
   ])("images %j", async ([value, message], ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images: JSON.stringify(value) })).toBe(message);
@@ -131,7 +131,7 @@ describe("refusals before any resource", () => {
         "cohort-lab:local.workers: must be an integer from 1 to 16 (got 0)",
         'cohort-lab:local.temporalPort: must be an integer from 1024 to 65535 (got "80")',
         'cohort-lab:local.queue.cpu: must be a Kubernetes quantity such as 8, 7500m, 16Gi (got "lots")',
-        "cohort-lab:local.extra: unknown field (known fields: clusterName, workers, temporalPort, waitForPodsReadyTimeout, queue)",
+        "cohort-lab:local.extra: unknown field (known fields: clusterName, workers, temporalPort, waitForPodsReadyTimeout, queue, nodeImage)",
       ].join("\n"),
     );
   });

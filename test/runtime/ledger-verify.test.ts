@@ -3,8 +3,9 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { LedgerVerifyError } from "../../runtime/core/errors";
+import { canonicalJson } from "../../runtime/core/ledger";
 import { recoverLedger, verifyLedger } from "../../runtime/core/ledger-verify";
-import { allFileContents, buildLedger, recordLines, writeRecordLines } from "./ledger-fixtures";
+import { allFileContents, buildLedger, manifestFor, recordLines, tempRunDir, writeRecordLines } from "./ledger-fixtures";
 
 const sha = (b: string | Buffer): string => createHash("sha256").update(b).digest("hex");
 
@@ -254,5 +255,113 @@ describe("manifest and completion tampering", () => {
     writeRecordLines(dir, lines);
     expect((await verifyError(dir)).code).toBe("count-mismatch");
     await expectRecoverRefuses(dir, "count-mismatch");
+  });
+});
+
+/**
+ * A hand-made complete ledger of 3 records (run-started, member-failed, run-failed) whose chain and
+ * digests are all right, written from TEXT so that a test can put any JSON string literal (`raw`, e.g.
+ * `"x\ud83d"` with a literal backslash escape) or any bytes into manifest.json, a record or
+ * completion.json. Returns the run directory.
+ */
+function handMadeLedger(raw: { manifest?: string; record?: string; completion?: string } = {}, bytes: { record?: Buffer } = {}): string {
+  const dir = tempRunDir();
+  fs.mkdirSync(dir, { recursive: true });
+  const base = manifestFor();
+  const manifest = { ...base, specSha256: sha(canonicalJson(base.spec)) };
+  const manifestText = `${JSON.stringify(manifest).slice(0, -1)},"note":${raw.manifest ?? '"ok"'}}\n`;
+  fs.writeFileSync(path.join(dir, "manifest.json"), manifestText);
+  const reason = raw.record ?? '"member agent-0 exited before it was ready"';
+  const lines: Buffer[] = [];
+  const push = (head: string, body: Buffer | string): void => {
+    const prev = lines.length === 0 ? sha(manifestText) : sha(lines[lines.length - 1]!);
+    lines.push(Buffer.concat([Buffer.from(head), Buffer.from(body), Buffer.from(`,"prev":"${prev}"}`)]));
+  };
+  push('{"seq":1,"at":"2026-01-02T03:04:05.010Z","elapsedMs":10,"kind":"run-started"', "");
+  push('{"seq":2,"at":"2026-01-02T03:04:05.020Z","elapsedMs":20,"kind":"member-failed","member":"agent-0","reason":', bytes.record ?? reason);
+  push('{"seq":3,"at":"2026-01-02T03:04:05.030Z","elapsedMs":30,"kind":"run-failed","member":"agent-0","reason":"x"', "");
+  const records = Buffer.concat(lines.flatMap((line) => [line, Buffer.from("\n")]));
+  fs.writeFileSync(path.join(dir, "records.ndjson"), records);
+  const completion =
+    `{"outcome":"failed","firstFailure":{"member":"agent-0","reason":${raw.completion ?? '"x"'}},"records":3,` +
+    `"recordsSha256":"${sha(records)}","manifestSha256":"${sha(manifestText)}","phasesMs":{"startup":30},"completedAt":"2026-01-02T03:04:05.040Z"}\n`;
+  fs.writeFileSync(path.join(dir, "completion.json"), completion);
+  return dir;
+}
+
+describe("text is valid UTF-8 with no lone surrogates (issue #12, finding 7)", () => {
+  it("the hand-made ledger verifies, with an emoji written raw or as an escaped surrogate PAIR", async () => {
+    await expect(verifyLedger(handMadeLedger())).resolves.toMatchObject({ ok: true, records: 3, complete: true, outcome: "failed" });
+    const pairs = handMadeLedger({ manifest: '"\\ud83d\\ude00"', record: '"tail \\ud83d\\ude00 ok"', completion: '"😀"' });
+    await expect(verifyLedger(pairs)).resolves.toMatchObject({ ok: true, records: 3 });
+  });
+
+  it("a lone surrogate escape in a record is lone-surrogate naming the line and the field; recover refuses", async () => {
+    const dir = handMadeLedger({ record: '"output tail cut here: \\ud83d"' });
+    const err = await verifyError(dir);
+    expect(err.code).toBe("lone-surrogate");
+    expect(err.line).toBe(2);
+    expect(err.message).toBe(
+      `ledger ${dir}: lone-surrogate at line 2: records.ndjson record.reason holds a lone surrogate U+D83D at character 22 (half of a character cut in two; strict JSON and UTF-8 readers refuse it)`,
+    );
+    await expectRecoverRefuses(dir, "lone-surrogate");
+  });
+
+  it("a lone surrogate in manifest.json or completion.json (a value or a key) is lone-surrogate naming the file", async () => {
+    const m = handMadeLedger({ manifest: '"\\ude00"' });
+    expect((await verifyError(m)).message).toBe(
+      `ledger ${m}: lone-surrogate: manifest.json manifest.note holds a lone surrogate U+DE00 at character 0 (half of a character cut in two; strict JSON and UTF-8 readers refuse it)`,
+    );
+    const c = handMadeLedger({ completion: '"tail \\ud83d"' });
+    expect((await verifyError(c)).message).toBe(
+      `ledger ${c}: lone-surrogate: completion.json completion.firstFailure.reason holds a lone surrogate U+D83D at character 5 (half of a character cut in two; strict JSON and UTF-8 readers refuse it)`,
+    );
+    const k = handMadeLedger({ record: '"x","\\ud83d":1' });
+    const err = await verifyError(k);
+    expect(err.code).toBe("lone-surrogate");
+    expect(err.detail).toBe('records.ndjson record (key "\\ud83d") holds a lone surrogate U+D83D at character 0 (half of a character cut in two; strict JSON and UTF-8 readers refuse it)');
+  });
+
+  it("bytes that are not UTF-8 in a record, the manifest or the completion are invalid-utf8 with the byte offset", async () => {
+    // a 4-byte sequence cut after its second byte, inside a string
+    const cut = Buffer.from([0x22, 0x61, 0xf0, 0x9f, 0x22]); // "a<F0 9F>"
+    const dir = handMadeLedger({}, { record: cut });
+    const err = await verifyError(dir);
+    expect(err.code).toBe("invalid-utf8");
+    expect(err.line).toBe(2);
+    const lineStart = fs.readFileSync(path.join(dir, "records.ndjson")).indexOf(0x0a) + 1;
+    const at = fs.readFileSync(path.join(dir, "records.ndjson")).indexOf(Buffer.from([0xf0, 0x9f]));
+    expect(err.detail).toBe(`records.ndjson is not valid UTF-8 at byte ${at} (line 2, byte ${at - lineStart} of the line): 0xf0 0x9f 0x22 is not a UTF-8 sequence`);
+    await expectRecoverRefuses(dir, "invalid-utf8");
+
+    for (const file of ["manifest.json", "completion.json"]) {
+      const d = handMadeLedger();
+      const bytes = fs.readFileSync(path.join(d, file));
+      const i = bytes.indexOf(Buffer.from('"x"')) !== -1 && file === "completion.json" ? bytes.indexOf(Buffer.from('"x"')) + 1 : bytes.indexOf(Buffer.from('"ok"')) + 1;
+      bytes[i] = 0xff; // one byte that is never UTF-8
+      fs.writeFileSync(path.join(d, file), bytes);
+      const e = await verifyError(d);
+      expect(e.code).toBe("invalid-utf8");
+      expect(e.detail).toBe(`${file} is not valid UTF-8 at byte ${i}: 0xff is not a UTF-8 sequence`);
+    }
+  });
+
+  it("an encoded surrogate (ED A0 BD) is not UTF-8 either", async () => {
+    const dir = handMadeLedger({}, { record: Buffer.from([0x22, 0xed, 0xa0, 0xbd, 0x22]) });
+    expect((await verifyError(dir)).code).toBe("invalid-utf8");
+  });
+
+  it("a torn final line cut inside a character is still torn-final-line, and recover cuts it", async () => {
+    const { dir } = await buildLedger(3);
+    const file = path.join(dir, "records.ndjson");
+    const lines = recordLines(dir);
+    // the writer is gone: append a 4th record by hand whose write stopped after 2 bytes of an emoji
+    const r = JSON.parse(lines[2]!);
+    const full = JSON.stringify({ ...r, seq: 4, kind: "member-failed", reason: "😀", prev: sha(lines[2]!) });
+    const bytes = Buffer.from(full);
+    fs.appendFileSync(file, bytes.subarray(0, bytes.indexOf(Buffer.from("😀")) + 2));
+    expect((await verifyError(dir)).code).toBe("torn-final-line");
+    await expect(recoverLedger(dir)).resolves.toMatchObject({ recovered: true });
+    await expect(verifyLedger(dir)).resolves.toMatchObject({ ok: true, records: 3 });
   });
 });

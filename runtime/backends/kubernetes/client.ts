@@ -15,6 +15,7 @@
  */
 import { HttpMethod, IsomorphicFetchHttpLibrary, KubeConfig, RequestContext, Watch } from "@kubernetes/client-node";
 import { CohortError } from "../../core/errors.js";
+import { cutUnits } from "../../core/text.js";
 import type { ApiCallKey, ApiCounters } from "./counters.js";
 import type { Json } from "./render.js";
 
@@ -135,7 +136,7 @@ export class KubeClient {
     try {
       return (text === "" ? {} : JSON.parse(text)) as Json;
     } catch {
-      throw new KubeApiError(method, path, 200, "InvalidResponse", `the response is not JSON: ${text.slice(0, 200)}`);
+      throw new KubeApiError(method, path, 200, "InvalidResponse", `the response is not JSON: ${cutUnits(text, 200)}`);
     }
   }
 
@@ -183,7 +184,7 @@ export class KubeClient {
       try {
         parsed = JSON.parse(text);
       } catch {
-        parsed = { message: text.slice(0, 300) };
+        parsed = { message: cutUnits(text, 300) };
       }
       const reason = typeof (parsed as Json).reason === "string" ? ((parsed as Json).reason as string) : String(status);
       const message = typeof (parsed as Json).message === "string" ? ((parsed as Json).message as string) : "";

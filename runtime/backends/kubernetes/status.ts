@@ -5,6 +5,7 @@
  * recorded objects and checks the exact strings.
  */
 import type { Json } from "./render.js";
+import { cutUnits } from "../../core/text.js";
 import {
   FATAL_WAITING_REASONS,
   KUEUE_ADMISSION_GATE,
@@ -75,7 +76,7 @@ export function objectRef(obj: unknown): string {
 /** One line: newlines and runs of spaces collapsed, trimmed, at most 400 characters. */
 export function oneLine(text: string): string {
   const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length > 400 ? `${flat.slice(0, 399)}…` : flat;
+  return flat.length > 400 ? `${cutUnits(flat, 399)}…` : flat;
 }
 
 function withMessage(head: string, message: string | undefined): string {

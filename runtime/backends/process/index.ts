@@ -324,7 +324,7 @@ export class ProcessBackend implements Backend {
           socket.destroy();
           return;
         }
-        output.attach(socket, { initial: rest.toString("utf8"), expected: true });
+        output.attach(socket, { initial: rest, expected: true });
       };
       launcher.onDied = () => {
         // Exit statuses can no longer arrive: report each remaining leader as exited once its group is empty.

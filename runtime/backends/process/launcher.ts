@@ -37,6 +37,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { constants as osConstants } from "node:os";
 import type { ResultPromise } from "execa";
+import { lastUnits } from "../../core/text";
 import { loadExeca } from "./start";
 
 /** The perl launcher program (the fallback when the compiled launcher is absent). */
@@ -318,7 +319,7 @@ export class Launcher {
         }
       });
       child.stderr!.setEncoding("utf8");
-      child.stderr!.on("data", (chunk: string) => (this.stderrTail = (this.stderrTail + chunk).slice(-2000)));
+      child.stderr!.on("data", (chunk: string) => (this.stderrTail = lastUnits(this.stderrTail + chunk, 2000)));
       child.stdin!.on("error", () => undefined); // EPIPE after the launcher died: reported through "exit" below
       child.nodeChildProcess.once("exit", (code, signal) => {
         const why = `the launcher (${this.kind}) exited (${signal ?? `exit code ${code}`})${this.stderrTail ? `: ${this.stderrTail.trim()}` : ""}`;

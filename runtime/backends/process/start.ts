@@ -16,8 +16,10 @@ import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import * as path from "node:path";
 import type { Readable } from "node:stream";
+import { StringDecoder } from "node:string_decoder";
 import type { ResultPromise } from "execa";
 import type { MemberPlan } from "../../core/backend";
+import { cutUnits } from "../../core/text";
 
 /**
  * execa, loaded once with a dynamic `import()`: execa 10 and its dependencies are ESM-only, and some
@@ -35,9 +37,9 @@ export const INHERITED_ENV: readonly string[] = ["PATH", "HOME", "USER", "LOGNAM
 
 /** Lines kept in memory per member for `outputTail`. */
 export const RING_LINES = 50;
-/** Longest line kept in the ring buffer (longer lines are cut, with a marker). */
+/** Longest line kept in the ring buffer, in UTF-16 code units (longer lines are cut on a code-point boundary, with a marker). */
 const RING_LINE_CHARS = 2_000;
-/** A partial line longer than this is written out before its newline arrives. */
+/** A partial line longer than this (UTF-16 code units) is written out before its newline arrives, on a code-point boundary. */
 const MAX_PENDING_CHARS = 64 * 1024;
 /** Replacement for a secret in member output (same text as the ledger's). */
 export const REDACTED = "[redacted]";
@@ -101,18 +103,21 @@ export class OutputCapture {
   }
 
   /**
-   * Reads `stream` until it ends.
+   * Reads `stream` until it ends. Bytes are decoded as UTF-8 by one decoder per stream, which carries
+   * the incomplete tail of a chunk (a character split between two reads) over to the next chunk, so
+   * output.log never gets a character cut in two; invalid bytes become U+FFFD.
    *
-   * @param options.initial - bytes already read from the stream (after a header)
+   * @param options.initial - bytes already read from the stream (after a header), decoded before the
+   *   stream's own chunks by the same decoder (they may end inside a character)
    * @param options.expected - the stream was announced with {@link expect}
    */
-  attach(stream: Readable | null | undefined, options: { initial?: string; expected?: boolean } = {}): void {
+  attach(stream: Readable | null | undefined, options: { initial?: Buffer; expected?: boolean } = {}): void {
     if (stream === null || stream === undefined) return;
     if (options.expected !== true) this.open++;
-    stream.setEncoding("utf8");
+    const decoder = new StringDecoder("utf8");
     let pending = "";
-    const onChunk = (chunk: string): void => {
-      pending += chunk;
+    const onChunk = (chunk: Buffer | string): void => {
+      pending += typeof chunk === "string" ? chunk : decoder.write(chunk);
       let newline = pending.indexOf("\n");
       while (newline !== -1) {
         this.line(pending.slice(0, newline), true);
@@ -122,16 +127,19 @@ export class OutputCapture {
       if (pending.length > MAX_PENDING_CHARS) {
         // Redact first, then keep the last (longest secret - 1) characters: a secret that is not complete
         // yet can only start inside the kept part, so no piece of one is ever written.
+        // The cut never falls between the two halves of a surrogate pair (cutUnits), so each write is
+        // whole characters.
         const redacted = this.redact(pending);
-        const cut = redacted.length - this.keep;
+        const cut = cutUnits(redacted, redacted.length - this.keep).length;
         this.line(redacted.slice(0, cut), false, true);
         pending = redacted.slice(cut);
       }
     };
-    if (options.initial !== undefined && options.initial !== "") onChunk(options.initial);
+    if (options.initial !== undefined && options.initial.length > 0) onChunk(options.initial);
     stream.on("data", onChunk);
     stream.resume();
     const finish = (): void => {
+      pending += decoder.end(); // an incomplete character at the very end becomes U+FFFD
       if (pending !== "") this.line(pending, true);
       pending = "";
       this.open--;
@@ -190,7 +198,7 @@ export class OutputCapture {
   private line(raw: string, newline: boolean, alreadyRedacted = false): void {
     const text = alreadyRedacted ? raw : this.redact(raw);
     if (!this.file.destroyed) this.file.write(newline ? `${text}\n` : text);
-    const kept = text.length > RING_LINE_CHARS ? `${text.slice(0, RING_LINE_CHARS)}… (${text.length} characters)` : text;
+    const kept = text.length > RING_LINE_CHARS ? `${cutUnits(text, RING_LINE_CHARS)}… (${text.length} characters)` : text;
     this.ring.push(kept);
     if (this.ring.length > RING_LINES) this.ring.shift();
     for (const listener of this.listeners) listener(text);
