@@ -28,6 +28,11 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
  * finds it there (runtime/backends/process/launcher.ts, findNativeLauncher). Written through a temp file and a
  * rename, so a failed build never leaves a half-written binary.
  *
+ * Reproducible: the same source and Go give the same bytes on any commit and in any directory. `-buildvcs=false`
+ * keeps git state out of the binary (Go stamps `vcs.revision`, `vcs.time` and `vcs.modified` by default, so an
+ * empty commit changed the launcher, the host profile's copy address and `pulumi preview --expect-no-changes`),
+ * `-trimpath` keeps file system paths out, and `-buildid=` leaves the Go build ID empty.
+ *
  * @param {string} outDir - directory of the bundle
  * @returns {{ file: string, bytes: number, version: string }}
  * @throws {Error} when `go` is missing or the build fails (with go's output)
@@ -40,7 +45,7 @@ export function buildLauncher(outDir) {
   const file = path.join(outDir, "cohort-launcher");
   const tmp = `${file}.tmp-${process.pid}`;
   try {
-    execFileSync("go", ["build", "-trimpath", "-ldflags", `-s -w -X main.version=${version}`, "-o", tmp, "."], {
+    execFileSync("go", ["build", "-trimpath", "-buildvcs=false", "-ldflags", `-s -w -buildid= -X main.version=${version}`, "-o", tmp, "."], {
       cwd: src,
       env: { ...process.env, GOTOOLCHAIN: "local", CGO_ENABLED: "0", GOWORK: "off", GOFLAGS: "-mod=mod" },
       stdio: ["ignore", "pipe", "pipe"],
