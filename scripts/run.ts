@@ -41,6 +41,7 @@ import { nodeMajor } from "./lib/node-tool";
 import { envNames } from "./lib/paths";
 import { parsePulumiArgs } from "./lib/pulumi-args";
 import { exitLike, forwardSignals, reexecUnder } from "./lib/process";
+import { missingStackHint, teeStderr } from "./lib/pulumi-host";
 
 /** Exit code when the launcher refuses to start (toolchain missing or mismatched, bad usage). */
 const refusalExitCode = 2;
@@ -75,8 +76,9 @@ async function main(argv: readonly string[]): Promise<void> {
   fs.mkdirSync(tc.pulumiHome, { recursive: true });
   const pulumiBin = (tc.pulumi as NonNullable<Toolchain["pulumi"]>).bin;
   const inv = parsePulumiArgs(args);
+  const backendFromEnv = (process.env[envNames.backendUrl] ?? "") !== "";
   if (!inv.runsProgram || inv.hasClient || inv.help) {
-    runDirect(pulumiBin, args, env);
+    runDirect(pulumiBin, args, env, { backendFromEnv });
     return;
   }
 
@@ -95,26 +97,33 @@ async function main(argv: readonly string[]): Promise<void> {
     throw err;
   }
   if (project === undefined || project.runtime !== "nodejs") {
-    runDirect(pulumiBin, args, env); // the CLI reports the missing project or the other runtime itself
+    runDirect(pulumiBin, args, env, { backendFromEnv }); // the CLI reports the missing project or the other runtime itself
     return;
   }
-  const status = await runPulumiInline({ pulumiBin, args, invocation: inv, project, env });
+  const status = await runPulumiInline({ pulumiBin, args, invocation: inv, project, env, backendFromEnv });
   exitLike(status.exitCode, status.signal);
 }
 
 /**
  * Runs `file` with stdio inherited and signals forwarded, then ends this process with its status. Uses
  * `node:child_process` because this may run under the system Node 20, where execa 10 is not available.
+ * With `pulumi` set, the CLI's stderr is copied through instead, so that `no stack named '<stack>' found`
+ * can be followed by the backend that was searched (scripts/lib/pulumi-host.ts `missingStackHint`).
  */
-function runDirect(file: string, args: readonly string[], env: Record<string, string>): void {
-  const child = spawn(file, args, { stdio: "inherit", env });
+function runDirect(file: string, args: readonly string[], env: Record<string, string>, pulumi?: { readonly backendFromEnv: boolean }): void {
+  const child = spawn(file, args, { stdio: pulumi === undefined ? "inherit" : ["inherit", "inherit", "pipe"], env });
+  const tail = pulumi === undefined ? undefined : teeStderr(child.stderr);
   const stop = forwardSignals(child);
   child.on("error", (err) => {
     stop();
     refuse([`${file}: ${err.message}`]);
   });
-  child.on("exit", (code, signal) => {
+  child.on("close", (code, signal) => {
     stop();
+    if (tail !== undefined && code !== 0) {
+      const hint = missingStackHint(tail(), env.PULUMI_BACKEND_URL ?? "", pulumi?.backendFromEnv ?? false);
+      if (hint !== undefined) process.stderr.write(`${hint}\n`);
+    }
     exitLike(code, signal);
   });
 }

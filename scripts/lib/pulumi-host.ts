@@ -137,6 +137,37 @@ export function reportErrorsOnce(
   return impl as LanguageRuntimeImpl;
 }
 
+/**
+ * The line the launcher adds after the CLI's `no stack named '<stack>' found`: which backend was searched,
+ * so that a backend override left unset (or set) by mistake is visible.
+ *
+ * @param stderrTail - the end of the CLI's stderr (the last few KiB are enough)
+ * @param backendUrl - the backend URL the CLI was given (`PULUMI_BACKEND_URL`)
+ * @param fromEnv - whether it came from `COHORT_PULUMI_BACKEND_URL` (else it is the launcher's default)
+ * @returns the line without a newline, or `undefined` when the CLI did not report a missing stack
+ */
+export function missingStackHint(stderrTail: string, backendUrl: string, fromEnv: boolean): string | undefined {
+  const stack = /no stack named '([^']+)' found/.exec(stderrTail)?.[1];
+  if (stack === undefined) return undefined;
+  return fromEnv
+    ? `cohort-lab: backend searched: ${backendUrl} (COHORT_PULUMI_BACKEND_URL); unset it to use the project's .pulumi-state/, or create the stack there with \`npm run pulumi -- stack select --create ${stack}\``
+    : `cohort-lab: backend searched: ${backendUrl} (the launcher's default; COHORT_PULUMI_BACKEND_URL is unset); create the stack with \`npm run pulumi -- stack select --create ${stack}\`, or set COHORT_PULUMI_BACKEND_URL to the backend that has it`;
+}
+
+/**
+ * Copies a child's stderr to this process's stderr as it comes and keeps its last `keep` characters.
+ *
+ * @returns a function giving the kept tail so far
+ */
+export function teeStderr(stream: NodeJS.ReadableStream | null | undefined, keep = 8192): () => string {
+  let tail = "";
+  stream?.on("data", (chunk: Buffer | string) => {
+    process.stderr.write(chunk);
+    tail = (tail + chunk.toString()).slice(-keep);
+  });
+  return () => tail;
+}
+
 /** Options of {@link runPulumiInline}. */
 export interface InlineRunOptions {
   /** The `pulumi` executable. */
@@ -149,6 +180,8 @@ export interface InlineRunOptions {
   readonly project: PulumiProject;
   /** Environment of the CLI. */
   readonly env: Record<string, string>;
+  /** Whether the backend URL in `env` came from `COHORT_PULUMI_BACKEND_URL` (for {@link missingStackHint}). @default false */
+  readonly backendFromEnv?: boolean;
 }
 
 /** Exit status of the CLI. */
@@ -204,10 +237,16 @@ export async function runPulumiInline(o: InlineRunOptions): Promise<ExitStatus> 
 
   const args = insertAfterSubcommand(o.args, o.invocation, [`--client=127.0.0.1:${port}`, "--exec-kind", "auto.inline"]);
   const { execa } = await loadExeca();
-  const sub = execa(o.pulumiBin, args, { stdio: "inherit", env: o.env, extendEnv: false, reject: false, cwd: process.cwd() });
+  // stderr is copied through (not inherited) so that a missing stack can be followed by the backend searched.
+  const sub = execa(o.pulumiBin, args, { stdin: "inherit", stdout: "inherit", stderr: "pipe", buffer: false, env: o.env, extendEnv: false, reject: false, cwd: process.cwd() });
+  const tail = teeStderr(sub.stderr);
   const stop = forwardSignals(sub);
   const result = await sub;
   stop();
+  if (result.exitCode !== 0) {
+    const hint = missingStackHint(tail(), o.env.PULUMI_BACKEND_URL ?? "", o.backendFromEnv ?? false);
+    if (hint !== undefined) process.stderr.write(`${hint}\n`);
+  }
   try {
     languageServer.onPulumiExit(result.failed);
   } catch (err) {
