@@ -469,7 +469,9 @@ export function missingDigestIssues(missing: ResolvedImages["missing"]): ConfigI
 
 /**
  * The RunSpec of the local profile: `cohort.roles` is required; a role without `app.image` gets the runtime's
- * Node image (when its digest is known; otherwise the image stays empty, which only a preview can reach).
+ * Node image (when its digest is known; otherwise the image stays empty, which only a preview can reach). A role
+ * image that is one of the images built here (`repository[:tag]@digest`, e.g. the OpenClaw member image) is
+ * returned in `memberImages`, to be loaded into the nodes.
  *
  * @throws {StackConfigError} naming `cohort-lab:cohort.roles` when no roles are configured, or any RunSpec problem
  */
@@ -498,11 +500,10 @@ export function resolveLocalRunSpec(
     if (r.app === null || typeof r.app !== "object" || Array.isArray(r.app)) return role;
     const app = r.app as { image?: unknown };
     if (app.image !== undefined && app.image !== "") {
-      // A built image named by repository (or repository:tag) without a digest: the digest is the built one.
-      const b = typeof app.image === "string" ? builtByName(built, app.image) : undefined;
-      if (b === undefined) return role;
-      memberImages.set(b.repository, { ref: `${b.repository}:${b.tag}`, digest: b.digest, archive: b.archive });
-      return { ...r, app: { ...app, image: `${b.repository}:${b.tag}@${b.digest}` } };
+      // A member image built here (named by its digest reference): loaded into the nodes from its archive.
+      const b = typeof app.image === "string" ? builtByRef(built, app.image) : undefined;
+      if (b !== undefined) memberImages.set(b.repository, { ref: `${b.repository}:${b.tag}`, digest: b.digest, archive: b.archive });
+      return role;
     }
     usesRuntimeImage = true;
     return { ...r, app: { ...app, image: runtimeImage ?? "" } };
@@ -514,9 +515,9 @@ export function resolveLocalRunSpec(
   };
 }
 
-/** The built image a member's `app.image` names by `repository` or `repository:tag` (no digest), if any. */
-function builtByName(built: BuiltImages, image: string): BuiltImage | undefined {
-  return Object.values(built).find((b) => b !== undefined && (image === b.repository || image === `${b.repository}:${b.tag}`));
+/** The built image a member's `app.image` names (`repository[:tag]@digest` of a built image), if any. */
+function builtByRef(built: BuiltImages, image: string): BuiltImage | undefined {
+  return Object.values(built).find((b) => b !== undefined && (image === `${b.repository}:${b.tag}@${b.digest}` || image === `${b.repository}@${b.digest}`));
 }
 
 /**
