@@ -21,6 +21,8 @@ import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_DIR } from "../../stacks/config";
+import { findLocalArtifacts } from "../../stacks/local";
+import { OPENCLAW_MEMBER_CONFIG } from "../../stacks/members";
 import { freePort, kindContainers, localUnavailableReason, LocalProject } from "./harness";
 
 const unavailable = localUnavailableReason();
@@ -145,6 +147,55 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     const r = await project.ok(["preview", "--stack", "local", "--expect-no-changes"]);
     timings.previewNoChanges = r.ms;
   }, 600_000);
+
+  it("a small OpenClaw roster: 2 stock gateways from the member image built here, Ready on the gateway's /healthz", async () => {
+    const openclaw = findLocalArtifacts().images.openclaw;
+    if (openclaw === undefined) throw new Error("the OpenClaw member image is not built (npm run toolchain -- local-apps)");
+    // The host preset's config (tools denied, nested sandbox off, no mDNS, no update checks), bound to the pod's
+    // address so the kubelet's probe reaches it; the token is a fresh secret per member (a Secret, never a spec).
+    const config = JSON.stringify({ ...OPENCLAW_MEMBER_CONFIG, gateway: { ...OPENCLAW_MEMBER_CONFIG.gateway, bind: "lan" }, logging: { file: "/home/node/logs/openclaw.log" } });
+    const roster = JSON.stringify({
+      name: "clawsoc",
+      startupTimeout: "10m",
+      memberTimeout: "8m",
+      hold: "5s",
+      concurrency: 2,
+      stopGracePeriod: "10s",
+      roles: [
+        {
+          name: "gateway",
+          replicas: 2,
+          app: {
+            image: `${openclaw.repository}:${openclaw.tag}@${openclaw.digest}`,
+            command: [
+              "sh",
+              "-c",
+              'mkdir -p "$HOME/state" && printf "%s" "$OPENCLAW_MEMBER_CONFIG" > "$HOME/state/openclaw.json" && exec node /opt/openclaw/node_modules/openclaw/openclaw.mjs gateway run --allow-unconfigured --bind lan --port "$COHORT_PORT" --auth token',
+            ],
+            env: { OPENCLAW_STATE_DIR: "/home/node/state", OPENCLAW_CONFIG_PATH: "/home/node/state/openclaw.json", OPENCLAW_DISABLE_BONJOUR: "1", OPENCLAW_MEMBER_CONFIG: config },
+            secretEnv: ["OPENCLAW_GATEWAY_TOKEN"],
+          },
+          readiness: { http: { path: "/healthz" } },
+          resources: { cpu: "500m", memory: "1200Mi" },
+        },
+      ],
+    });
+    await project.config("--path", "cohort", roster);
+    try {
+      const up = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      timings.openclawUp = up.ms;
+      const o = (await project.outputs()) as { run: { outcome: string; size: number; readyCount: number; timeToReadyMs: number; ledgerPath: string } };
+      expect(o.run).toMatchObject({ outcome: "succeeded", size: 2, readyCount: 2 });
+      timings.openclawTimeToReady = o.run.timeToReadyMs;
+      const verify = await ledgerVerify(o.run.ledgerPath);
+      expect(verify.exitCode, verify.out).toBe(0);
+      // The token never reaches the ledger.
+      expect(readFileSync(path.join(o.run.ledgerPath, "records.ndjson"), "utf8")).not.toMatch(/OPENCLAW_GATEWAY_TOKEN=[0-9a-f]{16}/);
+    } finally {
+      await project.ok(["config", "rm", "--stack", "local", "cohort"]);
+      await project.restoreStackFile();
+    }
+  }, 900_000);
 
   it("a member image that does not exist fails the run fast, naming the member and the image", async () => {
     const missing = `cohort-lab.local/no-such-image:v0@sha256:${"0".repeat(64)}`;
