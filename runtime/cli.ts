@@ -23,6 +23,7 @@ import cliProgress from "cli-progress";
 import { parse as parseYaml } from "yaml";
 import { backendNames, createBackend } from "./backends/index";
 import { readProcStat } from "./backends/process/status";
+import { prepareRunDir } from "./core/artifacts";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
@@ -222,6 +223,8 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   });
   await backend.available();
 
+  // One mkdir at a time, each refusal named (not Node's recursive mkdir: it spins on /proc/1, says ENOENT for EROFS).
+  prepareRunDir(values.artifacts, runDir);
   const ledger = await LedgerWriter.open(runDir, {
     runId,
     profile: values.profile ?? "host",

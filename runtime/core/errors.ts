@@ -43,6 +43,8 @@ export class CohortError extends Error {
  * - `lone-surrogate`: a string or key in a record, manifest.json or completion.json holds a lone UTF-16 surrogate
  *   (the JSON escape `\ud83d` without its pair: half of a character cut in two), which strict readers refuse;
  *   `detail` names the file, the field's dotted path, the code unit and its index in the string.
+ * - `completion-missing`: `completion.json` does not exist although the records show the run finished (the
+ *   last record is `teardown-finished` or `run-finished`, written just before it): it was deleted or lost.
  */
 export type LedgerVerifyCode =
   | "manifest-missing"
@@ -62,7 +64,8 @@ export type LedgerVerifyCode =
   | "spec-digest-mismatch"
   | "records-changed"
   | "invalid-utf8"
-  | "lone-surrogate";
+  | "lone-surrogate"
+  | "completion-missing";
 
 /**
  * A ledger failed verification (or recovery refused to touch it). `line` is the 1-based line number
@@ -234,5 +237,19 @@ export class RunInterruptedError extends CohortError {
   constructor(signal: string) {
     super("run-interrupted", `run interrupted by ${signal}`);
     this.signal = signal;
+  }
+}
+
+/**
+ * `cohort run --artifacts DIR`: DIR cannot hold a run directory (code `artifacts-unusable`). The message
+ * starts with `--artifacts <DIR as given>:` and says why: a component is a file, the directory is not
+ * writable (with the errno code, `EACCES`, `EROFS` or `EPERM`), or the file system refuses new directories.
+ */
+export class ArtifactsDirError extends CohortError {
+  /** The errno code behind the refusal, when there is one (e.g. `EROFS`). */
+  readonly errno: string | undefined;
+  constructor(message: string, errno?: string) {
+    super("artifacts-unusable", message);
+    this.errno = errno;
   }
 }
