@@ -25,6 +25,12 @@ import {
   splitLines,
 } from "./ledger";
 
+/**
+ * Record kinds that end a run: the scheduler writes `teardown-finished` last and then completion.json
+ * (`run-finished` is accepted as well, for writers that name their final record so).
+ */
+export const FINAL_RECORD_KINDS: ReadonlySet<string> = new Set(["teardown-finished", "run-finished"]);
+
 /** Result of a successful {@link verifyLedger}. */
 export interface VerifyReport {
   ok: true;
@@ -48,6 +54,8 @@ export interface VerifyReport {
  *    `recordsSha256`, `manifestSha256` match the files;
  * 6. all three files are well-formed UTF-8 (`invalid-utf8`) and no string or key in them holds a lone UTF-16
  *    surrogate, the escape `\ud83d` without its pair (`lone-surrogate`).
+ * 7. without completion.json, the last record is not one that ends a run ({@link FINAL_RECORD_KINDS}):
+ *    otherwise `completion-missing` (a finished run whose completion was deleted).
  * A missing records.ndjson without completion reads as zero records.
  * @throws {LedgerVerifyError} on the first violation, with `code`, `line` (1-based, when one line is
  *   at fault) and `detail` (expected vs found).
@@ -78,6 +86,7 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
   let expectedPrev = manifestSha;
   let lastElapsed = 0;
   let count = 0;
+  let lastKind: string | undefined;
   for (const line of splitLines(dir, bytes, completionBytes !== undefined)) {
     const n = line.number;
     const r = line.value as Record<string, unknown>;
@@ -104,11 +113,17 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
     const lone = findLoneSurrogate(r, "record");
     if (lone !== undefined) throw bad("lone-surrogate", loneSurrogateDetail(LEDGER_FILES.records, lone));
     lastElapsed = r.elapsedMs;
+    lastKind = r.kind;
     expectedPrev = sha256Hex(line.bytes);
     count = n;
   }
 
-  if (completionBytes === undefined) return { ok: true, runId: manifest.runId, records: count, complete: false, outcome: null };
+  if (completionBytes === undefined) {
+    // A run writes completion.json right after its last record; without it, the records must not say it finished.
+    if (lastKind !== undefined && FINAL_RECORD_KINDS.has(lastKind))
+      throw new LedgerVerifyError("completion-missing", dir, `${LEDGER_FILES.completion} does not exist but the run finished (line ${count} is ${lastKind}): it was deleted or lost`);
+    return { ok: true, runId: manifest.runId, records: count, complete: false, outcome: null };
+  }
   const completion = parseCompletion(dir, completionBytes);
   const loneInCompletion = findLoneSurrogate(completion, "completion");
   if (loneInCompletion !== undefined) throw new LedgerVerifyError("lone-surrogate", dir, loneSurrogateDetail(LEDGER_FILES.completion, loneInCompletion));
