@@ -234,13 +234,22 @@ function flannelCniConf(): string {
 }
 
 /**
+ * The flannel container's shell launcher: with kind's `CONTROL_PLANE_ENDPOINT` (host:port) set, point
+ * client-go's in-cluster config at it (`KUBERNETES_SERVICE_HOST`/`_PORT`), then exec flanneld with the args.
+ */
+export const FLANNELD_LAUNCH =
+  'if [ -n "${CONTROL_PLANE_ENDPOINT:-}" ]; then export KUBERNETES_SERVICE_HOST="${CONTROL_PLANE_ENDPOINT%:*}" KUBERNETES_SERVICE_PORT="${CONTROL_PLANE_ENDPOINT##*:}"; fi; exec /opt/bin/flanneld "$@"';
+
+/**
  * `/kind/manifests/default-cni.yaml`: flannel v0.27.4 with the host-gw backend (all kind nodes share one
  * Docker bridge, so a route per node is enough: no VXLAN), modelled on flannel's
  * Documentation/kube-flannel.yml. Differences: the image is {@link FLANNEL_IMAGE} with `imagePullPolicy:
  * Never`; no `install-cni-plugin` init container (the flannel CNI plugin is in the node at
- * /opt/cni/bin/flannel); the delegate names `bridge` explicitly. It carries kind's magic comment "would you
- * kindly template this file", so kind renders `{{ .PodSubnet }}` (the config's networking.podSubnet) into
- * net-conf.json at create time (kind v0.31.0 pkg/cluster/internal/create/actions/installcni/cni.go).
+ * /opt/cni/bin/flannel); the delegate names `bridge` explicitly; flanneld is started through
+ * {@link FLANNELD_LAUNCH}. It carries kind's magic comments "would you kindly template this file" (kind renders
+ * `{{ .PodSubnet }}`, the config's networking.podSubnet, into net-conf.json) and "would you kindly patch this
+ * file" (kind adds env CONTROL_PLANE_ENDPOINT to the DaemonSet's first container) at create time
+ * (kind v0.31.0 pkg/cluster/internal/create/actions/installcni/cni.go).
  *
  * @param podSubnet - when given, substituted for the template (for tests and `kubectl apply` by hand);
  *   otherwise the template stays for kind to fill in.
@@ -315,7 +324,10 @@ export function renderDefaultCni(podSubnet?: string): string {
                 name: "kube-flannel",
                 image: FLANNEL_IMAGE,
                 imagePullPolicy: "Never",
-                command: ["/opt/bin/flanneld"],
+                // kind adds CONTROL_PLANE_ENDPOINT (`<cluster>-control-plane:6443`, a name in the apiserver's
+                // certificate) to this container; flanneld then talks to the API server directly instead of
+                // through the `kubernetes` Service, which a node's kube-proxy may not have programmed yet.
+                command: ["/bin/sh", "-c", FLANNELD_LAUNCH, "flanneld"],
                 args: ["--ip-masq", "--kube-subnet-mgr"],
                 resources: { requests: { cpu: "100m", memory: "50Mi" } },
                 securityContext: { privileged: false, capabilities: { add: ["NET_ADMIN", "NET_RAW"] } },
@@ -346,7 +358,7 @@ export function renderDefaultCni(podSubnet?: string): string {
   const header =
     "# flannel (host-gw) for cohort-lab's offline kind node image; rendered by scripts/local/node-image.ts\n" +
     "# from flannel v0.27.4 Documentation/kube-flannel.yml.\n" +
-    (podSubnet === undefined ? "# would you kindly template this file\n" : "");
+    (podSubnet === undefined ? "# would you kindly template this file\n# would you kindly patch this file\n" : "");
   return header + docs.map((d) => `---\n${YAML.stringify(d, { lineWidth: 0 })}`).join("");
 }
 

@@ -4,6 +4,7 @@
  * marker), the containerd config (restrict_oom_score_adj, sandbox image, CNI bin_dir), the containerd.service
  * adaptation, the apt sources parser, the kubeadm patches and the component image names.
  */
+import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import * as YAML from "yaml";
 import {
@@ -11,6 +12,7 @@ import {
   COMPONENT_IMAGES,
   ETCD_IMAGE_TAG,
   FLANNEL_IMAGE,
+  FLANNELD_LAUNCH,
   IMAGE_REPOSITORY,
   inputHash,
   kubeadmConfigPatches,
@@ -85,7 +87,9 @@ describe("renderDefaultCni", () => {
       expect(c.imagePullPolicy).toBe("Never");
     }
     expect(FLANNEL_IMAGE).toBe("offline.invalid/flannel:v0.27.4");
+    expect(spec.containers[0].command).toEqual(["/bin/sh", "-c", FLANNELD_LAUNCH, "flanneld"]);
     expect(spec.containers[0].args).toEqual(["--ip-masq", "--kube-subnet-mgr"]);
+    expect(spec.containers[0].env.map((e: { name: string }) => e.name)).toContain("POD_NAME");
     expect(spec.serviceAccountName).toBe("flannel");
   });
 
@@ -97,9 +101,23 @@ describe("renderDefaultCni", () => {
     expect(cni.plugins[0].delegate.type).toBe("bridge");
   });
 
+  it("the launcher points client-go at kind's CONTROL_PLANE_ENDPOINT and execs flanneld with the args", () => {
+    const r = spawnSync("/bin/sh", ["-c", `${FLANNELD_LAUNCH.replace("exec /opt/bin/flanneld", "echo")}`, "flanneld", "--ip-masq"], {
+      env: { PATH: "/usr/bin:/bin", CONTROL_PLANE_ENDPOINT: "c-control-plane:6443" },
+      encoding: "utf8",
+    });
+    expect(r.stdout).toBe("--ip-masq\n");
+    const env = spawnSync("/bin/sh", ["-c", `${FLANNELD_LAUNCH.replace('exec /opt/bin/flanneld "$@"', 'echo "$KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT"')}`, "flanneld"], {
+      env: { PATH: "/usr/bin:/bin", CONTROL_PLANE_ENDPOINT: "c-control-plane:6443" },
+      encoding: "utf8",
+    });
+    expect(env.stdout).toBe("c-control-plane 6443\n");
+  });
+
   it("leaves the pod subnet for kind to template when none is given", () => {
     const text = renderDefaultCni();
     expect(text).toContain("# would you kindly template this file");
+    expect(text).toContain("# would you kindly patch this file");
     expect(text).toContain("{{ .PodSubnet }}");
     expect(YAML.parseAllDocuments(text).every((d) => d.errors.length === 0)).toBe(true);
     expect(renderDefaultCni(POD_SUBNET)).not.toContain("would you kindly");
