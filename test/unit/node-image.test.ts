@@ -10,6 +10,7 @@ import * as YAML from "yaml";
 import {
   adaptContainerdService,
   COMPONENT_IMAGES,
+  elfIsDynamic,
   ETCD_IMAGE_TAG,
   FLANNEL_IMAGE,
   FLANNELD_LAUNCH,
@@ -179,5 +180,12 @@ describe("kubeadm patches and image names", () => {
       "offline.invalid/kube-scheduler:v1.35.4",
       "offline.invalid/pause:3.10.1",
     ]);
+  });
+});
+
+describe("elfIsDynamic", () => {
+  it("tells a dynamically linked ELF file (PT_INTERP) and refuses a non-ELF file", () => {
+    expect(elfIsDynamic(process.execPath)).toBe(true); // node is linked against glibc
+    expect(() => elfIsDynamic(__filename)).toThrow(/not a 64-bit ELF file/);
   });
 });
