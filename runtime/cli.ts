@@ -5,7 +5,8 @@
  *              [--backend-config FILE] [--backend-option KEY=VALUE]...
  *              [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]   (kubernetes backend options)
  *   cohort ledger verify DIR | ledger show DIR | ledger recover DIR
- *   cohort reap DIR
+ *   cohort reap DIR [--grace MS]
+ *   cohort --help | cohort <command> --help | cohort help [<command>]   (texts in ./core/cli-help.ts)
  *
  * `run` prints progress on stderr (a bar on a terminal, otherwise event-driven lines such as
  * `started 12/200 ready 8/200`) and exactly ONE JSON line on stdout once a run directory exists:
@@ -24,6 +25,7 @@ import { parse as parseYaml } from "yaml";
 import { backendNames, createBackend } from "./backends/index";
 import { readProcStat } from "./backends/process/status";
 import { prepareRunDir } from "./core/artifacts";
+import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
@@ -36,15 +38,6 @@ import packageJson from "../package.json";
 /** The runtime's version (package.json). */
 export const COHORT_VERSION: string = packageJson.version;
 
-const USAGE = `usage:
-  cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
-             [--backend-config FILE] [--backend-option KEY=VALUE]...
-             [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]
-  cohort ledger verify DIR
-  cohort ledger show DIR
-  cohort ledger recover DIR
-  cohort reap DIR
-  cohort --version`;
 
 /** Where the CLI writes; injectable for tests. */
 export interface CliIo {
@@ -61,6 +54,16 @@ const defaultIo: CliIo = {
 
 class UsageError extends Error {}
 
+const isHelpFlag = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
+const LEDGER_SUBCOMMANDS = ["verify", "show", "recover"];
+
+/** The {@link COMMAND_HELP} key of a command line (`["ledger", "verify", "x"]` -> `ledger verify`), if any. */
+function helpKey(argv: readonly string[]): string | undefined {
+  const [command, sub] = argv;
+  if (command === "ledger") return sub !== undefined && LEDGER_SUBCOMMANDS.includes(sub) ? `ledger ${sub}` : "ledger";
+  return command !== undefined && Object.hasOwn(COMMAND_HELP, command) ? command : undefined;
+}
+
 const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 };
 
 /**
@@ -73,6 +76,12 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   const err = (line: string): void => void io.stderr.write(`${line}\n`);
   try {
     const [command, ...rest] = argv;
+    // `cohort <command> [<sub>] --help` (also `-h`), anywhere after the command words.
+    const key = helpKey(argv);
+    if (key !== undefined && argv.slice(key.split(" ").length).some(isHelpFlag)) {
+      io.stdout.write(`${COMMAND_HELP[key]}\n`);
+      return 0;
+    }
     switch (command) {
       case "run":
         return await runCommand(rest, io);
@@ -86,9 +95,16 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
         return 0;
       case "--help":
       case "-h":
-      case "help":
-        io.stdout.write(`${USAGE}\n`);
+      case "help": {
+        if (rest.length === 0) {
+          io.stdout.write(`${OVERVIEW_HELP}\n`);
+          return 0;
+        }
+        const wanted = helpKey(rest);
+        if (wanted === undefined || wanted.split(" ").length !== rest.length) throw new UsageError(`help: unknown command "${rest.join(" ")}"`);
+        io.stdout.write(`${COMMAND_HELP[wanted]}\n`);
         return 0;
+      }
       case undefined:
         throw new UsageError("missing command");
       default:
@@ -97,7 +113,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
   } catch (error) {
     if (error instanceof UsageError) {
       err(`cohort: ${error.message}`);
-      err(USAGE);
+      err(shortUsage(helpKey(argv)));
       return 2;
     }
     if (error instanceof SpecError) {
@@ -374,6 +390,9 @@ class ProgressReporter {
 
 async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = args;
+  if (sub === undefined || !LEDGER_SUBCOMMANDS.includes(sub)) {
+    throw new UsageError(sub === undefined ? "ledger: missing subcommand (verify, show, recover)" : `ledger: unknown subcommand "${sub}"`);
+  }
   const { positionals } = parse(rest, {}, 1);
   const dir = positionals[0]!;
   try {

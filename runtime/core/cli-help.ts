@@ -1,0 +1,173 @@
+/**
+ * The help texts of the `cohort` CLI (runtime/cli.ts): `cohort --help` (every command, the exit codes,
+ * examples) and `cohort <command> --help` (usage, every flag, examples, exit codes). Plain text, lines of
+ * at most about 100 columns, written to stdout with exit code 0.
+ */
+
+/** Exit codes shared by every command (`run` adds the signal codes). */
+const EXIT_CODES = `Exit codes:
+  0    success
+  1    failure: the run failed, the ledger does not verify, the backend is unavailable, or the
+       artifact directory cannot hold a run (the last stderr line says why)
+  2    bad usage (unknown command or flag, missing argument) or a refused RunSpec
+       (one \`spec error: <path>: <reason>\` line per problem)`;
+
+const RUN_EXIT_CODES = `${EXIT_CODES}
+  130  interrupted by SIGINT (128 + signal number; 143 SIGTERM, 129 SIGHUP): members were stopped
+       and the ledger completed with outcome "interrupted"`;
+
+/** The overview printed by `cohort --help`, `cohort -h` and `cohort help`. */
+export const OVERVIEW_HELP = `usage: cohort <command> [flags]
+
+cohort runs a cohort of member programs as a dependency graph (parallel start, readiness gate, hold,
+teardown in reverse order) and records every step in a hash-chained ledger directory.
+
+Commands:
+  cohort run --spec FILE|- --artifacts DIR [flags]   run a cohort; one JSON summary line on stdout
+  cohort ledger verify DIR                          check a run's ledger (hash chain, digests, completion)
+  cohort ledger show DIR                            print each member's timeline and the critical path
+  cohort ledger recover DIR                         cut a torn final record line left by a crash
+  cohort reap DIR [--grace MS]                      stop anything a run left running
+  cohort version                                    print the runtime's version (also --version)
+  cohort help [<command>]                           this text, or a command's help
+
+Run \`cohort <command> --help\` (or \`cohort help <command>\`) for a command's flags and examples.
+
+Examples:
+  cohort run --spec cohort.yaml --artifacts ./artifacts
+  cohort ledger verify artifacts/society-20261130T091502Z-3f9a1c
+  cohort ledger show artifacts/society-20261130T091502Z-3f9a1c
+
+${RUN_EXIT_CODES}`;
+
+/** Help of each command, keyed by the command words (`"ledger verify"`). */
+export const COMMAND_HELP: Readonly<Record<string, string>> = {
+  run: `usage: cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
+                  [--backend-config FILE] [--backend-option KEY=VALUE]...
+                  [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]
+
+Runs the cohort a RunSpec describes: admission, members started in dependency order (at most
+\`concurrency\` at once), every member probed until ready, the ready roster held for \`hold\`, then
+teardown in reverse dependency order. The ledger goes to DIR/<run id>/ (manifest.json,
+records.ndjson, completion.json; members/<member>/output.log). Progress goes to stderr (a bar on a
+terminal, else lines such as \`startup: started 12/200 ready 8/200\`); exactly one JSON line goes to
+stdout once the run directory exists:
+  {"runId","outcome","size","readyCount","timeToReadyMs","ledgerPath","firstFailure"}
+On failure the last stderr line is a one-line reason naming the member.
+
+Flags:
+  --spec FILE|-             the RunSpec (YAML or JSON; \`-\` reads it from stdin); required
+  --artifacts DIR           the artifact root: the run directory DIR/<run id> is created in it (DIR is
+                            created if missing); required
+  --backend NAME            where members run: process (child processes of this runtime, each in its
+                            own process group; the default) or kubernetes (Pods)
+  --profile NAME            the profile recorded in the ledger manifest (default: host)
+  --run-id ID               the run id (a Kubernetes label value; default: <name>-<UTC time>-<6 hex>);
+                            DIR/ID must not exist
+  --backend-config FILE     backend options from a YAML mapping
+  --backend-option KEY=VALUE
+                            one backend option (repeatable; VALUE is parsed as JSON when it is valid
+                            JSON); process: launcher=auto|native|perl|direct, execProbeTimeoutMs=<ms>
+  --kubeconfig FILE         kubernetes: the kubeconfig (its current context); default: in-cluster
+  --namespace NS            kubernetes: the run namespace (must exist)
+  --queue LOCALQUEUE        kubernetes: the Kueue LocalQueue that admits the roster as one gang
+  -h, --help                this help
+
+Examples:
+  cohort run --spec cohort.yaml --artifacts ./artifacts
+  node -e 'console.log(JSON.stringify({apiVersion:"cohort-lab/v1",kind:"Cohort",name:"demo",
+    roles:[{name:"web",replicas:2,app:{command:["node","server.js"]}}]}))' |
+    cohort run --spec - --artifacts /tmp/ledgers
+
+${RUN_EXIT_CODES}`,
+
+  ledger: `usage: cohort ledger verify|show|recover DIR
+
+Commands on a run's ledger directory DIR (<artifacts>/<run id>):
+  cohort ledger verify DIR    check it: manifest and spec digest, every record's seq, time and hash
+                              chain, completion.json against the records; a finished run whose
+                              completion.json is missing is refused
+  cohort ledger show DIR      print each member's timeline (queued, started, ready, stopped) and the
+                              critical path to roster-ready
+  cohort ledger recover DIR   cut a torn final line (a crash in the middle of a write), keeping the cut
+                              bytes beside it; any other damage is refused
+
+Run \`cohort ledger <command> --help\` for one of them.
+
+Examples:
+  cohort ledger verify artifacts/society-20261130T091502Z-3f9a1c
+  cohort ledger show artifacts/society-20261130T091502Z-3f9a1c
+
+${EXIT_CODES}`,
+
+  "ledger verify": `usage: cohort ledger verify DIR
+
+Checks the ledger in DIR: manifest.json parses and its specSha256 matches the spec; records.ndjson
+lines are JSON objects with seq 1, 2, 3, ... without gaps, RFC 3339 times and non-decreasing elapsedMs;
+each record's prev is the SHA-256 of the line before (the first: of manifest.json); completion.json, if
+present, matches the record count and both digests; all text is valid UTF-8. Without completion.json
+the run crashed or is still running, which verifies, unless the records show it finished
+(\`completion-missing\`). Prints \`ok: <run id>: <n> records, outcome <outcome>\`; on failure one line
+\`cohort: ledger verify failed: ledger DIR: <code> [at line N]: <expected vs found>\` on stderr.
+
+Flags:
+  -h, --help   this help
+
+Example:
+  cohort ledger verify artifacts/society-20261130T091502Z-3f9a1c
+
+${EXIT_CODES}`,
+
+  "ledger show": `usage: cohort ledger show DIR
+
+Prints the run in DIR as text: its identity and outcome, each member's timeline (queued, started,
+ready, stopping, stopped, failed) in ms from admission, and the critical path: the chain of members
+whose readiness decided the time to roster-ready.
+
+Flags:
+  -h, --help   this help
+
+Example:
+  cohort ledger show artifacts/society-20261130T091502Z-3f9a1c
+
+${EXIT_CODES}`,
+
+  "ledger recover": `usage: cohort ledger recover DIR
+
+Repairs the one kind of damage a crash can leave: a torn final line in records.ndjson (no trailing
+newline, or not JSON). The torn bytes are kept in records.ndjson.torn-<UTC time> beside it, the file is
+cut at the last complete record and fsynced, and the ledger is verified again. A ledger that verifies
+is left alone (\`ok: nothing to recover\`); any other damage is refused and nothing is changed. Do not
+run it while the run's runtime is still alive.
+
+Flags:
+  -h, --help   this help
+
+Example:
+  cohort ledger recover artifacts/society-20261130T091502Z-3f9a1c
+
+${EXIT_CODES}`,
+
+  reap: `usage: cohort reap DIR [--grace MS]
+
+Stops anything the run in DIR left running: its runtime process and every member process group,
+found through COHORT_RUN_ID=<run id> in /proc/<pid>/environ (process backend, this machine). Each gets
+SIGTERM, then SIGKILL after the grace period. Idempotent: prints \`nothing left running for run <id>\`
+when there is nothing to stop. \`pulumi destroy\` runs it for the host profile.
+
+Flags:
+  --grace MS   SIGTERM to SIGKILL grace in milliseconds (default 2000)
+  -h, --help   this help
+
+Example:
+  cohort reap artifacts/society-20261130T091502Z-3f9a1c --grace 5000
+
+${EXIT_CODES}`,
+};
+
+/** The short usage printed on stderr after a usage error: the command's usage lines and where the help is. */
+export function shortUsage(command: string | undefined): string {
+  const help = command !== undefined ? COMMAND_HELP[command] : undefined;
+  if (help === undefined) return `${OVERVIEW_HELP.split("\n\n")[0]}\nRun \`cohort --help\` for the commands, their flags and exit codes.`;
+  return `${help.split("\n\n")[0]}\nRun \`cohort ${command} --help\` for every flag, examples and exit codes.`;
+}
