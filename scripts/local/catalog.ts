@@ -129,7 +129,7 @@ export function localBinaryLocations(): ReadonlyMap<LocalBinaryName, { readonly 
 export class LocalBinariesMissingError extends Error {
   /** @param missing - one entry per missing executable: `<logical name> (<why>)`. */
   constructor(readonly missing: readonly string[]) {
-    super(`local binaries not built: ${missing.join("; ")}. Run \`npm run toolchain -- local\` (a cold build takes tens of minutes on 2 cores; see docs/toolchain.md)`);
+    super(`local binaries not built: ${missing.join("; ")}. Run \`npm run toolchain -- local\` (cold: about 30 minutes on 2 shared cores; figures in scripts/toolchain-local.ts)`);
     this.name = "LocalBinariesMissingError";
   }
 }
