@@ -66,7 +66,7 @@ function roster(size: number): Record<string, unknown> {
           command: [
             "node",
             "-e",
-            'const [h, p] = JSON.parse(process.env.COHORT_NEEDS).router[0].split(":"); require("node:http").get({ host: h, port: Number(p), path: "/" }, (r) => { r.resume(); require("node:net").createServer((c) => c.end("agent\\n")).listen(Number(process.env.COHORT_PORT)); }).on("error", (e) => { console.error(e.message); process.exit(1); });',
+            'const [h, p] = JSON.parse(process.env.COHORT_NEEDS).router[0].split(":"); require("node:http").get({ host: h, port: Number(p), path: "/" }, (r) => { r.resume(); require("node:net").createServer((c) => { c.on("error", () => {}); c.end("agent\\n"); }).listen(Number(process.env.COHORT_PORT)); }).on("error", (e) => { console.error(e.message); process.exit(1); });',
           ],
         },
         readiness: { tcp: {} },

@@ -65,6 +65,18 @@ export const LOCAL_QUEUES = { resourceFlavor: "cohort-lab-default", clusterQueue
 /** Defaults of `cohort-lab:local` (the ONE place they are set). */
 export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalPort: 7233, kindWait: "5m" } as const;
 
+/**
+ * Kueue integrations of this profile: `pod` for the members (Sandbox pods), and `batch/job` because the runtime
+ * itself is a Job in a namespace Kueue manages. Kueue v0.17.0 registers the Job webhook even when `batch/job` is
+ * not enabled, without its options (`pkg/controller/jobs/job/job_webhook.go` `SetupWebhook` ignores
+ * `WithNoopWebhook`), and that webhook panics on every Job create ("admission webhook mjob.kb.io denied the
+ * request: panic: runtime error: invalid memory address or nil pointer dereference", seen on a real kind cluster
+ * here). With `batch/job` enabled the webhook works; the runtime Job has no queue-name label and
+ * `manageJobsWithoutQueueName` is false, so Kueue does not manage it.
+ * @see https://github.com/kubernetes-sigs/kueue/blob/v0.17.0/pkg/controller/jobs/job/job_webhook.go
+ */
+export const LOCAL_KUEUE_FRAMEWORKS: readonly string[] = ["batch/job", "pod"];
+
 /** Extra time Kueue's waitForPodsReady gives beyond the cohort's startupTimeout, so the runtime's own deadline fires first. */
 export const WAIT_FOR_PODS_READY_MARGIN_MS = 60_000;
 
@@ -643,7 +655,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     // whole roster is ONE Workload (a pod group), and the quota is derived so that an admitted roster can schedule.
     waitForPodsReady: { timeout: formatDurationMs(waitMs), blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } },
     excludedNamespaces: LOCAL_EXCLUDED_NAMESPACES,
-    frameworks: ["pod"],
+    frameworks: LOCAL_KUEUE_FRAMEWORKS,
   };
 
   let manifests = input.manifests;

@@ -7,7 +7,9 @@
  *   (preview only: `pulumi up` refuses an image without a digest before creating anything);
  * - `imagePullPolicy: IfNotPresent` instead of `Always`: a digest names immutable content, and `Always` would
  *   need a registry round-trip on every start, which fails for images loaded with `kind load` on an offline host;
- * - the manager's `Configuration` ({@link renderKueueConfiguration}) in the `kueue-manager-config` ConfigMap;
+ * - the manager's `Configuration` ({@link renderKueueConfiguration}) in the `kueue-manager-config` ConfigMap, and
+ *   its SHA-256 as a pod-template annotation of the manager ({@link KUEUE_CONFIG_SHA256_ANNOTATION}), so a changed
+ *   Configuration rolls the manager (it reads the file once, at start);
  * - `controller: "external"` (the `sim` profile runs the manager as a local process): no Deployment, no
  *   Services that select its pods, no visibility APIServices, no ConfigMap; the webhook Service becomes
  *   `type: ExternalName` → `localhost`, and every webhook and CRD-conversion `clientConfig.service.port`
@@ -22,11 +24,15 @@
  * @see https://kueue.sigs.k8s.io/docs/reference/kueue-config.v1beta2/ (Configuration)
  * @see https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/ (ClusterQueue)
  */
+import { createHash } from "node:crypto";
 import * as YAML from "yaml";
 import type { KubernetesObject } from "./cache.js";
 
 /** Namespace of the Kueue release (kustomize `namespace:` of config/default). */
 export const KUEUE_NAMESPACE = "kueue-system";
+/** Pod-template annotation of the Kueue manager that carries the SHA-256 of its Configuration. */
+export const KUEUE_CONFIG_SHA256_ANNOTATION = "cohort-lab.dev/kueue-config-sha256";
+
 /** The release's manager Deployment, container and config objects. */
 export const KUEUE_DEPLOYMENT = "kueue-controller-manager";
 export const KUEUE_CONTAINER = "manager";
@@ -98,9 +104,10 @@ function find(objects: readonly KubernetesObject[], kind: string, name: string):
  * `waitForPodsReady`, `managedJobsNamespaceSelector` and `internalCertManagement` set by the profile.
  *
  * Why these values:
- * - `frameworks: ["pod"]`: members are Agent Sandbox `Sandbox` pods, which Kueue handles through its plain-pod
- *   integration (there is no Sandbox integration; Kueue docs "Run A Sandbox"). Nothing else is needed, and each
- *   enabled framework adds webhooks and watches.
+ * - `frameworks` (default `["pod"]`): members are Agent Sandbox `Sandbox` pods, which Kueue handles through its
+ *   plain-pod integration (there is no Sandbox integration; Kueue docs "Run A Sandbox"); each enabled framework
+ *   adds webhooks and watches. A profile whose runtime is a Job in a managed namespace also needs `batch/job`
+ *   (stacks/local.ts `LOCAL_KUEUE_FRAMEWORKS` says why).
  * - `managedJobsNamespaceSelector`: Kueue refuses a pod integration without one, and it must exclude
  *   kube-system and its own namespace (pkg/config/validation.go); the profile's system namespaces are excluded too.
  * - `internalCertManagement.enable: true` (the release default, made explicit): no cert-manager needed.
@@ -159,6 +166,7 @@ export function renderKueueInstall(upstream: readonly KubernetesObject[], option
     return s !== undefined && Object.entries(selector).every(([k, v]) => s[k] === v);
   };
 
+  const configText = YAML.stringify(configuration, { lineWidth: 0 });
   const out: KubernetesObject[] = [];
   for (const original of upstream) {
     const obj = clone(original) as unknown as Mutable & KubernetesObject;
@@ -169,7 +177,7 @@ export function renderKueueInstall(upstream: readonly KubernetesObject[], option
       if (kind === "Service" && name !== KUEUE_WEBHOOK_SERVICE && selectsManager(obj)) continue;
     }
     if (kind === "ConfigMap" && name === KUEUE_CONFIG_MAP) {
-      (obj.data as Mutable)[KUEUE_CONFIG_KEY] = YAML.stringify(configuration, { lineWidth: 0 });
+      (obj.data as Mutable)[KUEUE_CONFIG_KEY] = configText;
     }
     if (kind === "Deployment" && name === KUEUE_DEPLOYMENT) {
       const containers = ((obj.spec as Mutable).template as { spec: { containers: Mutable[] } }).spec.containers;
@@ -177,6 +185,10 @@ export function renderKueueInstall(upstream: readonly KubernetesObject[], option
       if (manager === undefined) throw new ManifestShapeError(`the Kueue Deployment has no container ${KUEUE_CONTAINER}`);
       manager.image = options.image;
       manager.imagePullPolicy = "IfNotPresent";
+      // The manager reads its Configuration once, at start: a changed Configuration must roll the pod (the
+      // pod template changes with it), or the old one stays in force (Helm's "checksum/config" pattern).
+      const template = (obj.spec as Mutable).template as { metadata?: { annotations?: Record<string, string> } };
+      template.metadata = { ...(template.metadata ?? {}), annotations: { ...(template.metadata?.annotations ?? {}), [KUEUE_CONFIG_SHA256_ANNOTATION]: createHash("sha256").update(configText).digest("hex") } };
     }
     if (external && kind === "Service" && name === KUEUE_WEBHOOK_SERVICE) {
       const ports = ((obj.spec as Mutable).ports as Mutable[] | undefined) ?? [];

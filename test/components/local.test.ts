@@ -205,7 +205,7 @@ describe("local profile graph", () => {
     const text = (cm.inputs.data as Record<string, string>)["controller_manager_config.yaml"]!;
     const { parse } = await import("yaml");
     const configuration = parse(text) as Record<string, unknown>;
-    expect(configuration.integrations).toEqual({ frameworks: ["pod"] });
+    expect(configuration.integrations).toEqual({ frameworks: ["batch/job", "pod"] });
     // startupTimeout defaults to 5m (RunSpec default); + 1m margin.
     expect(configuration.waitForPodsReady).toEqual({ timeout: "6m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } });
   });
