@@ -79,10 +79,24 @@ export class LocalProject {
   }
 
   /** Runs `pulumi <args>` through the launcher in the project directory. */
-  async pulumi(args: readonly string[], options: { signalAfterMs?: number; signal?: NodeJS.Signals } = {}): Promise<PulumiResult> {
+  async pulumi(args: readonly string[], options: { signalWhen?: () => Promise<boolean>; signal?: NodeJS.Signals } = {}): Promise<PulumiResult> {
     const started = performance.now();
     const sub = execa("npm", ["run", "-s", "pulumi", "--", "-C", this.projectDir, ...args], { cwd: PROJECT_DIR, env: this.env, reject: false, all: true, stdin: "ignore" });
-    if (options.signalAfterMs !== undefined) setTimeout(() => sub.kill(options.signal ?? "SIGINT"), options.signalAfterMs);
+    if (options.signalWhen !== undefined) {
+      const when = options.signalWhen;
+      let done = false;
+      void sub.finally(() => (done = true)).catch(() => undefined);
+      void (async () => {
+        // Poll (every 2 s, at most 10 min) until the condition holds, then signal the launcher once.
+        for (let i = 0; i < 300 && !done; i++) {
+          if (await when().catch(() => false)) {
+            sub.kill(options.signal ?? "SIGINT");
+            return;
+          }
+          await new Promise((r) => setTimeout(r, 2000));
+        }
+      })();
+    }
     const r = await sub;
     return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), all: String(r.all), ms: performance.now() - started };
   }

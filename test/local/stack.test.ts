@@ -148,6 +148,36 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     timings.previewNoChanges = r.ms;
   }, 600_000);
 
+  it("pulumi up interrupted during the run (SIGINT), then up again: one run, nothing left beside it", async () => {
+    // A longer hold so the interrupt lands while the runtime Job is running.
+    await project.config("--path", "cohort.hold", "60s");
+    let sawJob = false;
+    const started = performance.now();
+    const upRun = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], { signalWhen: async () => {
+      const jobs = JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: { status?: { active?: number } }[] };
+      sawJob = jobs.items.some((j) => (j.status?.active ?? 0) > 0);
+      return sawJob;
+    } });
+    const interrupted = await upRun;
+    timings.interruptedUp = performance.now() - started;
+    expect(sawJob).toBe(true);
+    expect(interrupted.exitCode).not.toBe(0);
+    const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+    timings.upAfterInterrupt = again.ms;
+    expect(again.exitCode, again.all.slice(-4000)).toBe(0);
+    const o = (await project.outputs()) as { run: { id: string; outcome: string; readyCount: number; ledgerPath: string } };
+    expect(o.run).toMatchObject({ outcome: "succeeded", readyCount: 9 });
+    // One run namespace and one Job: no run was left beside the one the outputs name.
+    const namespaces = (JSON.parse(await project.kubectl(["get", "namespaces", "-o", "json"])) as { items: { metadata: { name: string } }[] }).items.map((n) => n.metadata.name);
+    expect(namespaces.filter((n) => n.startsWith("society-"))).toHaveLength(1);
+    const jobs = JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: unknown[] };
+    expect(jobs.items).toHaveLength(1);
+    const verify = await ledgerVerify(o.run.ledgerPath);
+    expect(verify.exitCode, verify.out).toBe(0);
+    await project.ok(["config", "rm", "--stack", "local", "--path", "cohort.hold"]);
+    await project.restoreStackFile();
+  }, 900_000);
+
   it("a small OpenClaw roster: 2 stock gateways from the member image built here, Ready on the gateway's /healthz", async () => {
     const openclaw = findLocalArtifacts().images.openclaw;
     if (openclaw === undefined) throw new Error("the OpenClaw member image is not built (npm run toolchain -- local-apps)");
