@@ -27,6 +27,7 @@ import { createHash } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import * as YAML from "yaml";
+import { local, localBuild, sim } from "../../stacks/pins";
 import { envNames, toolDir } from "../lib/paths";
 import { canonicalJson, readStamp, sha256File } from "../lib/stamp";
 import { findLocalBinaries } from "./catalog";
@@ -35,15 +36,15 @@ import { ToolBuildError, type BuildContext, type ReadyTool, type Tool, type Tool
 // ---------------------------------------------------------------------------------------------------------
 // Pinned facts (exported so the lead's cluster config imports them instead of restating them)
 
-/** Kubernetes version of the node (also written to `/kind/version`). */
-export const KUBERNETES_VERSION = "v1.35.4";
+/** Kubernetes version of the node (also written to `/kind/version`): the pinned Kubernetes release of the binaries. */
+export const KUBERNETES_VERSION = localBuild.kubernetesNode.goModuleVersion;
 
 /**
  * The kind Go module whose `images/base/files` the image is built from; `goSum` is the go.sum `h1:` hash the
  * go command reports for the zip (checked before any file is read).
  * @see https://pkg.go.dev/sigs.k8s.io/kind@v0.31.0
  */
-export const KIND_MODULE = { goModule: "sigs.k8s.io/kind", version: "v0.31.0", goSum: "h1:UcT4nzm+YM7YEbqiAKECk+b6dsvc/HRZZu9U0FolL1g=" } as const;
+export const KIND_MODULE = { goModule: local.kind.goModule, version: local.kind.version, goSum: local.kind.goSum } as const;
 
 /**
  * The image repository of every image in the node (RFC 2606 `.invalid`: any accidental pull fails at DNS,
@@ -53,14 +54,14 @@ export const KIND_MODULE = { goModule: "sigs.k8s.io/kind", version: "v0.31.0", g
  */
 export const IMAGE_REPOSITORY = "offline.invalid";
 
-/** etcd image tag (kubeadm `etcd.local.imageTag`; kubeadm's own default for 1.35 is a different 3.6 build). */
-export const ETCD_IMAGE_TAG = "3.6.14";
-/** CoreDNS image tag (kubeadm 1.35's default CoreDNS version, cmd/kubeadm/app/constants/constants.go). */
-export const COREDNS_IMAGE_TAG = "v1.13.1";
-/** pause image tag (kubeadm 1.35's `PauseVersion`); also containerd's `sandbox_image`. */
-export const PAUSE_IMAGE_TAG = "3.10.1";
-/** flannel image tag (the flanneld release). */
-export const FLANNEL_IMAGE_TAG = "v0.27.4";
+/** etcd image tag (kubeadm `etcd.local.imageTag`; kubeadm's own default for 1.35 is a different 3.6 build): the pinned etcd without `v`. */
+export const ETCD_IMAGE_TAG = sim.etcd.goModuleVersion.replace(/^v/, "");
+/** CoreDNS image tag (kubeadm 1.35's default CoreDNS version, cmd/kubeadm/app/constants/constants.go): the pinned CoreDNS. */
+export const COREDNS_IMAGE_TAG = localBuild.coredns.goModuleVersion;
+/** pause image tag (kubeadm 1.35's `PauseVersion`); also containerd's `sandbox_image`: the pinned pause. */
+export const PAUSE_IMAGE_TAG = localBuild.pause.version;
+/** flannel image tag (the flanneld release): the pinned flanneld. */
+export const FLANNEL_IMAGE_TAG = localBuild.flannel.goModuleVersion;
 
 /** The pod network of the cluster (kind's default podSubnet; flannel's Network). */
 export const POD_SUBNET = "10.244.0.0/16";
