@@ -554,7 +554,7 @@ function rootfsPin(spec: RootfsSpec): { suite: string; packages: readonly string
  * A tool producing `rootfs.tar`: `debootstrap --variant=minbase --include=<packages> <suite>` from the
  * first URI of this machine's apt source for the suite, then `setup-rootfs.sh` in a chroot (upgrade from
  * -updates/-security, clean as kind's clean-install does), then a numeric-owner tar without /proc, /sys,
- * /dev contents. Needs root and debootstrap (`apt-get install -y debootstrap`).
+ * /dev contents. Needs root; installs Debian's debootstrap with apt-get when it is missing.
  *
  * @throws ToolBuildError when no apt source for the suite is configured or a step fails.
  * @see https://manpages.debian.org/bookworm/debootstrap/debootstrap.8.en.html
@@ -573,7 +573,8 @@ export function rootfsTool(spec: RootfsSpec): Tool {
       const mirror = sources.find((s) => s.suites.includes(spec.suite))?.uris[0];
       if (mirror === undefined) throw new ToolBuildError(`${spec.name}: no apt source for ${spec.suite} in /etc/apt/sources.list{,.d}`, spec.name);
       if (spawnSync("sh", ["-c", "command -v debootstrap"]).status !== 0) {
-        throw new ToolBuildError(`${spec.name}: debootstrap is not installed (apt-get install -y debootstrap)`, spec.name);
+        ctx.log(`${spec.name}: debootstrap is not installed: apt-get install -y debootstrap`);
+        await run("apt-get", ["install", "-y", "--no-install-recommends", "debootstrap"], { log: ctx.log, env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
       }
       const root = path.join(ctx.workDir, "root");
       const log = ctx.log;

@@ -119,6 +119,24 @@ describe("classifyPod", () => {
     });
   });
 
+  it("CreateContainerConfigError from a kubelet cache that has not synced yet is not a failure (the kubelet retries)", () => {
+    const waiting = (message: string) =>
+      pod("gateway-1", {
+        phase: "Pending",
+        conditions: [{ type: "PodScheduled", status: "True", lastTransitionTime: T }],
+        containerStatuses: [{ name: "member", ready: false, state: { waiting: { reason: "CreateContainerConfigError", message } } }],
+      });
+    // Seen on a real kind cluster under load: the run's Secret existed, the kubelet's watch had not delivered it yet.
+    expect(classifyPod(waiting("failed to sync secret cache: timed out waiting for the condition"), true)).toEqual({ kind: "pending" });
+    expect(classifyPod(waiting("failed to sync configmap cache: timed out waiting for the condition"), true)).toEqual({ kind: "pending" });
+    // A missing key stays a failure at once.
+    expect(classifyPod(waiting('couldn\'t find key TOKEN in Secret run-1/cohort-secrets'), true)).toEqual({
+      kind: "exited",
+      reason: 'pod run-1/gateway-1: container "member" cannot start (CreateContainerConfigError): couldn\'t find key TOKEN in Secret run-1/cohort-secrets',
+      exitCode: null,
+    });
+  });
+
   it("ContainerCreating is not a failure", () => {
     const creating = pod("router-0", { phase: "Pending", containerStatuses: [{ name: "member", state: { waiting: { reason: "ContainerCreating" } } }] });
     expect(classifyPod(creating, true)).toEqual({ kind: "pending" });

@@ -149,12 +149,21 @@ function terminatedContainer(pod: unknown): ContainerTermination | undefined {
 function waitingFatal(pod: unknown): { container: string; reason: string; message: string | undefined } | undefined {
   for (const status of [...arr(pod, "status", "initContainerStatuses"), ...arr(pod, "status", "containerStatuses")]) {
     const reason = str(status, "state", "waiting", "reason");
-    if (reason !== undefined && FATAL_WAITING_REASONS.has(reason)) {
-      return { container: str(status, "name") ?? "?", reason, message: str(status, "state", "waiting", "message") };
+    const message = str(status, "state", "waiting", "message");
+    if (reason !== undefined && FATAL_WAITING_REASONS.has(reason) && !(reason === "CreateContainerConfigError" && message !== undefined && KUBELET_CACHE_NOT_SYNCED.test(message))) {
+      return { container: str(status, "name") ?? "?", reason, message };
     }
   }
   return undefined;
 }
+
+/**
+ * The kubelet's CreateContainerConfigError message when its Secret or ConfigMap watch has not delivered an object
+ * yet (`failed to sync secret cache: timed out waiting for the condition`, kubelet
+ * `pkg/kubelet/util/manager/watch_based_manager.go`): the kubelet retries, so this one is not fatal (the member's
+ * own deadline still bounds it). Seen on a real kind cluster under load for the run's Secret.
+ */
+const KUBELET_CACHE_NOT_SYNCED = /^failed to sync (secret|configmap) cache: /;
 
 /**
  * One line about a terminated container. Its `message` is the termination message, which with
