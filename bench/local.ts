@@ -25,7 +25,7 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { execa } from "execa";
+import { loadExeca } from "../scripts/lib/process";
 import { readStamp } from "../scripts/lib/stamp";
 import { cacheRoot } from "../scripts/lib/paths";
 import { localBuildMissing } from "../scripts/local/readiness";
@@ -218,6 +218,7 @@ async function main(): Promise<void> {
     for (const b of stampSeconds(prefix)) console.log(`cold build (from its stamp): ${b.tool} ${b.seconds} s`);
   }
   const warmStarted = performance.now();
+  const { execa } = await loadExeca();
   await execa("npm", ["run", "-s", "toolchain", "--", "local", "local-images", "local-apps"], { cwd: PROJECT_DIR, stdin: "ignore" });
   console.log(`warm npm run toolchain -- local local-images local-apps: ${s(performance.now() - warmStarted)}`);
   const local = await benchLocal();

@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSyn
 import * as net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import { execa } from "execa";
+import { loadExeca } from "../../scripts/lib/process";
 import { localTools } from "../../components/KindCluster";
 import { cacheRoot } from "../../scripts/lib/paths";
 import { PROJECT_DIR } from "../../stacks/config";
@@ -81,6 +81,7 @@ export class LocalProject {
   /** Runs `pulumi <args>` through the launcher in the project directory. */
   async pulumi(args: readonly string[], options: { signalWhen?: () => Promise<boolean>; signal?: NodeJS.Signals } = {}): Promise<PulumiResult> {
     const started = performance.now();
+    const { execa } = await loadExeca();
     const sub = execa("npm", ["run", "-s", "pulumi", "--", "-C", this.projectDir, ...args], { cwd: PROJECT_DIR, env: this.env, reject: false, all: true, stdin: "ignore" });
     if (options.signalWhen !== undefined) {
       const when = options.signalWhen;
@@ -122,6 +123,7 @@ export class LocalProject {
   /** `kubectl --context kind-<cluster>` with this project's kubeconfig. */
   async kubectl(args: readonly string[]): Promise<string> {
     const tools = localTools(`${process.platform}-${process.arch}`, cacheRoot());
+    const { execa } = await loadExeca();
     const r = await execa(tools.kubectl, ["--kubeconfig", this.kubeconfig, "--context", `kind-${this.clusterName}`, ...args], { reject: false, all: true });
     if (r.exitCode !== 0) throw new Error(`kubectl ${args.join(" ")} exited ${r.exitCode}: ${String(r.all).slice(-2000)}`);
     return String(r.stdout);
