@@ -8,11 +8,11 @@
  * Printed:
  * - build times of the node image and the project images: the cold build each stamp recorded (`buildSeconds`),
  *   and a warm `npm run toolchain -- local local-images local-apps` timed now;
- * - `pulumi up` wall time, split by the engine's event log (`--event-log`, one JSON event a line with a
- *   `timestamp` in whole seconds) into cluster create (the kind Command), image load (the load-images Command),
- *   controllers ready (from the provider to the last of Kueue's webhook probe, Agent Sandbox's and Temporal's
- *   Deployments) and the run (the runtime Job); the run further split by its ledger (completion.json `phasesMs`):
- *   admission, time to ready, hold, teardown;
+ * - `pulumi up` wall time, split by the times the state records for each resource (`pulumi stack export`,
+ *   `modified`/`created`): cluster create (the kind Command), image load (the load-images Command), controllers
+ *   ready (the last of Kueue's webhook probe, Agent Sandbox's and Temporal's Deployments) and the run (until the
+ *   summary Command); the run further split by its ledger (completion.json `phasesMs`): admission, time to ready,
+ *   hold, teardown;
  * - `pulumi destroy` wall time;
  * - memory of the cluster at rest (`docker stats --no-stream` of the node containers, after the run);
  * - on sim: admission -> all ready for the same roster; the ratio local / sim.
@@ -76,36 +76,26 @@ function roster(size: number): Record<string, unknown> {
   };
 }
 
-interface EngineEvent {
-  readonly timestamp: number;
-  readonly resourcePreEvent?: { metadata: { urn: string; op: string } };
-  readonly resOutputsEvent?: { metadata: { urn: string; op: string } };
-}
-
-/** Seconds each resource took (pre event -> outputs event), by the resource name (last URN segment). */
-function resourceSpans(file: string): Map<string, { start: number; end: number }> {
-  const spans = new Map<string, { start: number; end: number }>();
-  if (!fs.existsSync(file)) return spans;
-  for (const line of fs.readFileSync(file, "utf8").split("\n")) {
-    if (line.trim() === "") continue;
-    const e = JSON.parse(line) as EngineEvent;
-    const pre = e.resourcePreEvent?.metadata;
-    const out = e.resOutputsEvent?.metadata;
-    const urn = pre?.urn ?? out?.urn;
-    if (urn === undefined) continue;
-    const name = urn.split("::").pop()!;
-    const span = spans.get(name) ?? { start: e.timestamp, end: e.timestamp };
-    if (pre !== undefined) span.start = Math.min(span.start, e.timestamp);
-    if (out !== undefined) span.end = Math.max(span.end, e.timestamp);
-    spans.set(name, span);
+/**
+ * When each resource of the stack was last created or updated, in ms since the epoch, by resource name (the last URN
+ * segment), from `pulumi stack export` (the state's `created`/`modified` RFC 3339 times).
+ */
+async function resourceTimes(project: LocalProject): Promise<Map<string, number>> {
+  const exported = JSON.parse((await project.ok(["stack", "export", "--stack", "local"])).stdout) as {
+    deployment?: { resources?: { urn: string; created?: string; modified?: string }[] };
+  };
+  const out = new Map<string, number>();
+  for (const r of exported.deployment?.resources ?? []) {
+    const at = r.modified ?? r.created;
+    if (at !== undefined) out.set(r.urn.split("::").pop()!, Date.parse(at));
   }
-  return spans;
+  return out;
 }
 
-function span(spans: Map<string, { start: number; end: number }>, ...names: string[]): { start: number; end: number } | undefined {
-  const found = names.map((n) => spans.get(n)).filter((x): x is { start: number; end: number } => x !== undefined);
-  if (found.length === 0) return undefined;
-  return { start: Math.min(...found.map((f) => f.start)), end: Math.max(...found.map((f) => f.end)) };
+/** Seconds from `from` to the latest of `names` (resources that finished in this `up`), or undefined. */
+function until(times: Map<string, number>, from: number, names: readonly string[]): number | undefined {
+  const found = names.map((n) => times.get(n)).filter((t): t is number => t !== undefined && t >= from - 1000);
+  return found.length === 0 ? undefined : Math.round((Math.max(...found) - from) / 100) / 10;
 }
 
 function stampSeconds(prefix: string): { tool: string; seconds: number }[] {
@@ -147,23 +137,28 @@ async function benchLocal(): Promise<{ figures: LocalFigures[]; destroyMs: numbe
   try {
     for (const size of SIZES) {
       if (size !== 9) await project.config("cohort", JSON.stringify(roster(size)));
-      const events = path.join(project.tmp, `events-${size}.ndjson`);
-      const up = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview", "--event-log", events]);
-      const spans = resourceSpans(events);
+      const startedAt = Date.now();
+      const up = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      const times = await resourceTimes(project);
       const o = (await project.outputs()) as { run: { outcome: string; timeToReadyMs: number; ledgerPath: string } };
       const completion = JSON.parse(fs.readFileSync(path.join(o.run.ledgerPath, "completion.json"), "utf8")) as { phasesMs: Record<string, number> };
-      const cluster = span(spans, "local-kind");
-      const images = span(spans, "local-images");
-      const controllers = span(spans, "local-provider", "kueue-webhook-probe", "agent-sandbox:agent-sandbox-system/agent-sandbox-controller", "temporal:cohort-lab-system/temporal");
-      const run = span(spans, ...[...spans.keys()].filter((k) => k.startsWith("cohort")));
+      // Phases end when their last resource finished; each is counted from the end of the one before it.
+      const clusterEnd = until(times, startedAt, ["local-kind"]);
+      const imagesEnd = until(times, startedAt, ["local-images"]);
+      const controllersEnd = until(times, startedAt, ["kueue-webhook-probe", "agent-sandbox:agent-sandbox-system/agent-sandbox-controller", "temporal:cohort-lab-system/temporal"]);
+      const runEnd = until(times, startedAt, ["cohort-summary"]);
+      const cluster = clusterEnd !== undefined ? { start: 0, end: clusterEnd } : undefined;
+      const images = imagesEnd !== undefined ? { start: clusterEnd ?? 0, end: imagesEnd } : undefined;
+      const controllers = controllersEnd !== undefined ? { start: imagesEnd ?? clusterEnd ?? 0, end: controllersEnd } : undefined;
+      const run = runEnd !== undefined ? { start: controllersEnd ?? 0, end: runEnd } : undefined;
       const f: LocalFigures = {
         size,
         outcome: o.run.outcome,
         upWallMs: Math.round(up.ms),
-        ...(cluster !== undefined ? { clusterCreateS: cluster.end - cluster.start } : {}),
-        ...(images !== undefined ? { imageLoadS: images.end - images.start } : {}),
-        ...(controllers !== undefined ? { controllersReadyS: controllers.end - controllers.start } : {}),
-        ...(run !== undefined ? { runS: run.end - run.start } : {}),
+        ...(cluster !== undefined ? { clusterCreateS: Math.round((cluster.end - cluster.start) * 10) / 10 } : {}),
+        ...(images !== undefined ? { imageLoadS: Math.round((images.end - images.start) * 10) / 10 } : {}),
+        ...(controllers !== undefined ? { controllersReadyS: Math.round((controllers.end - controllers.start) * 10) / 10 } : {}),
+        ...(run !== undefined ? { runS: Math.round((run.end - run.start) * 10) / 10 } : {}),
         phasesMs: completion.phasesMs,
         timeToReadyMs: o.run.timeToReadyMs,
         memoryAtRest: clusterMemory(project.clusterName),
@@ -171,7 +166,7 @@ async function benchLocal(): Promise<{ figures: LocalFigures[]; destroyMs: numbe
       figures.push(f);
       console.log(
         `local ${String(size).padStart(3)} members: ${f.outcome}; pulumi up ${s(f.upWallMs)} = cluster create ${f.clusterCreateS ?? "n/a"} s, image load ${f.imageLoadS ?? "n/a"} s, ` +
-          `controllers ready ${f.controllersReadyS ?? "n/a"} s, run ${f.runS ?? "n/a"} s (engine event log, 1 s resolution); ledger phases ${JSON.stringify(f.phasesMs)}; ` +
+          `controllers ready ${f.controllersReadyS ?? "n/a"} s, run ${f.runS ?? "n/a"} s (state times; a phase that did not run in this up is n/a); ledger phases ${JSON.stringify(f.phasesMs)}; ` +
           `time to ready ${s(f.timeToReadyMs)}; cluster memory at rest ${JSON.stringify(f.memoryAtRest)}; load ${load()}`,
       );
     }
