@@ -2,9 +2,10 @@
  * `KindCluster` (token `cohortlab:local:KindCluster`): a kind cluster created and deleted by a
  * `@pulumi/command` `local.Command`, and the Kubernetes provider built from its kubeconfig.
  *
- * - kind and kubectl are the pinned releases (stacks/pins.ts `local`), downloaded into the tool cache on first
- *   use and checked against their pinned SHA-256 before every use (scripts/local-profile.cjs). Only the
- *   platforms whose sums are pinned are supported; others are refused before any resource exists.
+ * - kind and kubectl: the ones `npm run toolchain -- local` built (checked against their stamps' SHA-256 before
+ *   every use), or else the pinned official releases (stacks/pins.ts `local`), downloaded into the tool cache on
+ *   first use and checked against their pinned SHA-256 before every use (scripts/local-profile.cjs). Downloads
+ *   are only for the platforms whose sums are pinned; others are refused before any resource exists.
  * - The kind config (components/manifests/kindConfig.ts): 1 control-plane + `workers` workers on the
  *   digest-pinned node image, the artifacts directory mounted into every node at one fixed path, the Temporal
  *   NodePort mapped to a loopback host port (checked free before create).
@@ -279,7 +280,9 @@ export class KindCluster extends pulumi.ComponentResource {
           create: stepCommand(nodePath, "load-images"),
           dir: args.projectDir,
           environment: { ...tools.environment, COHORT_CLUSTER_NAME: args.clusterName, COHORT_IMAGES: JSON.stringify(images) },
-          triggers: [rendered.configLabel, ...images.map((i) => `${i.ref}@${i.digest}`)],
+          // The cluster's kubeconfig is new whenever the cluster is (its CA and port): a cluster recreated by an
+          // update of the kind Command, not a replacement, gets its images loaded again.
+          triggers: [rendered.configLabel, this.kubeconfig, ...images.map((i) => `${i.ref}@${i.digest}`)],
           addPreviousOutputInEnv: false,
           logging: "stderr",
         },

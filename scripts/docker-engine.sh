@@ -2,6 +2,7 @@
 # A Docker engine for cohort-lab's `local` profile and its tests: `bash scripts/docker-engine.sh start|stop|status`.
 #
 # start   When a Docker engine already answers (DOCKER_HOST, or /var/run/docker.sock), use it and change nothing.
+#         Prints `started`, `running` or `external` on stdout (only `started` means this call started dockerd).
 #         Otherwise: install Debian's docker.io when `dockerd` is absent (apt-get, no service is started by the
 #         package: a policy-rc.d refuses it for the install), add a runc wrapper as the default runtime ONLY when
 #         this machine's capability bounding set lacks a capability runc would grant privileged containers (read
@@ -73,15 +74,17 @@ install_docker() {
   say "installing Debian's docker.io (apt-get)"
   local guard=""
   if [ ! -e /usr/sbin/policy-rc.d ]; then
-    # Refuse service starts during the install: the package would start a dockerd without our config.
+    # Refuse service starts during the install: the package would start a dockerd without our config. The guard
+    # is removed on every way out of this script.
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 0755 /usr/sbin/policy-rc.d && guard=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT INT TERM
   fi
   local ok=0
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io >"$STATE/apt.log" 2>&1 || {
     DEBIAN_FRONTEND=noninteractive apt-get update -q >>"$STATE/apt.log" 2>&1 &&
       DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends docker.io >>"$STATE/apt.log" 2>&1
   } || ok=$?
-  [ -n "$guard" ] && rm -f /usr/sbin/policy-rc.d
+  if [ -n "$guard" ]; then rm -f /usr/sbin/policy-rc.d; trap - EXIT INT TERM; fi
   if [ "$ok" != 0 ] || ! command -v dockerd >/dev/null 2>&1; then
     say "apt-get install docker.io failed:"; tail -n 20 "$STATE/apt.log" >&2; exit 1
   fi
@@ -89,6 +92,12 @@ install_docker() {
 
 write_wrapper() {
   local runc="$1"; shift
+  if ! perl -MJSON::PP -e1 2>/dev/null; then
+    # JSON::PP is in perl-modules, which a minimal Debian lacks (perl-base only).
+    say "perl's JSON::PP is missing: apt-get install libjson-pp-perl"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libjson-pp-perl >>"$STATE/apt.log" 2>&1 ||
+      { say "apt-get install libjson-pp-perl failed:"; tail -n 20 "$STATE/apt.log" >&2; exit 1; }
+  fi
   local drop="$*"
   cat >"$STATE/runc-wrapper.tmp" <<EOF
 #!/usr/bin/perl
@@ -101,7 +110,7 @@ sub fix {
   my (\$file, \$in_process) = @_;
   open(my \$fh, '<', \$file) or return;
   local \$/; my \$text = <\$fh>; close \$fh;
-  my \$json = JSON::PP->new->allow_nonref;
+  my \$json = JSON::PP->new->utf8->allow_nonref;
   my \$doc = \$json->decode(\$text);
   my \$caps = \$in_process ? \$doc->{capabilities} : \$doc->{process}{capabilities};
   return unless ref \$caps eq 'HASH';
@@ -126,9 +135,23 @@ EOF
   mv "$STATE/runc-wrapper.tmp" "$STATE/runc-wrapper"
 }
 
+# Prints one word on stdout: `started` (this call started dockerd: the caller owns it and may stop it), `running`
+# (a dockerd this script started earlier answers) or `external` (another engine answers; it is used as it is).
 start() {
+  local pid
+  if pid=$(our_pid); then
+    # Ours is alive: never start a second one beside it (same data root and socket); wait for it to answer.
+    local waited=$SECONDS
+    until engine_answers; do
+      if ((SECONDS - waited > 60)); then say "dockerd $pid (started by this script) is alive but does not answer after 60 s; see $LOG"; exit 1; fi
+      [ -d "/proc/$pid" ] || break
+      sleep 1
+    done
+    if engine_answers; then say "running (pid $pid, started by this script)"; echo running; return 0; fi
+  fi
   if engine_answers; then
-    if pid=$(our_pid); then say "running (pid $pid, started by this script)"; else say "a Docker engine already answers; using it as it is"; fi
+    say "a Docker engine already answers; using it as it is"
+    echo external
     return 0
   fi
   mkdir -p "$STATE/data"
@@ -158,13 +181,18 @@ EOF
   rm -f "$PIDFILE"
   say "starting dockerd (config $STATE/daemon.json, log $LOG)"
   setsid dockerd --config-file "$STATE/daemon.json" </dev/null >>"$LOG" 2>&1 &
-  local started=$SECONDS
+  local child=$! started=$SECONDS
   until engine_answers; do
-    if ! kill -0 $! 2>/dev/null; then say "dockerd exited during start-up:"; tail -n 20 "$LOG" >&2; exit 1; fi
-    if ((SECONDS - started > 60)); then say "dockerd did not answer within 60 s:"; tail -n 20 "$LOG" >&2; exit 1; fi
+    if ! kill -0 "$child" 2>/dev/null; then say "dockerd exited during start-up:"; tail -n 20 "$LOG" >&2; exit 1; fi
+    if ((SECONDS - started > 60)); then
+      say "dockerd did not answer within 60 s (stopped again):"; tail -n 20 "$LOG" >&2
+      kill -TERM "$child" 2>/dev/null || true
+      exit 1
+    fi
     sleep 0.5
   done
   say "running (pid $(cat "$PIDFILE"), up in $((SECONDS - started)) s)"
+  echo started
 }
 
 stop() {
@@ -172,8 +200,10 @@ stop() {
   if ! pid=$(our_pid); then say "no dockerd started by this script is running"; return 0; fi
   kill -TERM "$pid"
   local started=$SECONDS
-  while [ -d "/proc/$pid" ]; do
-    if ((SECONDS - started > 30)); then say "dockerd $pid still running after 30 s: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; fi
+  local killed=""
+  while [ -d "/proc/$pid" ] && [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]; do
+    if ((SECONDS - started > 30)) && [ -z "$killed" ]; then say "dockerd $pid still running after 30 s: SIGKILL"; kill -KILL "$pid" 2>/dev/null || true; killed=1; fi
+    if ((SECONDS - started > 45)); then say "dockerd $pid did not exit after SIGKILL; giving up"; exit 1; fi
     sleep 0.2
   done
   rm -f "$PIDFILE"

@@ -10,8 +10,9 @@
  *
  * - `create`: preflight, then `kind create cluster` (or adoption of a cluster this stack provably created);
  *   prints the kubeconfig on stdout (a secret output of the Command).
- *     1. kind and kubectl: downloaded into the tool cache on first use from the pinned URL and checked against
- *        the pinned SHA-256 before EVERY use (a mismatching cached file is replaced by a fresh, verified copy);
+ *     1. kind and kubectl: the toolchain's builds, checked against their stamps' SHA-256 (COHORT_<TOOL>_URL
+ *        empty), or downloaded into the tool cache on first use from the pinned URL and checked against the
+ *        pinned SHA-256 before EVERY use (a mismatching cached file is replaced by a fresh, verified copy);
  *     2. Docker reachable (`docker info`);
  *     3. exact-name check: `kind get clusters` compared line by line (never a substring match). A cluster of
  *        that name is adopted only when every node carries this stack's two owner labels (stack and kind
@@ -364,14 +365,17 @@ async function del() {
 
 /**
  * kind creates the Docker network `kind` for its nodes and never removes it (it is shared by every kind
- * cluster). Remove it once no container is attached, so a destroy leaves no network behind; another cluster's
- * nodes keep it in use and it stays.
+ * cluster). Remove it once no container uses it (running or stopped), so a destroy leaves no network behind;
+ * another cluster's nodes keep it in use and it stays.
  */
 function removeIdleKindNetwork() {
-  const r = run("docker", ["network", "inspect", "kind", "--format", "{{len .Containers}}"]);
-  if (r.status !== 0) return; // no such network
-  if (r.stdout.trim() !== "0") {
-    log(`docker network kind still has ${r.stdout.trim()} containers attached: kept`);
+  if (run("docker", ["network", "inspect", "kind", "--format", "{{.Name}}"]).status !== 0) return; // no such network
+  // Every container that uses it, stopped ones included (`network inspect` lists only running ones): a stopped
+  // cluster's nodes need the network to start again.
+  const users = run("docker", ["ps", "-a", "--filter", "network=kind", "--format", "{{.Names}}"]);
+  const names = users.stdout.split("\n").filter((l) => l.trim() !== "");
+  if (users.status !== 0 || names.length > 0) {
+    log(`docker network kind is still used by ${names.length > 0 ? names.join(", ") : "containers docker ps cannot list"}: kept`);
     return;
   }
   const rm = run("docker", ["network", "rm", "kind"]);

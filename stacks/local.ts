@@ -198,7 +198,12 @@ export function findLocalArtifacts(env: NodeJS.ProcessEnv = process.env): LocalA
     const dir = path.join(root, entry);
     const stamp = readStamp(dir);
     if (stamp === undefined || !existsSync(path.join(dir, "image.json"))) continue;
-    const record = JSON.parse(readFileSync(path.join(dir, "image.json"), "utf8")) as { tag: string; id: string; archive: string };
+    let record: { tag: string; id: string; archive: string };
+    try {
+      record = JSON.parse(readFileSync(path.join(dir, "image.json"), "utf8")) as { tag: string; id: string; archive: string };
+    } catch (error) {
+      throw new Error(`${path.join(dir, "image.json")} is not a node image record (${(error as Error).message}); remove ${dir} and run \`npm run toolchain -- local-images\``);
+    }
     if (stamp.createdAt > newest) {
       newest = stamp.createdAt;
       nodeImage = { tag: record.tag, id: record.id, archive: path.resolve(dir, record.archive), imageRepository: IMAGE_REPOSITORY, etcdImageTag: ETCD_IMAGE_TAG };

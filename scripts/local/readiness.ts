@@ -12,19 +12,19 @@ import { cacheRoot } from "../lib/paths";
 
 /**
  * What is missing, with the command that builds it, or undefined when kind and kubectl (built), the node image, the
- * project images (kueue, agentSandbox, runtime, temporal), the Kueue and Agent Sandbox manifests and the runtime
+ * project images (kueue, agentSandbox, runtime, temporal, openclaw), the Kueue and Agent Sandbox manifests and the runtime
  * bundle are all there.
  */
 export function localBuildMissing(): string | undefined {
   try {
-    const tools = localTools(`${process.platform}-${process.arch}`, cacheRoot(), { ...process.env, COHORT_TOOLCHAIN_SOURCE: "build" });
-    if (tools.environment.COHORT_KIND_URL !== "") return "kind and kubectl are not built (`npm run toolchain -- local`)";
-  } catch (error) {
-    return (error as Error).message;
+    // With downloads refused, only built kind and kubectl are accepted.
+    localTools(`${process.platform}-${process.arch}`, cacheRoot(), { ...process.env, COHORT_TOOLCHAIN_SOURCE: "build" });
+  } catch {
+    return "kind and kubectl are not built (`npm run toolchain -- local`)";
   }
   const artifacts = findLocalArtifacts();
   if (artifacts.nodeImage === undefined) return "the node image is not built (`npm run toolchain -- local-images`)";
-  const missing = (["kueue", "agentSandbox", "runtime", "temporal"] as const).filter((k) => artifacts.images[k] === undefined);
+  const missing = (["kueue", "agentSandbox", "runtime", "temporal", "openclaw"] as const).filter((k) => artifacts.images[k] === undefined);
   if (missing.length > 0) return `project images not built: ${missing.join(", ")} (\`npm run toolchain -- local-apps\`)`;
   try {
     loadManifests(KUEUE_MANIFESTS);
