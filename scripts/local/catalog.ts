@@ -6,12 +6,10 @@
  *
  * Node-builtins only (no execa): callers may use it to locate binaries without building anything.
  */
-import * as fs from "node:fs";
 import * as path from "node:path";
 import { localBuild, type PauseProgramPin, type SimGoProgramPin } from "../../stacks/pins";
-import { cacheRoot, toolDir } from "../lib/paths";
-import { readStamp } from "../lib/stamp";
 import { simToolIds, type SimToolId } from "../sim/catalog";
+import { findToolBinaries, type BinaryLocation } from "../lib/find-binaries";
 
 /** Where the `pause` program lives in the cache; built with gcc, not Go (see scripts/toolchain-local.ts). */
 export interface PauseToolId {
@@ -148,31 +146,9 @@ export const localBinDirEnv = "COHORT_LOCAL_BIN_DIR";
  * @throws LocalBinariesMissingError listing each missing executable (and why: tool not built, file missing).
  */
 export function findLocalBinaries(env: NodeJS.ProcessEnv = process.env, needed: readonly LocalBinaryName[] = localBinaryNames): LocalBinaries {
-  const out: Partial<Record<LocalBinaryName, string>> = {};
-  const missing: string[] = [];
-  const dirOverride = env[localBinDirEnv];
-  if (dirOverride !== undefined && dirOverride !== "") {
-    for (const name of needed) {
-      const p = path.resolve(dirOverride, name);
-      if (fs.existsSync(p)) out[name] = p;
-      else missing.push(`${name} (not in ${localBinDirEnv}=${dirOverride})`);
-    }
-  } else {
-    const root = cacheRoot(env);
-    const locations = localBinaryLocations();
-    for (const name of needed) {
-      const loc = locations.get(name);
-      if (loc === undefined) {
-        missing.push(`${name} (no tool provides it)`);
-        continue;
-      }
-      const dir = toolDir(root, loc.id.name, loc.id.version);
-      const p = path.join(root, loc.relPath);
-      if (readStamp(dir) === undefined) missing.push(`${name} (${loc.id.name}-${loc.id.version}: not built)`);
-      else if (!fs.existsSync(p)) missing.push(`${name} (${p} missing)`);
-      else out[name] = p;
-    }
-  }
+  const locations = new Map<LocalBinaryName, BinaryLocation>();
+  for (const [name, loc] of localBinaryLocations()) locations.set(name, { tool: loc.id, relPath: path.relative(`${loc.id.name}-${loc.id.version}`, loc.relPath) });
+  const { found, missing } = findToolBinaries({ env, needed, locations, overrideEnv: localBinDirEnv });
   if (missing.length > 0) throw new LocalBinariesMissingError(missing);
-  return out as LocalBinaries;
+  return found as LocalBinaries;
 }

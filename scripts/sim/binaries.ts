@@ -2,11 +2,8 @@
  * Where the sim's executables are: the `sim` tool set in the toolchain cache (`npm run toolchain -- sim`), or a
  * directory named by `COHORT_SIM_BIN_DIR` holding binaries you built yourself (same names).
  */
-import * as fs from "node:fs";
-import * as path from "node:path";
 import { simToolIds } from "./catalog";
-import { cacheRoot, toolDir } from "../lib/paths";
-import { readStamp } from "../lib/stamp";
+import { findToolBinaries, type BinaryLocation } from "../lib/find-binaries";
 
 /** Logical names of the sim executables. */
 export const simBinaryNames = [
@@ -44,29 +41,11 @@ export const binDirEnv = "COHORT_SIM_BIN_DIR";
  * @throws SimBinariesMissingError listing each missing tool (and why: no stamp, missing file).
  */
 export function findSimBinaries(env: NodeJS.ProcessEnv = process.env, needed: readonly SimBinaryName[] = simBinaryNames): SimBinaries {
-  const out: Partial<Record<SimBinaryName, string>> = {};
-  const missing: string[] = [];
-  const dirOverride = env[binDirEnv];
-  if (dirOverride !== undefined && dirOverride !== "") {
-    for (const name of needed) {
-      const p = path.resolve(dirOverride, name);
-      if (fs.existsSync(p)) out[name] = p;
-      else missing.push(`${name} (not in ${binDirEnv}=${dirOverride})`);
-    }
-  } else {
-    const root = cacheRoot(env);
-    for (const id of simToolIds) {
-      const dir = toolDir(root, id.name, id.version);
-      const stamp = readStamp(dir);
-      for (const [logical, rel] of Object.entries(id.binaries)) {
-        if (!(needed as readonly string[]).includes(logical)) continue;
-        const p = path.join(dir, rel);
-        if (stamp === undefined) missing.push(`${logical} (${id.name}-${id.version}: not built)`);
-        else if (!fs.existsSync(p)) missing.push(`${logical} (${p} missing)`);
-        else out[logical as SimBinaryName] = p;
-      }
-    }
+  const locations = new Map<SimBinaryName, BinaryLocation>();
+  for (const id of simToolIds) {
+    for (const [logical, rel] of Object.entries(id.binaries)) locations.set(logical as SimBinaryName, { tool: id, relPath: rel });
   }
+  const { found, missing } = findToolBinaries({ env, needed, locations, overrideEnv: binDirEnv });
   if (missing.length > 0) throw new SimBinariesMissingError(missing);
-  return out as SimBinaries;
+  return found as SimBinaries;
 }
