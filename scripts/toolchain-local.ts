@@ -19,7 +19,7 @@ import { execFile, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { promisify } from "node:util";
-import type { LocalGoProgramPin } from "../stacks/pins";
+import { local, type LocalGoProgramPin } from "../stacks/pins";
 import { goEnv, goModDownload } from "./lib/go";
 import { ToolBuildError, type BuildContext, type Tool, type ToolSet } from "./lib/tool";
 import { isPauseToolId, localToolIds, type PauseToolId } from "./local/catalog";
@@ -110,6 +110,17 @@ export function checkedAtBuild(tool: Tool): Tool {
 }
 
 /**
+ * kind's official release binary (a bare executable, not an archive: `member: ""`) with its pinned SHA-256
+ * (stacks/pins.ts `local.kind`): `COHORT_TOOLCHAIN_SOURCE=auto` tries it first and builds from the Go module proxy
+ * when it cannot be downloaded and verified (as on a machine without access to the release site), `official`
+ * requires it, `build` never asks for it — the rule of every other tool.
+ */
+const kindOfficial: NonNullable<Tool["official"]> = {
+  artifact: { url: local.kind.platforms["linux-x64"].url, sha256: local.kind.platforms["linux-x64"].sha256, member: "" },
+  binary: "kind",
+};
+
+/**
  * The `local` tools, in build order (see `localToolIds`). etcd, `kubernetes`, `kueue` and `agent-sandbox` are the
  * `sim` set's own {@link Tool} objects (`simTools`), so both sets share their cache directories and stamps.
  */
@@ -118,6 +129,7 @@ export const localTools: readonly Tool[] = localToolIds.map((id) => {
   const shared = simTools.find((t) => t.name === id.name && t.version === id.version);
   if (shared !== undefined) return shared;
   const tool = goWrapperTool(id, { set: "local", cgo: (id.pin as LocalGoProgramPin).cgo === true });
+  if (id.name === "kind") return { ...tool, official: kindOfficial };
   return stderrVersionTools.has(id.name) ? checkedAtBuild(tool) : tool;
 });
 

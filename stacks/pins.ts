@@ -28,7 +28,7 @@ export interface OfficialArtifact {
    * (`official`: error; `auto`: build from source instead).
    */
   readonly sha256: string | null;
-  /** Path of the wanted executable inside the unpacked archive. */
+  /** Path of the wanted executable inside the unpacked archive; `""` when the artifact is the executable itself. */
   readonly member: string;
 }
 

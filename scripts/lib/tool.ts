@@ -253,7 +253,14 @@ async function produce(tool: Tool, ctx: ToolContext, finalDir: string): Promise<
           await downloadVerified(artifact, archive);
           const rel = tool.binaries[binary];
           if (rel === undefined) throw new Error(`official.binary ${binary} is not a key of binaries`);
-          extractTarMember(archive, artifact.member, path.join(outDir, rel));
+          if (artifact.member === "") {
+            // The artifact is the executable itself (e.g. kind's release binaries).
+            fs.mkdirSync(path.dirname(path.join(outDir, rel)), { recursive: true });
+            fs.copyFileSync(archive, path.join(outDir, rel));
+            fs.chmodSync(path.join(outDir, rel), 0o755);
+          } else {
+            extractTarMember(archive, artifact.member, path.join(outDir, rel));
+          }
           source = "official";
         } catch (err) {
           if (ctx.source === "official" || !(err instanceof ArtifactRefusedError)) {

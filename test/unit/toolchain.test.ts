@@ -157,6 +157,41 @@ describe("downloadVerified", () => {
     expect(fs.existsSync(dest)).toBe(false);
   });
 
+  it("an official artifact that is the executable itself (member \"\") is installed as the binary, verified and executable", async () => {
+    const script = Buffer.from("#!/bin/sh\necho 2.0.0\n");
+    const scriptSum = crypto.createHash("sha256").update(script).digest("hex");
+    const bare = http.createServer((_req, res) => res.end(script));
+    await new Promise<void>((resolve) => bare.listen(0, "127.0.0.1", resolve));
+    try {
+      const official = { artifact: { url: `http://127.0.0.1:${(bare.address() as AddressInfo).port}/fake-linux-amd64`, sha256: scriptSum, member: "" }, binary: "fake" };
+      const builds = { count: 0 };
+      const r = await ensureTool({ ...fakeTool("2.0.0", builds), official }, ctx({ source: "auto" }));
+      expect(r.outcome).toBe("downloaded");
+      expect(builds.count).toBe(0);
+      expect(fs.readFileSync(r.binaries.fake!)).toEqual(script);
+      expect(fs.statSync(r.binaries.fake!).mode & 0o111).not.toBe(0);
+    } finally {
+      await new Promise<void>((resolve) => bare.close(() => resolve()));
+    }
+  });
+
+  it("auto mode builds when the pinned official download cannot be fetched (no route to the release site)", async () => {
+    const closed = await new Promise<number>((resolve) => {
+      const s = http.createServer();
+      s.listen(0, "127.0.0.1", () => {
+        const port = (s.address() as AddressInfo).port;
+        s.close(() => resolve(port));
+      });
+    });
+    const official = { artifact: { url: `http://127.0.0.1:${closed}/fake-linux-amd64`, sha256: "0".repeat(64), member: "" }, binary: "fake" };
+    const builds = { count: 0 };
+    const c = ctx({ source: "auto" });
+    const r = await ensureTool({ ...fakeTool("3.0.0", builds), official }, c);
+    expect(r.outcome).toBe("built");
+    expect(builds.count).toBe(1);
+    expect(c.lines.some((l) => l.includes("download of http://127.0.0.1:") && l.endsWith("using a source build"))).toBe(true);
+  });
+
   it("makes no request when no sum is pinned", async () => {
     const before = requests;
     await expect(downloadVerified({ url, sha256: null, member: "x" }, path.join(tmp, "n.tgz"))).rejects.toThrow(
