@@ -255,8 +255,8 @@ export function hostFacts(): LocalHostFacts {
 
 /**
  * Values of `cohort-lab:local.nodeImage`: `upstream` = the pinned kindest/node digest (pulled by Docker), `built`
- * = the node image `npm run toolchain -- local-images` built here offline, `auto` = built when the upstream image
- * is not present in the local Docker engine.
+ * = the node image `npm run toolchain -- local-images` built here offline, `auto` = the built one when one is built
+ * and the upstream image is not present in the local Docker engine, otherwise upstream ({@link chooseNodeImage}).
  */
 export const NODE_IMAGE_MODES = ["auto", "built", "upstream"] as const;
 export type NodeImageMode = (typeof NODE_IMAGE_MODES)[number];
