@@ -371,7 +371,12 @@ function checkCohort(cohortRaw: Record<string, unknown>, stack: string): { reado
     if (!(error instanceof SpecError)) throw error;
     for (const issue of error.issues) {
       if (roles === undefined && issue.path.startsWith("roles")) continue;
-      issues.push({ key: configKey(issue.path === "" ? "cohort" : `cohort.${issue.path}`), reason: issue.reason });
+      // A role's missing field: say what a role looks like, so the user is not led one field at a time.
+      const reason =
+        /^roles\[\d+\]\.(name|app|app\.command)$/.test(issue.path) && issue.reason === "required"
+          ? `required; a role needs at least a name and app.command, e.g. ${EXAMPLE_ROLES_JSON} (every RunSpec field: runtime/README.md "RunSpec")`
+          : issue.reason;
+      issues.push({ key: configKey(issue.path === "" ? "cohort" : `cohort.${issue.path}`), reason });
     }
   }
   if (issues.length > 0 || !parsed.success) return { issues };

@@ -311,10 +311,10 @@ function describeValue(value: unknown): string {
   return `${typeof value} ${String(value)}`;
 }
 
-/** How the error map names zod's expected types. */
+/** How the error map names zod's expected types (every number in the RunSpec schema is an integer). */
 const TYPE_NAMES: Readonly<Record<string, string>> = {
   int: "an integer",
-  number: "a number",
+  number: "an integer",
   string: "a string",
   boolean: "true or false",
   array: "a list",

@@ -142,6 +142,17 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
     ]);
   });
 
+  it("a role missing a required field names the role's shape and where the RunSpec is described", () => {
+    expect(configError(() => parse({ cohort: JSON.stringify({ roles: [{ name: "a" }] }) }))).toBe(
+      "cohort-lab:cohort.roles[0].app: required; a role needs at least a name and app.command, e.g. " +
+        '[{"name":"web","app":{"command":["node","server.js"]}}] (every RunSpec field: runtime/README.md "RunSpec")',
+    );
+  });
+
+  it("a number that is not an integer, given as text by `config set --path`, is named as an integer field", () => {
+    expect(configError(() => parse({ cohort: '{"concurrency":"1.5"}' }))).toBe('cohort-lab:cohort.concurrency: must be an integer (got the string "1.5")');
+  });
+
   it("each problem is reported once, even when two checks find it", () => {
     const message = configError(() => parse({ cohort: '{"size":0,"hold":"5"}' }));
     expect(message.split("\n")).toEqual(["cohort-lab:cohort.size: must be an integer >= 1 (got 0)", 'cohort-lab:cohort.hold: must be a duration with a unit (ms, s, m or h), e.g. "5s" (got "5")']);
