@@ -12,8 +12,9 @@
  *   (`offline.invalid/*`, {@link COMPONENT_IMAGES}) imported `--no-unpack` into the node's containerd;
  * - `/kind/manifests/default-cni.yaml`: flannel (host-gw) instead of kindnetd ({@link renderDefaultCni}).
  *
- * The lead's cluster config must set {@link kubeadmConfigPatches} (image repository, etcd tag,
- * `failCgroupV1: false`) and `networking.podSubnet` = {@link POD_SUBNET}; the image tag comes from
+ * A cluster on this image needs kubeadm patches for {@link IMAGE_REPOSITORY} and {@link ETCD_IMAGE_TAG} (and
+ * `failCgroupV1: false` on a cgroup v1 host), rendered by components/manifests/kindConfig.ts `kubeadmPatches`, and
+ * `networking.podSubnet` = {@link POD_SUBNET} (kind's default); the image tag comes from
  * {@link readNodeImage} after `npm run toolchain -- local-images`.
  *
  * The pure parts (constants, renderers, the input hash) have no I/O; the Tool builders need root, Docker
@@ -73,21 +74,6 @@ export const NODE_IMAGE_REPOSITORY = "cohort-lab/kind-node";
 export const PAUSE_IMAGE = `${IMAGE_REPOSITORY}/pause:${PAUSE_IMAGE_TAG}`;
 /** Full name of the flannel image the default CNI manifest runs. */
 export const FLANNEL_IMAGE = `${IMAGE_REPOSITORY}/flannel:${FLANNEL_IMAGE_TAG}`;
-
-/**
- * The `kubeadmConfigPatches` entries a kind config using this image must carry (YAML documents, as kind's
- * v1alpha4 `kubeadmConfigPatches` takes them): the image repository and etcd tag (kubeadm v1beta3
- * ClusterConfiguration, kind v0.31.0's template for every Kubernetes >= 1.23), and `failCgroupV1: false`
- * (kubelet 1.35 refuses cgroup v1 hosts by default; k8s.io/kubelet config/v1beta1 `FailCgroupV1`).
- * @see https://kind.sigs.k8s.io/docs/user/configuration/#kubeadm-config-patches
- * @see https://kubernetes.io/docs/reference/config-api/kubeadm-config.v1beta3/
- */
-export function kubeadmConfigPatches(): string[] {
-  return [
-    `kind: ClusterConfiguration\nimageRepository: ${IMAGE_REPOSITORY}\netcd:\n  local:\n    imageTag: "${ETCD_IMAGE_TAG}"\n`,
-    "kind: KubeletConfiguration\nfailCgroupV1: false\n",
-  ];
-}
 
 /**
  * Packages of the node's root file system: kind v0.31.0's `clean-install` list (images/base/Dockerfile)

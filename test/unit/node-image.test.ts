@@ -7,6 +7,7 @@
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import * as YAML from "yaml";
+import { kubeadmPatches } from "../../components/manifests/kindConfig";
 import {
   adaptContainerdService,
   COMPONENT_IMAGES,
@@ -16,7 +17,6 @@ import {
   FLANNELD_LAUNCH,
   IMAGE_REPOSITORY,
   inputHash,
-  kubeadmConfigPatches,
   KUBERNETES_VERSION,
   nodeImageTag,
   PAUSE_IMAGE,
@@ -165,7 +165,8 @@ describe("parseAptSources", () => {
 
 describe("kubeadm patches and image names", () => {
   it("set the image repository, the etcd tag and failCgroupV1: false", () => {
-    const [cluster, kubelet] = kubeadmConfigPatches().map((p) => YAML.parse(p));
+    // The renderer the profile uses (components/manifests/kindConfig.ts), with this image's facts.
+    const [cluster, kubelet] = kubeadmPatches({ imageRepository: IMAGE_REPOSITORY, etcdImageTag: ETCD_IMAGE_TAG, allowCgroupV1: true }).map((p) => YAML.parse(p));
     expect(cluster).toEqual({ kind: "ClusterConfiguration", imageRepository: IMAGE_REPOSITORY, etcd: { local: { imageTag: ETCD_IMAGE_TAG } } });
     expect(kubelet).toEqual({ kind: "KubeletConfiguration", failCgroupV1: false });
   });
