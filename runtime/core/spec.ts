@@ -17,6 +17,11 @@
  *   member, passed only in the member's environment and redacted from the ledger and its output log.
  * - `roles[].app.port` (default `true`): `false` means the member gets no `COHORT_PORT`.
  * - `roles[].readiness.timeout`: overrides `memberTimeout` for the role's members.
+ * - `roles[].liveness` (default on for tcp/http/exec readiness: `{ period: "5s", failureThreshold: 3 }`):
+ *   once a member is ready, the core re-runs its readiness probe every `period` until teardown begins;
+ *   `failureThreshold` failures in a row fail the run. `false` turns it off.
+ * - `roles[].restart` (default `{ attempts: 0, backoff: "1s" }`): a member that exits, or is not ready by
+ *   its member deadline, BEFORE it is ready is started again up to `attempts` times.
  * - `$(VAR)` expansion (Kubernetes semantics) in `app.command`, `app.env` values and `readiness.exec.command`.
  */
 import { parse as parseYaml, YAMLParseError } from "yaml";
@@ -26,6 +31,17 @@ import { SpecError, type SpecIssue } from "./errors.js";
 import { referencedVars } from "./expand.js";
 import { checkRoleGraph, roleDependants, roleLevels } from "./graph.js";
 import { cutUnits, findLoneSurrogate } from "./text.js";
+
+/** Largest `roles[].liveness.failureThreshold`. */
+export const MAX_LIVENESS_FAILURE_THRESHOLD = 1_000;
+/** Largest `roles[].restart.attempts` (a guard against a typo; Kubernetes backs off without end instead). */
+export const MAX_RESTART_ATTEMPTS = 100;
+/**
+ * Longest pause before a restart, in ms, unless `restart.backoff` itself is longer: the doubling stops
+ * there (5 minutes, Kubernetes' CrashLoopBackOff cap:
+ * https://kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#container-restarts).
+ */
+export const MAX_RESTART_BACKOFF_MS = 300_000;
 
 /** `apiVersion` every RunSpec carries. */
 export const RUNSPEC_API_VERSION = "cohort-lab/v1";
@@ -89,6 +105,26 @@ const readinessSchema = z.strictObject({
   timeout: positiveDuration.optional(),
 });
 
+/** `period` and `failureThreshold` (Kubernetes livenessProbe `periodSeconds`, `failureThreshold`). */
+const livenessObjectSchema = z.strictObject({
+  /** Pause between two liveness attempts of one member. */
+  period: positiveDuration.optional(),
+  /** Failed attempts in a row that fail the run. */
+  failureThreshold: z.number().int().min(1).max(MAX_LIVENESS_FAILURE_THRESHOLD).optional(),
+});
+
+const livenessSchema = z.union([z.literal(false), livenessObjectSchema], {
+  error: (issue) =>
+    `must be false (no liveness probe) or a mapping such as { period: 5s, failureThreshold: 3 }; omit it for the default (got ${describeValue(issue.input)})`,
+});
+
+const restartSchema = z.strictObject({
+  /** Restarts after the first start (0: none). */
+  attempts: z.number().int().min(0).max(MAX_RESTART_ATTEMPTS),
+  /** Pause before the first restart; doubled for each further one. */
+  backoff: duration.optional(),
+});
+
 const appSchema = z.strictObject({
   command: argv,
   env: z.record(envName, cString).optional(),
@@ -108,6 +144,8 @@ const roleSchema = z.strictObject({
   needs: z.array(z.string()).optional(),
   app: appSchema,
   readiness: readinessSchema.optional(),
+  liveness: livenessSchema.optional(),
+  restart: restartSchema.optional(),
   resources: z.record(z.string(), z.string().regex(QUANTITY, "must be a Kubernetes quantity such as 100m, 1, 128Mi, 1Gi")).optional(),
 });
 
@@ -136,6 +174,17 @@ export type Readiness =
   | { readonly exec: { readonly command: readonly string[] }; readonly timeout?: string }
   | { readonly log: { readonly pattern: string }; readonly timeout?: string };
 
+/** Liveness of a role, after defaults: off, or the probe's period and failure threshold. */
+export type Liveness = false | { readonly period: string; readonly failureThreshold: number };
+
+/** Restarts of a role, after defaults. */
+export interface Restart {
+  /** Restarts after the first start; 0: none. */
+  readonly attempts: number;
+  /** Pause before the first restart, a duration string; doubled for each further restart. */
+  readonly backoff: string;
+}
+
 /** One role after defaults. */
 export interface RoleSpec {
   readonly name: string;
@@ -158,6 +207,13 @@ export interface RoleSpec {
   };
   /** @default { tcp: {} } (a TCP connect to the member's COHORT_PORT) */
   readonly readiness: Readiness;
+  /**
+   * Re-probing after ready. @default `{ period: "5s", failureThreshold: 3 }` for tcp/http/exec readiness,
+   * `false` for `log` readiness (nothing to re-probe)
+   */
+  readonly liveness: Liveness;
+  /** @default { attempts: 0, backoff: "1s" } (no restarts) */
+  readonly restart: Restart;
   /** @default {} */
   readonly resources: Readonly<Record<string, string>>;
 }
@@ -192,6 +248,8 @@ export const RUNSPEC_DEFAULTS = {
   stopGracePeriod: "10s",
   replicas: 1,
   readiness: { tcp: {} },
+  liveness: { period: "5s", failureThreshold: 3 },
+  restart: { attempts: 0, backoff: "1s" },
 } as const;
 
 /**
@@ -223,6 +281,8 @@ export function withDefaults(parsed: ParsedRunSpec): RunSpec {
         port: role.app.port ?? true,
       },
       readiness: readinessWithDefaults(role.readiness),
+      liveness: livenessWithDefaults(role.liveness, role.readiness),
+      restart: { attempts: role.restart?.attempts ?? RUNSPEC_DEFAULTS.restart.attempts, backoff: role.restart?.backoff ?? RUNSPEC_DEFAULTS.restart.backoff },
       resources: role.resources ?? {},
     })),
   };
@@ -237,6 +297,14 @@ function readinessWithDefaults(readiness: ParsedRunSpec["roles"][number]["readin
   if (readiness?.exec !== undefined) return { exec: { command: readiness.exec.command }, ...timeout };
   if (readiness?.log !== undefined) return { log: { pattern: readiness.log.pattern }, ...timeout };
   return { tcp: {}, ...timeout };
+}
+
+function livenessWithDefaults(liveness: ParsedRunSpec["roles"][number]["liveness"], readiness: ParsedRunSpec["roles"][number]["readiness"]): Liveness {
+  if (liveness === false || readiness?.log !== undefined) return false;
+  return {
+    period: liveness?.period ?? RUNSPEC_DEFAULTS.liveness.period,
+    failureThreshold: liveness?.failureThreshold ?? RUNSPEC_DEFAULTS.liveness.failureThreshold,
+  };
 }
 
 /** Compiled readiness probe: the probe kind, its parameters and the member deadline in ms. */
@@ -271,6 +339,22 @@ export interface CompiledRole {
   readonly memberTimeoutMs: number;
   /** Which field set `memberTimeoutMs` (for messages): `memberTimeout` or `roles[i].readiness.timeout`. */
   readonly memberTimeoutField: string;
+  /**
+   * Liveness after ready: the readiness probe re-run every `periodMs` ms; `failureThreshold` failures in
+   * a row fail the run. null: off (`liveness: false`, or `log` readiness).
+   */
+  readonly liveness: { readonly periodMs: number; readonly failureThreshold: number } | null;
+  /** Restarts before ready: at most `attempts`, the k-th after `backoffMs * 2^(k-1)` ms (see {@link restartDelayMs}). */
+  readonly restart: { readonly attempts: number; readonly backoffMs: number };
+}
+
+/**
+ * Pause before restart number `k` (1-based) of a member, in ms: `backoffMs * 2^(k-1)`, at most
+ * {@link MAX_RESTART_BACKOFF_MS} (or `backoffMs` when that is longer).
+ */
+export function restartDelayMs(restart: CompiledRole["restart"], k: number): number {
+  const cap = Math.max(restart.backoffMs, MAX_RESTART_BACKOFF_MS);
+  return Math.min(cap, restart.backoffMs * 2 ** Math.max(0, k - 1));
 }
 
 /** A RunSpec compiled for the scheduler: milliseconds, members expanded, levels computed. */
@@ -343,6 +427,14 @@ const errorMap = (issue: z.core.$ZodRawIssue): string | undefined => {
 function zodIssues(error: z.ZodError): SpecIssue[] {
   const issues: SpecIssue[] = [];
   for (const issue of error.issues) {
+    if (issue.code === "invalid_union") {
+      // `false | {...}` (liveness): when the value is a mapping, its own problems say more than the union's message.
+      const branch = issue.errors.find((branchIssues) => branchIssues.length > 0 && branchIssues.every((sub) => sub.path.length > 0 || sub.code === "unrecognized_keys"));
+      if (branch !== undefined) {
+        issues.push(...zodIssues(new z.ZodError(branch.map((sub) => ({ ...sub, path: [...issue.path, ...sub.path] })))));
+        continue;
+      }
+    }
     if (issue.code === "unrecognized_keys") {
       for (const key of issue.keys) issues.push({ path: formatPath([...issue.path, key]), reason: "unknown field" });
     } else {
@@ -380,7 +472,8 @@ export function parseRunSpecText(text: string): unknown {
  * the full path, `COHORT_*` names in `env`/`secretEnv`, `secretEnv` names also in `env`, secrets
  * referenced in `command` or `readiness.exec.command` (a secret must never be in a command line),
  * `files` paths (relative, no `..`, not reserved), images not pinned by digest, a tcp/http probe with no
- * port to probe (`app.port: false` and no `readiness.*.port`), invalid `log` regular expressions, and
+ * port to probe (`app.port: false` and no `readiness.*.port`), invalid `log` regular expressions, a
+ * `liveness` mapping on a role with `log` readiness, `liveness`/`restart` values out of range, and
  * text that is not valid Unicode (a lone surrogate, the first one found).
  *
  * @throws {SpecError} listing every problem found
@@ -480,6 +573,12 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
       }
     }
   }
+  if (readiness?.log !== undefined && role.liveness !== undefined && role.liveness !== false) {
+    issues.push({
+      path: `${at}.liveness`,
+      reason: "a log readiness probe cannot be re-run (the line was printed once); remove liveness or set liveness: false (an exit after ready fails the run anyway)",
+    });
+  }
   const probeKind = readiness === undefined ? "tcp" : readiness.http !== undefined ? "http" : readiness.tcp !== undefined ? "tcp" : undefined;
   const probePort = probeKind === "http" ? readiness?.http?.port : probeKind === "tcp" ? readiness?.tcp?.port : undefined;
   if (probeKind !== undefined && role.app.port === false && probePort === undefined) {
@@ -543,6 +642,8 @@ export function compileRunSpec(spec: RunSpec): CompiledRunSpec {
       readiness,
       memberTimeoutMs: r.timeout !== undefined ? parseDurationMs(r.timeout) : memberTimeoutMs,
       memberTimeoutField: r.timeout !== undefined ? `roles[${index}].readiness.timeout` : "memberTimeout",
+      liveness: role.liveness === false ? null : { periodMs: parseDurationMs(role.liveness.period), failureThreshold: role.liveness.failureThreshold },
+      restart: { attempts: role.restart.attempts, backoffMs: parseDurationMs(role.restart.backoff) },
     };
   });
   const depth = Math.max(...roles.map((role) => role.level)) + 1;

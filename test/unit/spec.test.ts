@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SpecError } from "../../runtime/core/errors";
-import { compileRunSpec, filePathProblem, loadRunSpec, parseRunSpecText, validateRunSpec } from "../../runtime/core/spec";
+import { compileRunSpec, filePathProblem, loadRunSpec, parseRunSpecText, restartDelayMs, validateRunSpec } from "../../runtime/core/spec";
 
 const base = { apiVersion: "cohort-lab/v1", kind: "Cohort", name: "society" };
 const role = (name: string, extra: Record<string, unknown> = {}) => ({ name, app: { command: ["sh", "-c", "exit 0"] }, ...extra });
@@ -34,10 +34,44 @@ describe("validateRunSpec: defaults (withDefaults)", () => {
           needs: [],
           app: { command: ["sh", "-c", "exit 0"], env: {}, image: "", files: {}, secretEnv: [], port: true },
           readiness: { tcp: {} },
+          liveness: { period: "5s", failureThreshold: 3 },
+          restart: { attempts: 0, backoff: "1s" },
           resources: {},
         },
       ],
     });
+  });
+
+  it("liveness: on by default for tcp/http/exec, off for log (nothing to re-probe); restart: none by default", () => {
+    const spec = validateRunSpec({
+      ...base,
+      roles: [
+        role("a", { readiness: { http: { path: "/" } } }),
+        role("b", { readiness: { log: { pattern: "up" } } }),
+        role("c", { readiness: { exec: { command: ["true"] } }, liveness: { period: "30s" }, restart: { attempts: 2 } }),
+        role("d", { liveness: false, restart: { attempts: 1, backoff: "250ms" } }),
+      ],
+    });
+    expect(spec.roles.map((r) => [r.name, r.liveness, r.restart])).toEqual([
+      ["a", { period: "5s", failureThreshold: 3 }, { attempts: 0, backoff: "1s" }],
+      ["b", false, { attempts: 0, backoff: "1s" }],
+      ["c", { period: "30s", failureThreshold: 3 }, { attempts: 2, backoff: "1s" }],
+      ["d", false, { attempts: 1, backoff: "250ms" }],
+    ]);
+    expect(compileRunSpec(spec).roles.map((r) => [r.name, r.liveness, r.restart])).toEqual([
+      ["a", { periodMs: 5000, failureThreshold: 3 }, { attempts: 0, backoffMs: 1000 }],
+      ["b", null, { attempts: 0, backoffMs: 1000 }],
+      ["c", { periodMs: 30_000, failureThreshold: 3 }, { attempts: 2, backoffMs: 1000 }],
+      ["d", null, { attempts: 1, backoffMs: 250 }],
+    ]);
+  });
+
+  it("restartDelayMs doubles from the backoff and stops doubling at 5 minutes (or at the backoff when longer)", () => {
+    const r = (backoffMs: number) => ({ attempts: 10, backoffMs });
+    expect([1, 2, 3, 4].map((k) => restartDelayMs(r(1000), k))).toEqual([1000, 2000, 4000, 8000]);
+    expect(restartDelayMs(r(100_000), 3)).toBe(300_000);
+    expect(restartDelayMs(r(600_000), 2)).toBe(600_000);
+    expect(restartDelayMs(r(0), 5)).toBe(0);
   });
 
   it("reads the DESIGN.md example (YAML) and compiles it", () => {
@@ -159,6 +193,42 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { http: { path: "health" } } })] })).toEqual([
       'roles[0].readiness.http.path: must start with "/"',
     ]);
+  });
+
+  it("liveness: false or a mapping; period > 0; failureThreshold an integer >= 1; not with log readiness", () => {
+    expect(issuesOf({ ...base, roles: [role("a", { liveness: true })] })).toEqual([
+      "roles[0].liveness: must be false (no liveness probe) or a mapping such as { period: 5s, failureThreshold: 3 }; omit it for the default (got boolean true)",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { liveness: "10s" })] })).toEqual([
+      'roles[0].liveness: must be false (no liveness probe) or a mapping such as { period: 5s, failureThreshold: 3 }; omit it for the default (got the string "10s")',
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { liveness: { period: 5, failureThreshold: 0 } })] })).toEqual([
+      'roles[0].liveness.period: must be a duration with a unit (ms, s, m or h), e.g. "5s" (got 5)',
+      "roles[0].liveness.failureThreshold: must be an integer >= 1 (got 0)",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { liveness: { period: "0s", failureThreshold: 2.5, periodSeconds: 10 } })] })).toEqual([
+      'roles[0].liveness.period: must be greater than zero (got "0s")',
+      "roles[0].liveness.failureThreshold: must be an integer (got number 2.5)",
+      "roles[0].liveness.periodSeconds: unknown field",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { readiness: { log: { pattern: "up" } }, liveness: { period: "2s" } })] })).toEqual([
+      "roles[0].liveness: a log readiness probe cannot be re-run (the line was printed once); remove liveness or set liveness: false (an exit after ready fails the run anyway)",
+    ]);
+    expect(validateRunSpec({ ...base, roles: [role("a", { readiness: { log: { pattern: "up" } }, liveness: false })] }).roles[0]!.liveness).toBe(false);
+  });
+
+  it("restart: attempts an integer 0..100 (required), backoff a duration", () => {
+    expect(issuesOf({ ...base, roles: [role("a", { restart: { backoff: "1s" } })] })).toEqual(["roles[0].restart.attempts: required"]);
+    expect(issuesOf({ ...base, roles: [role("a", { restart: { attempts: -1, backoff: "1" } })] })).toEqual([
+      "roles[0].restart.attempts: must be an integer >= 0 (got -1)",
+      'roles[0].restart.backoff: must be a duration with a unit (ms, s, m or h), e.g. "1s" (got "1")',
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { restart: { attempts: 1000, backoff: "-1s", limit: 3 } })] })).toEqual([
+      "roles[0].restart.attempts: must be an integer <= 100 (got 1000)",
+      'roles[0].restart.backoff: must be a duration that is not negative (got "-1s")',
+      "roles[0].restart.limit: unknown field",
+    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { restart: 2 })] })).toEqual(["roles[0].restart: must be an object (got number 2)"]);
   });
 
   it("shape: unknown fields, wrong types, names, concurrency", () => {
