@@ -5,7 +5,7 @@
  *
  * Extensions by the runtime core (all optional, so existing adapters keep compiling):
  * `MemberPlan.readiness`, `MemberHandle.detail`, `MemberHandle.exec`, `Backend.readiness`,
- * `Backend.endpoints`, `Backend.stats` and {@link MemberIdentity}.
+ * `Backend.restarts`, `Backend.endpoints`, `Backend.stats` and {@link MemberIdentity}.
  */
 import type { CompiledReadiness } from "./spec";
 
@@ -115,6 +115,15 @@ export interface Backend {
    * @default "probe"
    */
   readonly readiness?: "probe" | "backend";
+  /**
+   * Whether `start` may be called again for a member once `stop` resolved for it (the core restarts
+   * members that exit, or are not ready by their deadline, before they are ready: RunSpec
+   * `roles[].restart`). The new start gets the same plan (same port, directory and secrets); the backend
+   * must report no event of the earlier incarnation after its `stop` resolved. Without it, a RunSpec
+   * that asks for restarts fails the run before any member starts.
+   * @default false
+   */
+  readonly restarts?: boolean;
   /**
    * Optional: assigns each member the address it will listen on, before any member is planned (its
    * peers' addresses go into COHORT_NEEDS). Members with `wantsPort: false` may be omitted. Without this

@@ -167,7 +167,8 @@ function table(rows: string[][], right: boolean[]): string[] {
 /**
  * Render a run directory for a terminal: header (run id, profile, backend, outcome, record count,
  * first failure), one aligned line per member sorted by start with scheduled/started/ready/stopped
- * offsets in ms from run start (plus a FAILED column when a member failed), the critical path with
+ * offsets in ms from run start (plus a STARTS column when a member was restarted, STARTED being its last
+ * start, and a FAILED column when a member failed), the critical path with
  * each link's ready time, and the phase durations from completion.json. Ends with a newline.
  * @throws {LedgerVerifyError} when the ledger does not verify ({@link verifyLedger}) or cannot be read.
  */
@@ -189,17 +190,21 @@ export async function showLedger(runDir: string): Promise<string> {
 
   out.push("members (ms from run start):");
   const anyFailed = t.members.some((m) => m.failed !== undefined);
-  const head = ["MEMBER", "ROLE", "SCHEDULED", "STARTED", "READY", "STOPPED", ...(anyFailed ? ["FAILED"] : [])];
+  // Restarted members (roles[].restart): STARTED is the last start, STARTS how many there were.
+  const anyRestarted = t.members.some((m) => (m.attempts ?? 0) > 1);
+  const head = ["MEMBER", "ROLE", "SCHEDULED", "STARTED", ...(anyRestarted ? ["STARTS"] : []), "READY", "STOPPED", ...(anyFailed ? ["FAILED"] : [])];
   const rows = t.members.map((m) => [
     m.member,
     m.role,
     ms(m.scheduledMs),
     ms(m.startedMs),
+    ...(anyRestarted ? [String(m.attempts ?? 0)] : []),
     ms(m.readyMs),
     ms(m.stoppedMs),
     ...(anyFailed ? [m.failed ?? ""] : []),
   ]);
-  out.push(...table([head, ...rows], [false, false, true, true, true, true, false]).map((l) => `  ${l}`));
+  const right = [false, false, true, true, ...(anyRestarted ? [true] : []), true, true, false];
+  out.push(...table([head, ...rows], right).map((l) => `  ${l}`));
   out.push("");
 
   if (t.criticalPath.members.length === 0) {

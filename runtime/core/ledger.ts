@@ -90,8 +90,16 @@ export const OUTCOMES: readonly Outcome[] = ["succeeded", "failed", "interrupted
  * - `run-started`: the writer opened and the run began (elapsedMs ≈ 0).
  * - `roster-admitted`: the whole roster was admitted (cluster backends: quota granted).
  * - `member-scheduled` (member): the member's needs were met and it was queued for start.
- * - `member-started` (member; `pid`, `pgid`, `port`, `endpoint`): the backend started it.
- * - `member-ready` (member; `probe`, `attempts`): its readiness gate passed.
+ * - `member-started` (member; `pid`, `pgid`, `port`, `endpoint`; `attempt` from the second start on): the
+ *   backend started it.
+ * - `member-restarted` (member; `attempt` (2, 3, ...), `maxAttempts`, `previousReason`, `exitCode`, `signal`,
+ *   `backoffMs`, `cleanupMs`): its previous start failed before ready (RunSpec `roles[].restart`); a
+ *   `member-started` of the new attempt follows.
+ * - `member-ready` (member; `probe`, `attempts`, `startToReadyMs` from the first start; `startAttempt` when
+ *   restarted): its readiness gate passed.
+ * - `member-unhealthy` (member; `probe`, `target`, `failures`, `attempts`, `lastError`, `periodMs`,
+ *   `failureThreshold`): its liveness probe failed `failureThreshold` times in a row after it was ready;
+ *   `member-failed` and `run-failed` follow.
  * - `member-failed` (member; `reason`, `outputTail`): it failed (exited before ready, timed out, …).
  * - `member-exited` (member; `exitCode`, `signal`): its process/pod ended.
  * - `member-stopping` (member): teardown asked it to stop.
@@ -107,7 +115,9 @@ export type RecordKind =
   | "roster-admitted"
   | "member-scheduled"
   | "member-started"
+  | "member-restarted"
   | "member-ready"
+  | "member-unhealthy"
   | "member-failed"
   | "member-exited"
   | "member-stopping"

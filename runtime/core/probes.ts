@@ -106,6 +106,70 @@ export async function waitReady(
   }
 }
 
+/** How {@link watchLiveness} probes: the schedule and the failure threshold. */
+export interface LivenessOptions {
+  /** Pause between the end of one attempt and the start of the next, in ms (> 0). */
+  readonly periodMs: number;
+  /** Failed attempts in a row after which the member is unhealthy (integer >= 1). */
+  readonly failureThreshold: number;
+  /**
+   * Pause before the first attempt, in ms; callers spread members over the period with it (e.g.
+   * `random() * periodMs`), so that members that became ready together are not all probed at once.
+   */
+  readonly firstDelayMs: number;
+}
+
+/** What {@link watchLiveness} resolves with: the member stopped answering. */
+export interface LivenessFailure {
+  /** Failed attempts in a row (= the threshold). */
+  readonly failures: number;
+  /** Liveness attempts made in all (successful ones included). */
+  readonly attempts: number;
+  /** Why the last attempt failed, e.g. `HTTP 503`, `connect ECONNREFUSED 127.0.0.1:40123`, `exit code 1`. */
+  readonly lastError: string;
+}
+
+/**
+ * Liveness: re-runs a member's tcp/http/exec readiness probe after it was ready, one attempt every
+ * `periodMs` (one timer armed after each attempt ended, no ticker), until `failureThreshold` attempts in
+ * a row fail or `signal` aborts. A successful attempt resets the count (Kubernetes livenessProbe
+ * semantics, https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/).
+ * Each tcp/http attempt times out after {@link ATTEMPT_TIMEOUT_MS}; exec attempts are bounded by the
+ * backend's exec timeout. Separate from {@link waitReady}, which it shares only the attempt functions with.
+ *
+ * @param readiness - the role's readiness probe; `log` has nothing to re-probe and is refused
+ * @returns the failure, once `failureThreshold` attempts in a row failed
+ * @throws {ProbeAbortedError} when `signal` aborts first (teardown began, the run failed elsewhere)
+ * @throws {Error} for a `log` probe, or when the backend cannot run exec probes
+ */
+export async function watchLiveness(
+  readiness: CompiledReadiness,
+  handle: MemberHandle,
+  options: LivenessOptions,
+  signal: AbortSignal,
+  timers: ProbeTimers = defaultTimers,
+): Promise<LivenessFailure> {
+  if (readiness.kind === "log") throw new Error(`a log probe cannot be re-run as a liveness probe (member ${handle.member})`);
+  if (signal.aborted) throw new ProbeAbortedError();
+  const attempt = attemptFor(readiness, handle, signal);
+  let attempts = 0;
+  let failures = 0;
+  let delay = options.firstDelayMs;
+  for (;;) {
+    await sleep(delay, signal, timers);
+    delay = options.periodMs;
+    attempts++;
+    const error = await attempt();
+    if (signal.aborted) throw new ProbeAbortedError();
+    if (error === null) {
+      failures = 0;
+      continue;
+    }
+    failures++;
+    if (failures >= options.failureThreshold) return { failures, attempts, lastError: error };
+  }
+}
+
 /** One attempt: resolves null on success, or the failure reason. Never rejects. */
 type Attempt = () => Promise<string | null>;
 

@@ -11,8 +11,18 @@
  *   from its start; the roster within `startupTimeout`, counted from admission. Whichever fires first
  *   fails the run, naming the member (for the roster deadline: the earliest-started member not ready).
  * - Fail fast: the first failure (a member exits before it is ready or while the roster is held, a
- *   deadline, a start error, a ledger write error) stops scheduling, aborts in-flight starts and probes,
- *   and tears down. The failing member's reason carries the last lines of its output.
+ *   deadline, a start error, a liveness failure, a ledger write error) stops scheduling, aborts in-flight
+ *   starts and probes, and tears down. The failing member's reason carries the last lines of its output.
+ * - Restarts (`roles[].restart`, backends with `restarts: true`): a member that exits, or is not ready by
+ *   its member deadline, BEFORE it is ready is stopped (its group cleaned up) and started again after
+ *   `backoff * 2^(k-1)` (k = 1, 2, ...; capped, see spec.ts `restartDelayMs`), up to `attempts` times; it
+ *   keeps its start slot meanwhile. The member deadline covers ONE attempt (re-armed at each start); the
+ *   roster deadline covers all of them. A start error (e.g. command not found) and a probe that cannot
+ *   run are not restarted. A member that exits after it was ready fails the run (no restarts then).
+ * - Liveness (`roles[].liveness`, backends with `readiness: "probe"`): once ready, a member's tcp/http/exec
+ *   readiness probe is re-run every `period` (the first attempt after a random part of the period, so
+ *   members that became ready together are spread out) until teardown begins; `failureThreshold` failures
+ *   in a row fail the run (`member-unhealthy`). `log` readiness has nothing to re-run: only an exit counts.
  * - Teardown in reverse dependency order: a role's members are stopped (SIGTERM, then SIGKILL after
  *   `stopGracePeriod`, by the backend) once every started member of every role that needs it is stopped;
  *   members of one role stop in parallel, and independent branches do not wait for each other.
@@ -29,8 +39,8 @@ import { formatDurationMs } from "./duration";
 import { CohortError, MemberExitedError, MemberStartError, MemberStartTimeoutError } from "./errors";
 import { memberIdentities, planMembers } from "./plan";
 import { PortAllocator } from "./ports";
-import { ProbeAbortedError, probeStatus, waitReady, type ProbeStatus } from "./probes";
-import type { CompiledRole, CompiledRunSpec } from "./spec";
+import { ProbeAbortedError, probeStatus, waitReady, watchLiveness, type LivenessFailure, type ProbeStatus } from "./probes";
+import { restartDelayMs, type CompiledRole, type CompiledRunSpec } from "./spec";
 
 /** Monotonic time and timers. */
 export interface Clock {
@@ -114,6 +124,8 @@ export interface SchedulerConfig {
   readonly runStartedFields?: Readonly<Record<string, unknown>>;
   /** Extra JSON fields for `completion.json`, computed when the run ends (e.g. the runtime's peak RSS). */
   readonly completionFields?: () => Readonly<Record<string, unknown>>;
+  /** Uniform random numbers in [0, 1), for spreading liveness probes over their period. @default Math.random */
+  readonly random?: () => number;
 }
 
 type MemberPhase = "waiting" | "queued" | "starting" | "ready" | "stopping" | "stopped";
@@ -131,10 +143,18 @@ interface MemberState {
   exitEvent: Extract<MemberEvent, { kind: "exited" }> | null;
   deadline: unknown;
   probe: ProbeStatus | null;
+  /** First start (the first attempt's). */
   scheduledAt: number;
   readyAt: number;
+  /** Aborts the current attempt's start and probe (replaced per attempt; the run's stop aborts it too). */
   abort: AbortController;
   stopPromise: Promise<void> | null;
+  /** Starts so far (1 = the first start; 1 + restarts). */
+  attempt: number;
+  /** A restart of this member is under way (the old attempt is being stopped, or the backoff runs). */
+  restarting: boolean;
+  /** The liveness loop of a ready member, if any; settles once the run's stop aborted it. */
+  liveness: Promise<void> | null;
 }
 
 interface RoleState {
@@ -175,6 +195,7 @@ export class Scheduler {
   private readonly ledger: LedgerSink;
   private readonly clock: Clock;
   private readonly tailLines: number;
+  private readonly random: () => number;
   private readonly roles = new Map<string, RoleState>();
   private readonly members = new Map<string, MemberState>();
   private readonly queue: MemberState[] = [];
@@ -211,6 +232,7 @@ export class Scheduler {
     this.ledger = config.ledger;
     this.clock = config.clock ?? realClock;
     this.tailLines = config.outputTailLines ?? 20;
+    this.random = config.random ?? Math.random;
     for (const role of this.spec.roles) {
       const state: RoleState = { spec: role, members: [], pendingNeeds: role.needs.length, readyCount: 0 };
       this.roles.set(role.name, state);
@@ -231,6 +253,9 @@ export class Scheduler {
           readyAt: 0,
           abort: new AbortController(),
           stopPromise: null,
+          attempt: 0,
+          restarting: false,
+          liveness: null,
         };
         state.members.push(member);
         this.members.set(id, member);
@@ -285,7 +310,8 @@ export class Scheduler {
       this.requestStop();
     }
     try {
-      await this.prepare();
+      this.checkRestartable();
+      if (!this.stopRequest.done) await this.prepare();
       if (!this.stopRequest.done) await this.admit();
       phasesMs.admission = this.since(this.t0);
       if (!this.stopRequest.done) {
@@ -341,6 +367,17 @@ export class Scheduler {
   }
 
   // ---- preparation and admission ------------------------------------------------------------
+
+  /** A RunSpec that asks for restarts on a backend that cannot restart members fails before anything starts. */
+  private checkRestartable(): void {
+    if (this.backend.restarts === true) return;
+    const role = this.spec.roles.find((r) => r.restart.attempts > 0);
+    if (role === undefined) return;
+    this.fail(
+      null,
+      `roles[${role.index}].restart: the ${this.backend.name} backend cannot restart members (role ${role.name} asks for ${role.restart.attempts}); remove restart or set restart.attempts: 0`,
+    );
+  }
 
   /** Secrets (registered for redaction before anything could carry them), endpoints, plans. */
   private async prepare(): Promise<void> {
@@ -425,33 +462,42 @@ export class Scheduler {
       member.phase = "starting";
       member.startCalled = true;
       member.scheduledAt = this.clock.now();
-      const timeoutMs = member.role.spec.memberTimeoutMs;
-      member.deadline = this.clock.setTimeout(() => this.onMemberDeadline(member), timeoutMs);
+      member.attempt = 1;
+      this.armDeadline(member);
       member.startPromise = this.startMember(member);
     }
   }
 
+  /** The member deadline of the current attempt (`memberTimeout` or `readiness.timeout`, from this start). */
+  private armDeadline(member: MemberState): void {
+    member.deadline = this.clock.setTimeout(() => this.onMemberDeadline(member), member.role.spec.memberTimeoutMs);
+  }
+
+  /** One start attempt: backend start, then the readiness probe (or the backend's `ready` event). */
   private async startMember(member: MemberState): Promise<void> {
     const plan = member.plan!;
     const startCalledAt = this.clock.now();
+    // This attempt's signal: aborted by the run's stop, or by a restart of the member (then it is not a failure).
+    const signal = member.abort.signal;
     let handle: MemberHandle;
     try {
-      handle = await this.backend.start(plan, member.abort.signal);
+      handle = await this.backend.start(plan, signal);
     } catch (error) {
-      if (this.stopRequest.done && member.abort.signal.aborted) return;
+      if (signal.aborted && (this.stopRequest.done || member.restarting)) return;
       const message = error instanceof Error ? error.message : String(error);
       const failure = error instanceof CohortError ? error : new MemberStartError(member.id, this.backend.name, message, { cause: error });
       this.fail(member, `member ${member.id} could not be started: ${failure.message}`);
       return;
     }
     member.handle = handle;
-    this.counts.started++;
+    if (member.attempt === 1) this.counts.started++;
     this.append("member-started", {
       member: member.id,
       ...handle.detail,
       port: plan.port,
       endpoint: `${handle.endpoint.host}:${handle.endpoint.port}`,
       startMs: round3(this.clock.now() - startCalledAt),
+      ...(member.attempt > 1 ? { attempt: member.attempt } : {}),
     });
     this.progress();
     if (member.exited) {
@@ -464,23 +510,134 @@ export class Scheduler {
     const status = probeStatus(readiness, handle);
     member.probe = status;
     try {
-      await waitReady(readiness, handle, status, member.abort.signal, this.clock);
+      await waitReady(readiness, handle, status, signal, this.clock);
     } catch (error) {
-      if (error instanceof ProbeAbortedError || member.abort.signal.aborted) return;
+      if (error instanceof ProbeAbortedError || signal.aborted) return;
       this.fail(member, `member ${member.id}: readiness probe cannot run: ${(error as Error).message}`);
       return;
     }
+    if (signal.aborted) return; // a restart of this member began while the last attempt was answering
     this.markReady(member, { probe: status.probe, attempts: status.attempts });
   }
 
+  // ---- restarts -------------------------------------------------------------------------------
+
+  /** Whether a member that failed before it was ready may be started again (restarts left, run not stopping). */
+  private canRestart(member: MemberState): boolean {
+    return !this.stopRequest.done && member.phase === "starting" && member.attempt - 1 < member.role.spec.restart.attempts;
+  }
+
+  /**
+   * Starts `member` again: aborts its current attempt, stops what is left of it (the leader may be gone
+   * and its group not), waits the backoff, writes `member-restarted` and starts it with a new member
+   * deadline. A stop of the run at any point ends the restart (teardown stops the member).
+   *
+   * @param cause - why the attempt failed: `reason` one line, exit code and signal when it exited
+   */
+  private restartMember(member: MemberState, cause: { reason: string; exitCode: number | null; signal: string | null }): void {
+    if (member.restarting) return;
+    member.restarting = true;
+    this.clock.clearTimeout(member.deadline);
+    member.abort.abort();
+    const previous = member.startPromise;
+    const attempts = member.role.spec.restart.attempts;
+    const delayMs = restartDelayMs(member.role.spec.restart, member.attempt);
+    member.startPromise = (async () => {
+      await previous;
+      if (this.stopRequest.done) return;
+      const stopStarted = this.clock.now();
+      try {
+        await this.backend.stop(member.id, this.spec.stopGraceMs);
+      } catch (error) {
+        this.fail(member, `member ${member.id} could not be stopped for a restart: ${(error as Error).message}`);
+        return;
+      }
+      const cleanupMs = this.clock.now() - stopStarted;
+      if (this.stopRequest.done) return;
+      let timer: unknown = null;
+      await Promise.race([new Promise<void>((resolve) => (timer = this.clock.setTimeout(resolve, delayMs))), this.stopRequest.promise]);
+      this.clock.clearTimeout(timer);
+      if (this.stopRequest.done) return;
+      member.attempt++;
+      member.handle = null;
+      member.exited = false;
+      member.exitEvent = null;
+      member.probe = null;
+      member.abort = new AbortController();
+      member.restarting = false;
+      this.append("member-restarted", {
+        member: member.id,
+        attempt: member.attempt,
+        maxAttempts: attempts + 1,
+        previousReason: cause.reason,
+        exitCode: cause.exitCode,
+        signal: cause.signal,
+        backoffMs: delayMs,
+        cleanupMs: round3(cleanupMs),
+      });
+      this.armDeadline(member);
+      await this.startMember(member);
+    })();
+  }
+
+  /** ` after N attempts` when the member was started more than once, else "". */
+  private attemptsSuffix(member: MemberState): string {
+    return member.attempt > 1 ? ` after ${member.attempt} attempts` : "";
+  }
+
+  // ---- liveness -------------------------------------------------------------------------------
+
+  /** Starts the liveness loop of a member that just became ready (when its role and the backend allow one). */
+  private watchLiveness(member: MemberState): void {
+    const liveness = member.role.spec.liveness;
+    const handle = member.handle;
+    const status = member.probe;
+    if (liveness === null || handle === null || status === null || (this.backend.readiness ?? "probe") === "backend") return;
+    const readiness = member.plan!.readiness ?? member.role.spec.readiness;
+    const signal = member.abort.signal;
+    const options = { periodMs: liveness.periodMs, failureThreshold: liveness.failureThreshold, firstDelayMs: Math.floor(this.random() * liveness.periodMs) };
+    member.liveness = watchLiveness(readiness, handle, options, signal, this.clock).then(
+      (failure) => this.onUnhealthy(member, status, options, failure),
+      (error: unknown) => {
+        if (error instanceof ProbeAbortedError || signal.aborted) return;
+        this.fail(member, `member ${member.id}: liveness probe cannot run: ${(error as Error).message}`);
+      },
+    );
+  }
+
+  private onUnhealthy(member: MemberState, status: ProbeStatus, options: { periodMs: number; failureThreshold: number }, failure: LivenessFailure): void {
+    if (this.stopRequest.done || member.phase !== "ready" || member.exited) return;
+    this.append("member-unhealthy", {
+      member: member.id,
+      probe: status.probe,
+      target: status.target,
+      failures: failure.failures,
+      attempts: failure.attempts,
+      lastError: failure.lastError,
+      periodMs: options.periodMs,
+      failureThreshold: options.failureThreshold,
+    });
+    const when = this.phase === "hold" ? "during hold" : "after it was ready, before the roster was ready";
+    this.failWithTail(
+      member,
+      `member ${member.id} failed its liveness probe ${when}: ${failure.failures} ${status.target} probes in a row failed (period ${formatDurationMs(options.periodMs)}, failureThreshold ${options.failureThreshold}); last: ${failure.lastError}`,
+    );
+  }
+
   private markReady(member: MemberState, detail: Record<string, unknown>): void {
-    if (member.phase !== "starting" || this.stopRequest.done) return;
+    if (member.phase !== "starting" || this.stopRequest.done || member.restarting) return;
     this.clock.clearTimeout(member.deadline);
     member.phase = "ready";
     member.readyAt = this.clock.now();
     this.starting--;
     this.counts.ready++;
-    this.append("member-ready", { member: member.id, ...detail, startToReadyMs: round3(member.readyAt - member.scheduledAt) });
+    this.append("member-ready", {
+      member: member.id,
+      ...detail,
+      startToReadyMs: round3(member.readyAt - member.scheduledAt),
+      ...(member.attempt > 1 ? { startAttempt: member.attempt } : {}),
+    });
+    this.watchLiveness(member);
     const role = member.role;
     role.readyCount++;
     if (role.readyCount === role.spec.replicas) {
@@ -515,6 +672,7 @@ export class Scheduler {
     this.append("member-exited", { member: member.id, exitCode: event.exitCode ?? null, signal: event.signal ?? null, reason: event.reason });
     if (member.phase === "stopping" || member.phase === "stopped") return;
     if (member.phase === "starting") {
+      if (member.restarting) return; // the attempt being replaced, stopped by the restart
       if (member.handle !== null) this.onExitedBeforeReady(member);
       // else: startMember sees `exited` once start() resolves
       return;
@@ -526,8 +684,14 @@ export class Scheduler {
   }
 
   private onExitedBeforeReady(member: MemberState): void {
-    if (this.stopRequest.done) return;
-    this.failExited(member, `member ${member.id} exited before it was ready${exitSuffix(member.exitEvent!)}`);
+    if (this.stopRequest.done || member.restarting) return;
+    const event = member.exitEvent!;
+    const summary = `member ${member.id} exited before it was ready${exitSuffix(event)}`;
+    if (this.canRestart(member)) {
+      this.restartMember(member, { reason: `exited before it was ready${exitSuffix(event)}`, exitCode: event.exitCode ?? null, signal: event.signal ?? null });
+      return;
+    }
+    this.failExited(member, `${summary}${this.attemptsSuffix(member)}`);
   }
 
   private failExited(member: MemberState, summary: string): void {
@@ -544,14 +708,19 @@ export class Scheduler {
   // ---- deadlines ------------------------------------------------------------------------------
 
   private onMemberDeadline(member: MemberState): void {
-    if (member.phase !== "starting" || this.stopRequest.done) return;
+    if (member.phase !== "starting" || this.stopRequest.done || member.restarting) return;
     const role = member.role.spec;
+    const notReady = `not ready within ${formatDurationMs(role.memberTimeoutMs)} (${role.memberTimeoutField})`;
+    if (this.canRestart(member)) {
+      this.restartMember(member, { reason: `${notReady}${probeSuffix(member)}`, exitCode: null, signal: null });
+      return;
+    }
     const error = new MemberStartTimeoutError(
       member.id,
       this.backend.name,
       role.memberTimeoutField,
       role.memberTimeoutMs,
-      `member ${member.id} was not ready within ${formatDurationMs(role.memberTimeoutMs)} (${role.memberTimeoutField})${probeSuffix(member)}`,
+      `member ${member.id} was ${notReady}${this.attemptsSuffix(member)}${probeSuffix(member)}`,
     );
     this.failWithTail(member, error.message);
   }
@@ -643,8 +812,9 @@ export class Scheduler {
     this.phase = "teardown";
     this.progress();
     this.append("teardown-started", {});
-    // In-flight starts were aborted; wait for them to settle so every started member is known.
-    await Promise.all([...this.members.values()].map((member) => member.startPromise));
+    // In-flight starts (and restarts) were aborted; wait for them to settle so every started member is
+    // known, and for liveness loops to let go of their sockets.
+    await Promise.all([...this.members.values()].flatMap((member) => [member.startPromise, member.liveness]));
     const roleDone = new Map<string, Promise<void>>();
     const teardownRole = (name: string): Promise<void> => {
       const existing = roleDone.get(name);

@@ -103,6 +103,8 @@ export function liveMemberGroups(): readonly number[] {
 export class ProcessBackend implements Backend {
   readonly name = "process";
   readonly readiness = "probe" as const;
+  /** A member may be started again once its stop() resolved (core restarts; output.log is appended to). */
+  readonly restarts = true;
   private readonly options: ProcessBackendOptions;
   private readonly ports = new PortAllocator();
   private readonly members = new Map<string, RunningMember>();
@@ -210,7 +212,10 @@ export class ProcessBackend implements Backend {
    */
   async start(plan: MemberPlan, signal: AbortSignal): Promise<MemberHandle> {
     this.runId ??= plan.runId;
-    if (this.members.has(plan.id)) throw new MemberStartError(plan.id, this.name, `member ${plan.id} was already started`);
+    const previous = this.members.get(plan.id);
+    // A restart (Backend.restarts): allowed once the previous incarnation was stopped; it is replaced below.
+    if (previous !== undefined && previous.stopping === null) throw new MemberStartError(plan.id, this.name, `member ${plan.id} was already started`);
+    await previous?.stopping;
     const entered = performance.now();
     await this.prepare(plan);
     const env = memberEnvironment(plan);
