@@ -133,7 +133,9 @@ const openclaw: MemberPreset = {
   // worker ~105 MB, spawn broker ~70 MB). OpenClaw gives a start-up worker thread a fixed 5 s to come up
   // (LEASE_HEARTBEAT_START_TIMEOUT_MS) and exits with code 78 when it does not: with 4 gateways starting on a
   // CPU-saturated 2-core machine that happened, so start at most 2 at a time (one per core). A generous
-  // member deadline: a gateway took up to ~140 s to be ready on that loaded machine.
+  // member deadline: a gateway took up to ~140 s to be ready on that loaded machine. Still, a gateway that
+  // exits before it is ready (78 from that lease, or 1) is started again, twice at most, after 5 s and then
+  // 10 s (runtime/README.md, RunSpec `restart`); the member deadline counts per start.
   defaults: { startupTimeout: "20m", memberTimeout: "5m", hold: "5s", concurrency: 2, stopGracePeriod: "30s" },
   role(replicas, ctx) {
     const entry = resolveMemberProgram(hostMembers.openclaw, ctx.projectDir);
@@ -155,6 +157,7 @@ const openclaw: MemberPreset = {
         files: { "state/openclaw.json": `${JSON.stringify(OPENCLAW_MEMBER_CONFIG, null, 2)}\n` },
       },
       readiness: { http: { path: "/healthz" } },
+      restart: { attempts: 2, backoff: "5s" },
     };
   },
 };

@@ -8,7 +8,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { parseRunSummary } from "../../components/CohortRun";
 import { HostPrerequisiteError } from "../../components/HostProfile";
-import { validateRunSpec } from "../../runtime/core/spec";
+import { loadRunSpec, restartDelayMs, validateRunSpec } from "../../runtime/core/spec";
 import { PROJECT_DIR } from "../../stacks/config";
 import { checkMemberNode, resolveHostNode } from "../../stacks/host";
 import { MEMBER_PRESETS, MemberProgramError, OPENCLAW_MEMBER_CONFIG, resolveMemberProgram } from "../../stacks/members";
@@ -52,6 +52,13 @@ describe("openclaw preset", () => {
       "token",
     ]);
     expect(role).toMatchObject({ name: "gateway", replicas: 3, readiness: { http: { path: "/healthz" } } });
+  });
+
+  it("restarts a gateway that exits before it is ready (its fixed 5 s start-up lease exits 78 on a busy machine): twice, after 5 s then 10 s", () => {
+    expect(role.restart).toEqual({ attempts: 2, backoff: "5s" });
+    const compiled = loadRunSpec(JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "c", roles: [role] })).roles[0]!;
+    expect(compiled.restart).toEqual({ attempts: 2, backoffMs: 5000 });
+    expect([1, 2].map((k) => restartDelayMs(compiled.restart, k))).toEqual([5000, 10_000]);
   });
 
   it("keeps every file in the member's own directory and the token out of files and argv", () => {
