@@ -4,7 +4,9 @@
  *   cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
  *              [--backend-config FILE] [--backend-option KEY=VALUE]...
  *              [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]   (kubernetes backend options)
+ *              [--progress-fd N]   (progress lines to descriptor N instead of stderr)
  *   cohort ledger verify DIR | ledger show DIR | ledger recover DIR
+ *   cohort ledger report DIR [--out FILE|-] | ledger junit DIR [--out FILE|-]   (HTML report, JUnit XML)
  *   cohort reap DIR [--grace MS]
  *   cohort --help | cohort <command> --help | cohort help [<command>]   (texts in ./core/cli-help.ts)
  *
@@ -16,6 +18,7 @@
  * 128 + signal number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { randomBytes } from "node:crypto";
 import { Writable } from "node:stream";
@@ -31,6 +34,10 @@ import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
 import { showLedger } from "./core/ledger-show";
+import { renderJunit } from "./core/ledger-junit";
+import { renderReport } from "./core/ledger-report";
+import { loadRunView, outcomeText } from "./core/ledger-view";
+import { writeFileAtomic } from "./core/atomic";
 import { Scheduler, type LedgerSink, type RunProgress, type RunResult } from "./core/scheduler";
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
 import { wellFormed, wellFormedValue } from "./core/text";
@@ -56,7 +63,7 @@ const defaultIo: CliIo = {
 class UsageError extends Error {}
 
 const isHelpFlag = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
-const LEDGER_SUBCOMMANDS = ["verify", "show", "recover"];
+const LEDGER_SUBCOMMANDS = ["verify", "show", "recover", "report", "junit"];
 
 /** The {@link COMMAND_HELP} key of a command line (`["ledger", "verify", "x"]` -> `ledger verify`), if any. */
 function helpKey(argv: readonly string[]): string | undefined {
@@ -474,9 +481,10 @@ class ProgressReporter {
 async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = args;
   if (sub === undefined || !LEDGER_SUBCOMMANDS.includes(sub)) {
-    throw new UsageError(sub === undefined ? "ledger: missing subcommand (verify, show, recover)" : `ledger: unknown subcommand "${sub}"`);
+    throw new UsageError(sub === undefined ? `ledger: missing subcommand (${LEDGER_SUBCOMMANDS.join(", ")})` : `ledger: unknown subcommand "${sub}"`);
   }
-  const { positionals } = parse(rest, {}, 1);
+  const writes = sub === "report" || sub === "junit";
+  const { positionals, values } = parse(rest, writes ? { out: { type: "string" } } : {}, 1);
   const dir = positionals[0]!;
   try {
     switch (sub) {
@@ -499,8 +507,22 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
         );
         return 0;
       }
+      case "report":
+      case "junit": {
+        const view = await loadRunView(dir);
+        const text = sub === "report" ? renderReport(view) : renderJunit(view, os.hostname());
+        const out = (values as { out?: string }).out ?? path.join(dir, sub === "report" ? "report.html" : "junit.xml");
+        if (out === "-") {
+          io.stdout.write(text);
+          return 0;
+        }
+        await writeFileAtomic(path.resolve(out), text);
+        const status = view.verification.ok ? outcomeText(view) : `${outcomeText(view)}; the ledger does NOT verify`;
+        io.stdout.write(`wrote ${path.resolve(out)} (run ${view.manifest.runId}: ${status})\n`);
+        return 0;
+      }
       default:
-        throw new UsageError(sub === undefined ? "ledger: missing subcommand (verify, show, recover)" : `ledger: unknown subcommand "${sub}"`);
+        throw new UsageError(`ledger: unknown subcommand "${sub}"`);
     }
   } catch (error) {
     if (error instanceof CohortError) {
