@@ -13,6 +13,8 @@
  *   `["/bin/sh", "-c"]`; `dir` defaults to the provider's working directory (the project); `environment` is
  *   added to the provider's environment; `stdin`; `logging` streams lines to the engine as ephemeral info;
  *   `assetPaths`/`archivePaths` globs (gobwas syntax: `*`, `**`, `!` excludes, evaluated in order).
+ *   Extension (not upstream): `environment.COHORT_STATUS_FD: "3"` opens fd 3 of the command as a status pipe whose
+ *   lines are logged as ephemeral info and never captured ({@link STATUS_FD_ENV}).
  * - function `command:local:run`, the same run for an invoke.
  * The `command:remote:*` resources (SSH) are refused with an error naming the missing upstream plugin.
  *
