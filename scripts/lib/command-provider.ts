@@ -227,6 +227,9 @@ export function globFiles(dir: string, globs: readonly string[]): string[] {
  */
 export const STATUS_FD_ENV = "COHORT_STATUS_FD";
 
+/** How long the status pipe may stay open after the command exited and closed stdout/stderr (ms). */
+const STATUS_DRAIN_MS = 250;
+
 /** Sink for output lines logged to the engine. */
 export type LineLogger = (line: string) => void;
 
@@ -311,12 +314,18 @@ export async function runCommand(
     status.on("error", () => undefined);
     const closed = (stream: NodeJS.ReadableStream) => new Promise<void>((done) => stream.once("close", () => done()));
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once("exit", (c, s) => done({ code: c, signal: s })));
-    void Promise.all([exited, closed(child.stdout!), closed(child.stderr!)]).then(([result]) => {
-      // Whatever the command wrote before it exited is read by now or lost with the pipe; let the loop drain once.
-      setImmediate(() => {
-        status.destroy();
-        resolve(result);
-      });
+    const statusEnded = new Promise<void>((done) => {
+      status.once("end", () => done());
+      status.once("close", () => done());
+    });
+    void Promise.all([exited, closed(child.stdout!), closed(child.stderr!)]).then(async ([result]) => {
+      // Normally every writer is gone and the pipe ends at once, after its last lines were read; a process left
+      // holding fd 3 gets STATUS_DRAIN_MS, then the pipe is closed.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([statusEnded, new Promise<void>((done) => (timer = setTimeout(done, STATUS_DRAIN_MS)))]);
+      clearTimeout(timer);
+      status.destroy();
+      resolve(result);
     });
   });
   if (statusFd) emitStatus("", true);

@@ -61,6 +61,13 @@ describe("runCommand", () => {
     await expect(runCommand("echo x >&3", { logging: "none" }, {}, () => undefined)).rejects.toThrow(/exit status/);
   });
 
+  it("status pipe: every line written just before the command exits is logged", async () => {
+    const lines: string[] = [];
+    await runCommand('i=0; while [ $i -lt 3000 ]; do i=$((i + 1)); echo "line $i"; done >&3', { environment: { [STATUS_FD_ENV]: "3" } }, {}, (l) => lines.push(l));
+    expect(lines).toHaveLength(3000);
+    expect(lines.at(-1)).toBe("line 3000");
+  });
+
   it("status pipe: a process the command left holding fd 3 does not delay the result", async () => {
     const started = Date.now();
     const out = await runCommand("(sleep 5) </dev/null >/dev/null 2>&1 & echo done", { environment: { [STATUS_FD_ENV]: "3" } }, {}, () => undefined);
