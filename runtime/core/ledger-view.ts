@@ -6,7 +6,9 @@
  * Unlike `ledger show`, a ledger that does NOT verify is still read when it parses: the reports show the
  * verification error prominently (a CI job wants to see what it can of a damaged run) instead of refusing.
  */
-import { readLedger, type Completion, type LedgerManifest, type LedgerRecord } from "./ledger";
+import * as path from "node:path";
+import { LedgerVerifyError } from "./errors";
+import { LEDGER_FILES, parseManifest, readLedger, readOptional, splitLines, type Completion, type LedgerManifest, type LedgerRecord } from "./ledger";
 import { timelineOf, type LedgerTimeline } from "./ledger-show";
 import { verifyLedger, type VerifyReport } from "./ledger-verify";
 
@@ -58,8 +60,9 @@ export interface RunView {
 /**
  * Read a run directory for the reports.
  * @param runDir - a run directory (`<artifacts>/<runId>`)
- * @throws {LedgerVerifyError} only when the ledger cannot be read at all (no manifest, unparsable lines);
- *   a ledger that parses but does not verify is returned with `verification.ok === false`.
+ * @throws {LedgerVerifyError} only when the ledger cannot be read at all (no manifest, an unparsable line
+ *   other than a torn final one); a ledger that parses but does not verify, or whose final line is torn, is
+ *   returned with `verification.ok === false`.
  */
 export async function loadRunView(runDir: string): Promise<RunView> {
   let verification: Verification;
@@ -68,7 +71,7 @@ export async function loadRunView(runDir: string): Promise<RunView> {
   } catch (error) {
     verification = { ok: false, error: (error as Error).message };
   }
-  const { manifest, records, completion } = await readLedger(runDir);
+  const { manifest, records, completion } = await readForView(runDir);
   const timeline = timelineOf(manifest.spec, records);
 
   const failures = new Map<string, MemberFailure>();
@@ -121,6 +124,25 @@ export async function loadRunView(runDir: string): Promise<RunView> {
     markers,
     lastMs: records.at(-1)?.elapsedMs ?? 0,
   };
+}
+
+/**
+ * {@link readLedger}, except that a torn final line (a crash in the middle of a write) is left out instead of
+ * refused: the reports show a crashed run as far as its complete records go (verification still reports the
+ * torn line, and `cohort ledger recover` cuts it).
+ */
+async function readForView(runDir: string): ReturnType<typeof readLedger> {
+  try {
+    return await readLedger(runDir);
+  } catch (error) {
+    if (!(error instanceof LedgerVerifyError) || error.code !== "torn-final-line" || error.byteOffset === undefined) throw error;
+    const dir = path.resolve(runDir);
+    const manifest = parseManifest(dir, (await readOptional(path.join(dir, LEDGER_FILES.manifest)))!);
+    const bytes = ((await readOptional(path.join(dir, LEDGER_FILES.records))) ?? Buffer.alloc(0)).subarray(0, error.byteOffset);
+    const records: LedgerRecord[] = [];
+    for (const line of splitLines(dir, bytes, false)) records.push(line.value);
+    return { manifest, records, completion: null };
+  }
 }
 
 /** Sum of `replicas` (default 1) over the spec's roles; 0 when the spec has none. */

@@ -227,6 +227,13 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(suite.attrs).toMatchObject({ tests: "3", failures: "0", errors: "1", skipped: "2" });
     const run = suite.children.find((c) => c.attrs.name === "run")!;
     expect(run.children.map((c) => [c.tag, c.attrs.message])).toEqual([["error", "no completion.json: the run crashed or is still running"]]);
+
+    // A crash in the middle of a write (a torn final line): still rendered from the complete records, the torn line named.
+    fs.appendFileSync(path.join(runDir, "records.ndjson"), '{"seq":99,"kind":"member-rea');
+    const torn = await cohort(["ledger", "report", runDir, "--out", "-"]);
+    expect(torn.code, torn.stderr).toBe(0);
+    expect(torn.stdout).toMatch(/<p id="verify" class="bad">does NOT verify: ledger \S+: torn-final-line at line \d+/);
+    expect([...torn.stdout.matchAll(/<g class="row[^"]*" data-member="(slow-\d)"/g)].map((m) => m[1]).sort()).toEqual(["slow-0", "slow-1"]);
   }, 60_000);
 
   it("a ledger that does not verify: the report and junit say so (a `ledger` error testcase)", async () => {
