@@ -369,7 +369,9 @@ function progressStream(fd: number, io: CliIo): NodeJS.WritableStream & { isTTY?
  * {@link ProgressReporter.LINE_INTERVAL_MS} (a single trailing timer is armed only when a change is
  * pending: event-driven, no ticker), plus one line at each phase change and one per member failure.
  *
- * A line is `<phase>: started S/N ready R/N[ stopped T/S][ (ready: a, b; waiting: c)]`: `ready:` names
+ * A line is `<phase>: started S/N ready R/N[ [role r/n, ...]][ stopped T/S][ (ready: a, b; waiting: c)]`: the
+ * bracket lists, during start-up of a roster with several roles, the roles not all ready yet (at most
+ * {@link ProgressReporter.MAX_ROLES}) with their ready/size counts; `ready:` names
  * the members that became ready since the previous line (at most {@link ProgressReporter.MAX_NAMES},
  * then `+k more`), `waiting:` the members not ready yet once at most {@link ProgressReporter.MAX_NAMES}
  * remain during start-up. A failure is `failed: <member>: <first line of its reason>`.
@@ -377,12 +379,17 @@ function progressStream(fd: number, io: CliIo): NodeJS.WritableStream & { isTTY?
 class ProgressReporter {
   static readonly LINE_INTERVAL_MS = 500;
   static readonly MAX_NAMES = 5;
+  /** Roles listed at most in the per-role part. */
+  static readonly MAX_ROLES = 4;
   /** Failure lines printed at most (later failures of the same run are consequences, counted). */
   static readonly MAX_FAILURE_LINES = 3;
   private readonly bar: cliProgress.SingleBar | null;
   private readonly size: number;
   /** Every member id in spec order: the waiting list is those not in {@link ready}. */
   private readonly members: readonly string[];
+  /** Role of each member, and each role's size and ready count (spec order), for the per-role part. */
+  private readonly roleOf = new Map<string, string>();
+  private readonly roles = new Map<string, { size: number; ready: number }>();
   private readonly ready = new Set<string>();
   private newlyReady: string[] = [];
   private failures = 0;
@@ -397,6 +404,10 @@ class ProgressReporter {
   ) {
     this.size = spec.size;
     this.members = spec.roles.flatMap((role) => role.members);
+    for (const role of spec.roles) {
+      this.roles.set(role.name, { size: role.members.length, ready: 0 });
+      for (const m of role.members) this.roleOf.set(m, role.name);
+    }
     this.bar =
       out.isTTY === true
         ? new cliProgress.SingleBar(
@@ -414,6 +425,8 @@ class ProgressReporter {
     if (kind === "member-ready" && !this.ready.has(member)) {
       this.ready.add(member);
       this.newlyReady.push(member);
+      const role = this.roles.get(this.roleOf.get(member) ?? "");
+      if (role !== undefined) role.ready++;
     } else if (kind === "member-failed" && this.bar === null) {
       this.failures++;
       if (this.failures <= ProgressReporter.MAX_FAILURE_LINES) {
@@ -465,8 +478,17 @@ class ProgressReporter {
     if (p.phase === "startup" && this.size - this.ready.size <= ProgressReporter.MAX_NAMES && this.ready.size < this.size) {
       details.push(`waiting: ${this.names(this.members.filter((m) => !this.ready.has(m)))}`);
     }
+    // With several roles during start-up: the roles not all ready yet, e.g. `; agent 4/8, ui 0/2`.
+    const pendingRoles = p.phase === "startup" && this.roles.size > 1 ? [...this.roles].filter(([, r]) => r.ready < r.size) : [];
+    const roleText =
+      pendingRoles.length === 0
+        ? ""
+        : ` [${pendingRoles
+            .slice(0, ProgressReporter.MAX_ROLES)
+            .map(([name, r]) => `${name} ${r.ready}/${r.size}`)
+            .join(", ")}${pendingRoles.length > ProgressReporter.MAX_ROLES ? `, +${pendingRoles.length - ProgressReporter.MAX_ROLES} more` : ""}]`;
     const text =
-      `${p.phase}: started ${p.started}/${p.size} ready ${p.ready}/${p.size}` +
+      `${p.phase}: started ${p.started}/${p.size} ready ${p.ready}/${p.size}${roleText}` +
       `${p.phase === "teardown" || p.phase === "done" ? ` stopped ${p.stopped}/${p.started}` : ""}` +
       `${details.length > 0 ? ` (${details.join("; ")})` : ""}`;
     this.lastLineAt = Date.now();

@@ -75,8 +75,9 @@ Flags:
   --namespace NS            kubernetes: the run namespace (must exist)
   --queue LOCALQUEUE        kubernetes: the Kueue LocalQueue that admits the roster as one gang
   --progress-fd N           write the progress lines to the open file descriptor N (>= 3) instead of
-                            stderr, never as a bar: \`<phase>: started S/N ready R/N (ready: <members
-                            just ready>; waiting: <members not ready, once at most 5 remain>)\` at most
+                            stderr, never as a bar: \`<phase>: started S/N ready R/N [<role> r/n, ...]
+                            (ready: <members just ready>; waiting: <members not ready, once at most 5
+                            remain>)\` at most
                             twice a second, and \`failed: <member>: <reason>\`; stderr keeps the closing
                             line. \`pulumi up\` shows these lines on the CohortRun row this way
   -h, --help                this help

@@ -99,7 +99,9 @@ describe("cohort run --progress-fd", () => {
     expect(named[0]).toBe("router-0");
     // The late members are named as awaited once few remain, before they are ready.
     const waiting = texts.find((t) => /waiting: agent-12, agent-13\)$/.test(t));
-    expect(waiting, texts.join("\n")).toMatch(/^startup: started 15\/15 ready 13\/15 /);
+    expect(waiting, texts.join("\n")).toMatch(/^startup: started 15\/15 ready 13\/15 \[agent 12\/14\] \(/);
+    // Roles not all ready are counted in brackets; once router-0 is ready only agent is left there.
+    expect(texts[0]).toBe("startup: started 0/15 ready 0/15 [router 0/1, agent 0/14]");
     expect(texts.at(-1)).toBe("done: started 15/15 ready 15/15 stopped 15/15");
     // Lines arrive while the run goes (the waiting line more than a second before the process exits).
     expect(out.exitedAt - out.progress.find((l) => l.text === waiting)!.at).toBeGreaterThan(1000);
