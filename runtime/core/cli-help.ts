@@ -77,9 +77,9 @@ Flags:
   --progress-fd N           write the progress lines to the open file descriptor N (>= 3) instead of
                             stderr, never as a bar: \`<phase>: started S/N ready R/N [<role> r/n, ...]
                             (ready: <members just ready>; waiting: <members not ready, once at most 5
-                            remain>)\` at most
-                            twice a second, and \`failed: <member>: <reason>\`; stderr keeps the closing
-                            line. \`pulumi up\` shows these lines on the CohortRun row this way
+                            remain>)\` at most twice a second, and \`failed: <member>: <reason>\`;
+                            stderr keeps the closing line. \`pulumi up\` shows these lines on the
+                            CohortRun row this way
   -h, --help                this help
 
 Examples:
