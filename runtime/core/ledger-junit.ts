@@ -39,9 +39,13 @@ export function xmlAttr(text: string): string {
 
 const seconds = (ms: number): string => (Math.max(0, ms) / 1000).toFixed(3);
 
-interface Case {
+/** One `<testcase>`: `result` null = passed; `message` is one line, `body` the element's text (reason, tail). */
+export interface JunitCase {
+  /** Member id, or `run` / `ledger`. */
   readonly name: string;
+  /** The member's role, or `cohort`. */
   readonly classname: string;
+  /** Duration in ms (written as seconds). */
   readonly timeMs: number;
   readonly result: null | { readonly kind: "failure" | "error" | "skipped"; readonly type?: string; readonly message: string; readonly body?: string };
 }
@@ -53,15 +57,15 @@ interface Case {
  * `skipped`; one started but not ready when the run stopped (another member failed, an interrupt, a crash)
  * is `skipped` with that said.
  */
-export function junitCases(view: RunView): Case[] {
-  const cases: Case[] = [];
+export function junitCases(view: RunView): JunitCase[] {
+  const cases: JunitCase[] = [];
   const first = view.firstFailure;
   const stoppedBecause = view.completion === null ? "the run has no completion (crashed or still running)" : `the run ended ${outcomeText(view)}${first !== null ? ` (first failure: ${first.member ?? "the run"})` : ""}`;
   for (const m of view.timeline.members) {
     const failure = view.failures.get(m.member);
     const endMs = m.readyMs ?? failure?.atMs ?? m.stoppedMs ?? view.lastMs;
     const timeMs = m.startedMs === undefined ? 0 : endMs - m.startedMs;
-    let result: Case["result"] = null;
+    let result: JunitCase["result"] = null;
     if (failure !== undefined || m.failed !== undefined) {
       const reason = failure?.reason ?? m.failed ?? "failed";
       const tail = failure?.outputTail ?? "";
