@@ -6,8 +6,13 @@
  * - **create** runs the cohort: `node <bundle> run --spec - --artifacts <root> --profile <p> --backend <b>`,
  *   the RunSpec on stdin (nothing long or secret in a command line). The runtime admits, starts, probes,
  *   holds and tears down the members, writes the ledger, and prints one JSON summary line on stdout,
- *   which becomes the typed outputs. Its progress on stderr goes to a temp file; on failure only the last
- *   stderr line (the runtime's one-line reason, naming the member) is printed, so `pulumi up` fails with it.
+ *   which becomes the typed outputs. Its stderr goes to a temp file; on failure only the last stderr line
+ *   (the runtime's one-line reason, naming the member) is printed, so `pulumi up` fails with it. Its progress
+ *   lines (`--progress-fd 3`, at most two a second, naming members that became ready and, near the end, those
+ *   still awaited) go to fd 3, which the substitute command provider opens as a status pipe when the
+ *   environment has `COHORT_STATUS_FD=3`: they appear as ephemeral info on this resource's row during
+ *   `pulumi up` and are stored nowhere (not in the `stderr` output, not in the failure message). With the
+ *   upstream provider fd 3 is not open: the runtime notes that in its stderr and drops progress.
  *   A failed create leaves no resource in state, so the next `up` runs the cohort again.
  * - **triggers** = [spec digest, runtime bundle digest, artifact root, profile, backend]: any change to
  *   what would run replaces the resource, i.e. a new run with a new ledger. Unchanged: the engine sees
@@ -32,6 +37,12 @@ import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { canonicalJson, sha256Hex } from "../runtime/core/ledger.js";
 import type { RunSpec } from "../runtime/core/spec.js";
+
+/**
+ * The environment key that asks the command provider for a status pipe on fd 3 (scripts/lib/command-provider.ts
+ * `STATUS_FD_ENV`; kept here as a literal so the program does not import the provider).
+ */
+export const STATUS_FD_ENV = "COHORT_STATUS_FD";
 
 /**
  * Members per role, in the RunSpec's role order, e.g. `{ router: 1, agent: 8 }`.
@@ -132,7 +143,7 @@ case "$1" in
 "cohort run")
   out=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
   log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || { rm -f "$out"; exit 1; }
-  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" \${COHORT_BACKEND_CONFIG:+--backend-config "$COHORT_BACKEND_CONFIG"} >"$out" 2>"$log"
+  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" \${COHORT_BACKEND_CONFIG:+--backend-config "$COHORT_BACKEND_CONFIG"} \${COHORT_STATUS_FD:+--progress-fd "$COHORT_STATUS_FD"} >"$out" 2>"$log"
   rc=$?
   if [ "$rc" -eq 0 ]; then
     cat "$out"
@@ -251,10 +262,14 @@ export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): 
         COHORT_BACKEND: backend,
         ...(args.backendConfigFile !== undefined ? { COHORT_BACKEND_CONFIG: args.backendConfigFile } : {}),
         COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
+        // The substitute command provider opens fd 3 as a status pipe: the runtime's progress lines
+        // (`--progress-fd 3`) are shown on this resource's row in `pulumi up` and stored nowhere.
+        [STATUS_FD_ENV]: "3",
       },
       triggers: [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend],
       addPreviousOutputInEnv: true,
-      // stdout is the summary (it becomes outputs), stderr is sent to a temp file by the script.
+      // stdout is the summary (it becomes outputs), stderr is sent to a temp file by the script; progress
+      // goes through the status pipe (fd 3), which is neither captured in the state nor in the failure message.
       logging: "none",
     },
     { parent },

@@ -13,6 +13,8 @@
  * - Triggers: the Job object's hash (spec, bundle, image, namespace), so a new run replaces the summary too.
  * - Delete (destroy, replacement): with `keepLedgers: false` the run's ledger directory on the host is removed
  *   (scripts/local-profile.cjs `run-forget`, from the stored summary); by default ledgers are kept.
+ * - Progress: while pulumi-kubernetes awaits the Job, `pulumi up` shows only the Job's and Pod's status it reports;
+ *   the runtime's progress lines stay in the Pod's log (not streamed, unlike the `process` executor's status pipe).
  */
 import { createHash } from "node:crypto";
 import * as command from "@pulumi/command";

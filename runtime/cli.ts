@@ -4,7 +4,9 @@
  *   cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
  *              [--backend-config FILE] [--backend-option KEY=VALUE]...
  *              [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]   (kubernetes backend options)
+ *              [--progress-fd N]   (progress lines to descriptor N instead of stderr)
  *   cohort ledger verify DIR | ledger show DIR | ledger recover DIR
+ *   cohort ledger report DIR [--out FILE|-] | ledger junit DIR [--out FILE|-]   (HTML report, JUnit XML)
  *   cohort reap DIR [--grace MS]
  *   cohort --help | cohort <command> --help | cohort help [<command>]   (texts in ./core/cli-help.ts)
  *
@@ -16,8 +18,10 @@
  * 128 + signal number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { randomBytes } from "node:crypto";
+import { Writable } from "node:stream";
 import { parseArgs } from "node:util";
 import * as v8 from "node:v8";
 import cliProgress from "cli-progress";
@@ -30,7 +34,11 @@ import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
 import { showLedger } from "./core/ledger-show";
-import { Scheduler, type RunProgress, type RunResult } from "./core/scheduler";
+import { renderJunit } from "./core/ledger-junit";
+import { renderReport } from "./core/ledger-report";
+import { loadRunView, outcomeText } from "./core/ledger-view";
+import { writeFileAtomic } from "./core/atomic";
+import { Scheduler, type LedgerSink, type RunProgress, type RunResult } from "./core/scheduler";
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
 import { wellFormed, wellFormedValue } from "./core/text";
 import packageJson from "../package.json";
@@ -55,7 +63,7 @@ const defaultIo: CliIo = {
 class UsageError extends Error {}
 
 const isHelpFlag = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
-const LEDGER_SUBCOMMANDS = ["verify", "show", "recover"];
+const LEDGER_SUBCOMMANDS = ["verify", "show", "recover", "report", "junit"];
 
 /** The {@link COMMAND_HELP} key of a command line (`["ledger", "verify", "x"]` -> `ledger verify`), if any. */
 function helpKey(argv: readonly string[]): string | undefined {
@@ -204,6 +212,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
       kubeconfig: { type: "string" },
       namespace: { type: "string" },
       queue: { type: "string" },
+      "progress-fd": { type: "string" },
     },
     0,
   );
@@ -213,6 +222,10 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   if (!backendNames().includes(backendName)) throw new UsageError(`run: unknown backend "${backendName}" (known: ${backendNames().join(", ")})`);
   const backendOptions = parseBackendOptions(values["backend-config"], values["backend-option"] ?? []);
   for (const key of ["kubeconfig", "namespace", "queue"] as const) if (values[key] !== undefined) backendOptions[key] = values[key];
+  const progressFd = values["progress-fd"] === undefined ? undefined : Number(values["progress-fd"]);
+  if (progressFd !== undefined && (!Number.isInteger(progressFd) || progressFd < 3)) {
+    throw new UsageError(`run: --progress-fd expects an open file descriptor number >= 3; got "${values["progress-fd"]}"`);
+  }
 
   // Everything below up to the ledger is free of side effects: the spec is refused before any exists.
   let text: string;
@@ -250,13 +263,22 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
     createdAt: new Date().toISOString(),
     runtimePid: process.pid,
   });
-  const progress = new ProgressReporter(io.stderr, spec.size);
+  const progress = new ProgressReporter(progressFd === undefined ? io.stderr : progressStream(progressFd, io), spec);
+  // The reporter learns which member became ready or failed from the records the scheduler appends.
+  const sink: LedgerSink = {
+    append: (kind, fields) => {
+      progress.record(kind, fields);
+      return ledger.append(kind, fields);
+    },
+    redact: (secret) => ledger.redact(secret),
+    complete: (completion) => ledger.complete(completion),
+  };
   scheduler = new Scheduler({
     spec,
     runId,
     runDir,
     backend,
-    ledger,
+    ledger: sink,
     onProgress: (p) => progress.update(p),
     runStartedFields: { runtimePid: process.pid, runtimeStartTicks: readProcStat(process.pid)?.startTicks ?? null },
     completionFields: () => {
@@ -321,13 +343,56 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, io: Cl
 }
 
 /**
- * Progress on stderr: a cli-progress bar on a terminal; otherwise one line per change, at most one
- * every {@link ProgressReporter.LINE_INTERVAL_MS} (a single trailing timer is armed only when a change
- * is pending: event-driven, no ticker), plus one line at each phase change.
+ * The stream of `--progress-fd N`: progress lines only (never a bar), written asynchronously; a write
+ * error (the reader went away) silences it and never fails the run. A descriptor that is not open is
+ * reported once on stderr and progress is then dropped.
+ */
+function progressStream(fd: number, io: CliIo): NodeJS.WritableStream & { isTTY?: boolean } {
+  try {
+    fs.fstatSync(fd);
+  } catch {
+    io.stderr.write(`cohort: --progress-fd ${fd} is not an open file descriptor; progress lines are dropped\n`);
+    return new Writable({ write: (_chunk, _encoding, callback) => callback() });
+  }
+  const stream = fs.createWriteStream("", { fd, autoClose: false });
+  let broken = false;
+  stream.on("error", () => (broken = true));
+  const out = {
+    isTTY: false,
+    write: (chunk: string): boolean => (broken ? true : stream.write(chunk)),
+  };
+  return out as unknown as NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+/**
+ * Progress: a cli-progress bar on a terminal; otherwise one line per change, at most one every
+ * {@link ProgressReporter.LINE_INTERVAL_MS} (a single trailing timer is armed only when a change is
+ * pending: event-driven, no ticker), plus one line at each phase change and one per member failure.
+ *
+ * A line is `<phase>: started S/N ready R/N[ [role r/n, ...]][ stopped T/S][ (ready: a, b; waiting: c)]`: the
+ * bracket lists, during start-up of a roster with several roles, the roles not all ready yet (at most
+ * {@link ProgressReporter.MAX_ROLES}) with their ready/size counts; `ready:` names
+ * the members that became ready since the previous line (at most {@link ProgressReporter.MAX_NAMES},
+ * then `+k more`), `waiting:` the members not ready yet once at most {@link ProgressReporter.MAX_NAMES}
+ * remain during start-up. A failure is `failed: <member>: <first line of its reason>`.
  */
 class ProgressReporter {
   static readonly LINE_INTERVAL_MS = 500;
+  static readonly MAX_NAMES = 5;
+  /** Roles listed at most in the per-role part. */
+  static readonly MAX_ROLES = 4;
+  /** Failure lines printed at most (later failures of the same run are consequences, counted). */
+  static readonly MAX_FAILURE_LINES = 3;
   private readonly bar: cliProgress.SingleBar | null;
+  private readonly size: number;
+  /** Every member id in spec order: the waiting list is those not in {@link ready}. */
+  private readonly members: readonly string[];
+  /** Role of each member, and each role's size and ready count (spec order), for the per-role part. */
+  private readonly roleOf = new Map<string, string>();
+  private readonly roles = new Map<string, { size: number; ready: number }>();
+  private readonly ready = new Set<string>();
+  private newlyReady: string[] = [];
+  private failures = 0;
   private last: RunProgress | null = null;
   private lastLineAt = 0;
   private lastLine = "";
@@ -335,8 +400,14 @@ class ProgressReporter {
 
   constructor(
     private readonly out: NodeJS.WritableStream & { isTTY?: boolean },
-    private readonly size: number,
+    spec: Pick<CompiledRunSpec, "size" | "roles">,
   ) {
+    this.size = spec.size;
+    this.members = spec.roles.flatMap((role) => role.members);
+    for (const role of spec.roles) {
+      this.roles.set(role.name, { size: role.members.length, ready: 0 });
+      for (const m of role.members) this.roleOf.set(m, role.name);
+    }
     this.bar =
       out.isTTY === true
         ? new cliProgress.SingleBar(
@@ -344,7 +415,25 @@ class ProgressReporter {
             cliProgress.Presets.shades_classic,
           )
         : null;
-    this.bar?.start(size, 0, { phase: "admission", started: 0 });
+    this.bar?.start(this.size, 0, { phase: "admission", started: 0 });
+  }
+
+  /** A ledger record the scheduler appended: member readiness and failures name members in the lines. */
+  record(kind: string, fields: { member?: string; reason?: unknown; secondary?: unknown } | undefined): void {
+    const member = fields?.member;
+    if (member === undefined) return;
+    if (kind === "member-ready" && !this.ready.has(member)) {
+      this.ready.add(member);
+      this.newlyReady.push(member);
+      const role = this.roles.get(this.roleOf.get(member) ?? "");
+      if (role !== undefined) role.ready++;
+    } else if (kind === "member-failed" && this.bar === null) {
+      this.failures++;
+      if (this.failures <= ProgressReporter.MAX_FAILURE_LINES) {
+        const reason = typeof fields?.reason === "string" ? wellFormed(fields.reason.split("\n")[0]!) : "failed";
+        this.out.write(`failed: ${member}: ${reason}\n`);
+      }
+    }
   }
 
   update(progress: RunProgress): void {
@@ -373,12 +462,35 @@ class ProgressReporter {
     else if (this.last !== null) this.line();
   }
 
+  private names(list: readonly string[]): string {
+    const max = ProgressReporter.MAX_NAMES;
+    return list.length <= max ? list.join(", ") : `${list.slice(0, max).join(", ")}, +${list.length - max} more`;
+  }
+
   private line(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
     const p = this.last;
     if (p === null) return;
-    const text = `${p.phase}: started ${p.started}/${p.size} ready ${p.ready}/${p.size}${p.phase === "teardown" || p.phase === "done" ? ` stopped ${p.stopped}/${p.started}` : ""}`;
+    const details: string[] = [];
+    if (this.newlyReady.length > 0) details.push(`ready: ${this.names(this.newlyReady)}`);
+    this.newlyReady = [];
+    if (p.phase === "startup" && this.size - this.ready.size <= ProgressReporter.MAX_NAMES && this.ready.size < this.size) {
+      details.push(`waiting: ${this.names(this.members.filter((m) => !this.ready.has(m)))}`);
+    }
+    // With several roles during start-up: the roles not all ready yet, e.g. `; agent 4/8, ui 0/2`.
+    const pendingRoles = p.phase === "startup" && this.roles.size > 1 ? [...this.roles].filter(([, r]) => r.ready < r.size) : [];
+    const roleText =
+      pendingRoles.length === 0
+        ? ""
+        : ` [${pendingRoles
+            .slice(0, ProgressReporter.MAX_ROLES)
+            .map(([name, r]) => `${name} ${r.ready}/${r.size}`)
+            .join(", ")}${pendingRoles.length > ProgressReporter.MAX_ROLES ? `, +${pendingRoles.length - ProgressReporter.MAX_ROLES} more` : ""}]`;
+    const text =
+      `${p.phase}: started ${p.started}/${p.size} ready ${p.ready}/${p.size}${roleText}` +
+      `${p.phase === "teardown" || p.phase === "done" ? ` stopped ${p.stopped}/${p.started}` : ""}` +
+      `${details.length > 0 ? ` (${details.join("; ")})` : ""}`;
     this.lastLineAt = Date.now();
     if (text === this.lastLine) return;
     this.lastLine = text;
@@ -391,9 +503,10 @@ class ProgressReporter {
 async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number> {
   const [sub, ...rest] = args;
   if (sub === undefined || !LEDGER_SUBCOMMANDS.includes(sub)) {
-    throw new UsageError(sub === undefined ? "ledger: missing subcommand (verify, show, recover)" : `ledger: unknown subcommand "${sub}"`);
+    throw new UsageError(sub === undefined ? `ledger: missing subcommand (${LEDGER_SUBCOMMANDS.join(", ")})` : `ledger: unknown subcommand "${sub}"`);
   }
-  const { positionals } = parse(rest, {}, 1);
+  const writes = sub === "report" || sub === "junit";
+  const { positionals, values } = parse(rest, writes ? { out: { type: "string" } } : {}, 1);
   const dir = positionals[0]!;
   try {
     switch (sub) {
@@ -416,8 +529,22 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
         );
         return 0;
       }
+      case "report":
+      case "junit": {
+        const view = await loadRunView(dir);
+        const text = sub === "report" ? renderReport(view) : renderJunit(view, os.hostname());
+        const out = (values as { out?: string }).out ?? path.join(dir, sub === "report" ? "report.html" : "junit.xml");
+        if (out === "-") {
+          io.stdout.write(text);
+          return 0;
+        }
+        await writeFileAtomic(path.resolve(out), text);
+        const status = view.verification.ok ? outcomeText(view) : `${outcomeText(view)}; the ledger does NOT verify`;
+        io.stdout.write(`wrote ${path.resolve(out)} (run ${view.manifest.runId}: ${status})\n`);
+        return 0;
+      }
       default:
-        throw new UsageError(sub === undefined ? "ledger: missing subcommand (verify, show, recover)" : `ledger: unknown subcommand "${sub}"`);
+        throw new UsageError(`ledger: unknown subcommand "${sub}"`);
     }
   } catch (error) {
     if (error instanceof CohortError) {

@@ -27,6 +27,8 @@ Commands:
   cohort ledger verify DIR                          check a run's ledger (hash chain, digests, completion)
   cohort ledger show DIR                            print each member's timeline and the critical path
   cohort ledger recover DIR                         cut a torn final record line left by a crash
+  cohort ledger report DIR [--out FILE]             write a self-contained HTML report (DIR/report.html)
+  cohort ledger junit DIR [--out FILE]              write the run as JUnit XML for CI (DIR/junit.xml)
   cohort reap DIR [--grace MS]                      stop anything a run left running
   cohort version                                    print the runtime's version (also --version)
   cohort help [<command>]                           this text, or a command's help
@@ -37,6 +39,7 @@ Examples:
   cohort run --spec cohort.yaml --artifacts ./artifacts
   cohort ledger verify artifacts/society-20261130T091502Z-3f9a1c
   cohort ledger show artifacts/society-20261130T091502Z-3f9a1c
+  cohort ledger report artifacts/society-20261130T091502Z-3f9a1c --out /tmp/report.html
 
 ${RUN_EXIT_CODES}`;
 
@@ -44,7 +47,7 @@ ${RUN_EXIT_CODES}`;
 export const COMMAND_HELP: Readonly<Record<string, string>> = {
   run: `usage: cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
                   [--backend-config FILE] [--backend-option KEY=VALUE]...
-                  [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]
+                  [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE] [--progress-fd N]
 
 Runs the cohort a RunSpec describes: admission, members started in dependency order (at most
 \`concurrency\` at once), every member probed until ready, the ready roster held for \`hold\`, then
@@ -71,6 +74,12 @@ Flags:
   --kubeconfig FILE         kubernetes: the kubeconfig (its current context); default: in-cluster
   --namespace NS            kubernetes: the run namespace (must exist)
   --queue LOCALQUEUE        kubernetes: the Kueue LocalQueue that admits the roster as one gang
+  --progress-fd N           write the progress lines to the open file descriptor N (>= 3) instead of
+                            stderr, never as a bar: \`<phase>: started S/N ready R/N [<role> r/n, ...]
+                            (ready: <members just ready>; waiting: <members not ready, once at most 5
+                            remain>)\` at most twice a second, and \`failed: <member>: <reason>\`;
+                            stderr keeps the closing line. \`pulumi up\` shows these lines on the
+                            CohortRun row this way
   -h, --help                this help
 
 Examples:
@@ -81,7 +90,7 @@ Examples:
 
 ${RUN_EXIT_CODES}`,
 
-  ledger: `usage: cohort ledger verify|show|recover DIR
+  ledger: `usage: cohort ledger verify|show|recover|report|junit DIR
 
 Commands on a run's ledger directory DIR (<artifacts>/<run id>):
   cohort ledger verify DIR    check it: manifest and spec digest, every record's seq, time and hash
@@ -91,6 +100,10 @@ Commands on a run's ledger directory DIR (<artifacts>/<run id>):
                               critical path to roster-ready
   cohort ledger recover DIR   cut a torn final line (a crash in the middle of a write), keeping the cut
                               bytes beside it; any other damage is refused
+  cohort ledger report DIR    write one self-contained HTML file (default DIR/report.html): identity,
+                              outcome, phases, first failure, critical path, a Gantt of every member
+  cohort ledger junit DIR     write JUnit XML (default DIR/junit.xml): a testcase per member, for CI
+                              test reports
 
 Run \`cohort ledger <command> --help\` for one of them.
 
@@ -145,6 +158,47 @@ Flags:
 
 Example:
   cohort ledger recover artifacts/society-20261130T091502Z-3f9a1c
+
+${EXIT_CODES}`,
+
+  "ledger report": `usage: cohort ledger report DIR [--out FILE|-]
+
+Writes one self-contained HTML file for the run in DIR (inline CSS and SVG; no script, nothing fetched):
+the run id, profile, backend, outcome, size, ready count, time to ready, phases and tool versions; the
+ledger's verification status; the first failure with its output tail; the critical path (as in \`ledger
+show\`) against the time to ready; a Gantt chart of every member (queued, starting, ready, failed; the
+critical path outlined; admission, roster-ready, hold and teardown markers); start-to-ready per role;
+every member as a table. All ledger text is escaped. A run without completion.json (crashed or still
+running) is rendered as far as its records go, and says so; a ledger that does not verify is rendered
+with that error at the top. Prints \`wrote <file> (run <id>: <outcome>)\`.
+
+Flags:
+  --out FILE   where to write it (default DIR/report.html); \`-\` writes it to stdout
+  -h, --help   this help
+
+Example:
+  cohort ledger report artifacts/society-20261130T091502Z-3f9a1c --out /tmp/report.html
+
+${EXIT_CODES}`,
+
+  "ledger junit": `usage: cohort ledger junit DIR [--out FILE|-]
+
+Writes the run in DIR as JUnit XML, the schema Jenkins, GitLab and GitHub test reporters read: one
+<testsuite> (name = run id; tests, failures, errors, skipped, time in seconds, timestamp in UTC) with
+the run's facts as <properties>, and one <testcase> per member (classname = role, time = start to
+ready in seconds). A member that failed has <failure message="<reason>"> with its output tail; a
+member never started, or started but not ready when the run stopped, is <skipped>. A testcase \`run\`
+is added when the run failed without a member, was interrupted (<failure>) or has no completion.json
+(<error>); a testcase \`ledger\` when the ledger does not verify (<error>). Text is escaped and
+characters XML 1.0 forbids (control characters) are removed. Exit 0 whatever the run's outcome: the
+report carries it. Prints \`wrote <file> (run <id>: <outcome>)\`.
+
+Flags:
+  --out FILE   where to write it (default DIR/junit.xml); \`-\` writes it to stdout
+  -h, --help   this help
+
+Example:
+  cohort ledger junit artifacts/society-20261130T091502Z-3f9a1c --out "$RUNNER_TEMP/cohort-junit.xml"
 
 ${EXIT_CODES}`,
 

@@ -13,6 +13,8 @@
  *   `["/bin/sh", "-c"]`; `dir` defaults to the provider's working directory (the project); `environment` is
  *   added to the provider's environment; `stdin`; `logging` streams lines to the engine as ephemeral info;
  *   `assetPaths`/`archivePaths` globs (gobwas syntax: `*`, `**`, `!` excludes, evaluated in order).
+ *   Extension (not upstream): `environment.COHORT_STATUS_FD: "3"` opens fd 3 of the command as a status pipe whose
+ *   lines are logged as ephemeral info and never captured ({@link STATUS_FD_ENV}).
  * - function `command:local:run`, the same run for an invoke.
  * The `command:remote:*` resources (SSH) are refused with an error naming the missing upstream plugin.
  *
@@ -219,6 +221,15 @@ export function globFiles(dir: string, globs: readonly string[]): string[] {
   return [...found];
 }
 
+/**
+ * `environment` key that asks for the status pipe (an extension of this substitute; upstream ignores it): with the
+ * value `"3"`, the command's fd 3 is a pipe whose lines are logged as ephemeral info and never captured.
+ */
+export const STATUS_FD_ENV = "COHORT_STATUS_FD";
+
+/** How long the status pipe may stay open after the command exited and closed stdout/stderr (ms). */
+const STATUS_DRAIN_MS = 250;
+
 /** Sink for output lines logged to the engine. */
 export type LineLogger = (line: string) => void;
 
@@ -266,23 +277,58 @@ export async function runCommand(
     pending[which] = flush ? "" : (lines.pop() as string);
     for (const line of flush ? lines.filter((l, i) => i < lines.length - 1 || l !== "") : lines) log(line);
   };
+  // Extension (not in upstream): `environment.COHORT_STATUS_FD: "3"` opens fd 3 of the command as a status pipe
+  // whose lines go to the engine as ephemeral info, whatever `logging` says, and are NOT captured: they are in
+  // neither the stdout/stderr outputs (the state) nor the failure message.
+  const statusFd = inputs.environment?.[STATUS_FD_ENV] === "3";
+  let statusPending = "";
+  const emitStatus = (chunk: string, flush: boolean) => {
+    const lines = (statusPending + chunk).split("\n");
+    statusPending = flush ? "" : (lines.pop() as string);
+    for (const line of lines) if (line !== "") log(line);
+  };
   const { code, signal, error } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
-    const child = spawn(argv[0] as string, argv.slice(1), { cwd, env, stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(argv[0] as string, argv.slice(1), { cwd, env, stdio: statusFd ? ["pipe", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"] });
     child.on("error", (err) => resolve({ code: null, signal: null, error: err }));
-    child.stdout.setEncoding("utf8").on("data", (d: string) => {
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => {
       stdout += d;
       both += d;
       emit("out", d, false);
     });
-    child.stderr.setEncoding("utf8").on("data", (d: string) => {
+    child.stderr!.setEncoding("utf8").on("data", (d: string) => {
       stderr += d;
       both += d;
       emit("err", d, false);
     });
-    child.on("close", (c, s) => resolve({ code: c, signal: s }));
-    child.stdin.on("error", () => undefined);
-    child.stdin.end(inputs.stdin !== undefined && inputs.stdin.length > 0 ? inputs.stdin : undefined);
+    child.stdin!.on("error", () => undefined);
+    child.stdin!.end(inputs.stdin !== undefined && inputs.stdin.length > 0 ? inputs.stdin : undefined);
+    if (!statusFd) {
+      child.on("close", (c, s) => resolve({ code: c, signal: s }));
+      return;
+    }
+    // The status pipe does not hold the command open: a process the command left behind (a member that
+    // inherited fd 3) must not delay the result. Done = exited, and stdout and stderr closed.
+    const status = child.stdio[3] as NodeJS.ReadableStream & { destroy(): void };
+    status.setEncoding("utf8");
+    status.on("data", (d: string) => emitStatus(d, false));
+    status.on("error", () => undefined);
+    const closed = (stream: NodeJS.ReadableStream) => new Promise<void>((done) => stream.once("close", () => done()));
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((done) => child.once("exit", (c, s) => done({ code: c, signal: s })));
+    const statusEnded = new Promise<void>((done) => {
+      status.once("end", () => done());
+      status.once("close", () => done());
+    });
+    void Promise.all([exited, closed(child.stdout!), closed(child.stderr!)]).then(async ([result]) => {
+      // Normally every writer is gone and the pipe ends at once, after its last lines were read; a process left
+      // holding fd 3 gets STATUS_DRAIN_MS, then the pipe is closed.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([statusEnded, new Promise<void>((done) => (timer = setTimeout(done, STATUS_DRAIN_MS)))]);
+      clearTimeout(timer);
+      status.destroy();
+      resolve(result);
+    });
   });
+  if (statusFd) emitStatus("", true);
   emit("out", "", true);
   emit("err", "", true);
   if (error !== undefined || code !== 0) {

@@ -73,6 +73,12 @@ describe("CohortRun step 'cohort run'", () => {
     expect(r).toEqual({ status: 1, stdout: "", stderr: "run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\n" });
   });
 
+  it("with COHORT_STATUS_FD (the provider's status pipe) the runtime gets --progress-fd with that number", () => {
+    const r = step(COHORT_RUN_STEPS.create, { COHORT_STATUS_FD: "3" }, "{}");
+    expect(r.status).toBe(0);
+    expect(calls()[0]?.argv).toEqual(["run", "--spec", "-", "--artifacts", "/artifacts", "--profile", "host", "--backend", "process", "--progress-fd", "3"]);
+  });
+
   it("leaves no temp file behind", () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-tmp-"));
     step(COHORT_RUN_STEPS.create, { TMPDIR: tmp }, "{}");

@@ -159,6 +159,8 @@ describe("host profile component graph", () => {
       COHORT_PROFILE: "host",
       COHORT_BACKEND: "process",
       COHORT_KEEP_LEDGERS: "true",
+      // The status pipe the substitute command provider opens on fd 3: progress on the row, stored nowhere.
+      COHORT_STATUS_FD: "3",
     });
     expect(run.inputs.logging).toBe("none");
     expect(run.inputs.addPreviousOutputInEnv).toBe(true);

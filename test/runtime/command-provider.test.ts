@@ -13,6 +13,7 @@ import {
   makeCommandProvider,
   runCommand,
   sig,
+  STATUS_FD_ENV,
   unknownValue,
   urnName,
 } from "../../scripts/lib/command-provider";
@@ -36,6 +37,42 @@ describe("runCommand", () => {
     const cmd = 'echo "[$PULUMI_COMMAND_STDOUT|$PULUMI_COMMAND_STDERR]"';
     expect((await runCommand(cmd, {}, { stdout: "o", stderr: "e" }, () => undefined)).stdout).toBe("[o|e]");
     expect((await runCommand(cmd, { addPreviousOutputInEnv: false }, { stdout: "o", stderr: "e" }, () => undefined)).stdout).toBe("[|]");
+  });
+
+  it("status pipe (COHORT_STATUS_FD=3): fd 3 lines are logged as they come, captured nowhere, and absent from the failure message", async () => {
+    const lines: string[] = [];
+    const environment = { [STATUS_FD_ENV]: "3" };
+    // The first status line must reach the logger while the command still runs (it waits for it to be logged).
+    const marker = path.join(tmp, "logged");
+    const log = (line: string) => {
+      lines.push(line);
+      if (line === "progress 1") fs.writeFileSync(marker, "");
+    };
+    const cmd = `echo "progress 1" >&3; while [ ! -e ${JSON.stringify(marker)} ]; do sleep 0.05; done; printf 'progress 2' >&3; echo out; echo err >&2`;
+    const out = await runCommand(cmd, { logging: "none", environment }, {}, log);
+    expect(out).toEqual({ stdout: "out", stderr: "err" });
+    expect(lines).toEqual(["progress 1", "progress 2"]);
+
+    lines.length = 0;
+    const failed = runCommand('echo "startup: ready 1/2" >&3; echo "member web-1 failed" >&2; exit 1', { logging: "none", environment }, {}, (l) => lines.push(l));
+    await expect(failed).rejects.toThrow(/^exit status 1: running .*:\nmember web-1 failed\n$/);
+    expect(lines).toEqual(["startup: ready 1/2"]);
+    // Without the key there is no fd 3 (as upstream).
+    await expect(runCommand("echo x >&3", { logging: "none" }, {}, () => undefined)).rejects.toThrow(/exit status/);
+  });
+
+  it("status pipe: every line written just before the command exits is logged", async () => {
+    const lines: string[] = [];
+    await runCommand('i=0; while [ $i -lt 3000 ]; do i=$((i + 1)); echo "line $i"; done >&3', { environment: { [STATUS_FD_ENV]: "3" } }, {}, (l) => lines.push(l));
+    expect(lines).toHaveLength(3000);
+    expect(lines.at(-1)).toBe("line 3000");
+  });
+
+  it("status pipe: a process the command left holding fd 3 does not delay the result", async () => {
+    const started = Date.now();
+    const out = await runCommand("(sleep 5) </dev/null >/dev/null 2>&1 & echo done", { environment: { [STATUS_FD_ENV]: "3" } }, {}, () => undefined);
+    expect(out.stdout).toBe("done");
+    expect(Date.now() - started).toBeLessThan(3000);
   });
 
   it("logs only the selected streams", async () => {

@@ -1,0 +1,260 @@
+/**
+ * `cohort ledger report` (HTML) and `cohort ledger junit` (JUnit XML) on ledgers of REAL runs: the bundled CLI
+ * runs small cohorts with the process backend (a success, a failure whose member prints HTML and control
+ * characters, a runtime SIGKILLed mid-start), and the documents are checked against what the ledger says
+ * (the timeline and critical path of `ledgerTimeline`, the records, completion.json). The JUnit XML is parsed by
+ * Python's expat (strict XML 1.0: it refuses control characters and bad escapes).
+ */
+import { spawn, spawnSync } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ledgerTimeline } from "../../runtime/core/ledger-show";
+import { processesOfRun, tempDir } from "./process-helpers";
+
+let bundle = "";
+
+beforeAll(async () => {
+  const { bundle: build } = await import("../../scripts/bundle.mjs");
+  bundle = (await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") })).outfile;
+}, 300_000);
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cohort(args: string[], onStart?: (child: ReturnType<typeof spawn>) => void): Promise<Exit> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [bundle, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    onStart?.(child);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+async function runCohort(spec: object, onStart?: (child: ReturnType<typeof spawn>, artifacts: string) => void): Promise<{ exit: Exit; runDir: string }> {
+  const artifacts = tempDir("artifacts");
+  const file = path.join(tempDir("spec"), "cohort.json");
+  fs.writeFileSync(file, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", stopGracePeriod: "2s", ...spec }));
+  const exit = await cohort(["run", "--spec", file, "--artifacts", artifacts], onStart && ((child) => onStart(child, artifacts)));
+  const entries = fs.readdirSync(artifacts);
+  expect(entries).toHaveLength(1);
+  return { exit, runDir: path.join(artifacts, entries[0]!) };
+}
+
+const onLog = { log: { pattern: "^ready$" } };
+const member = (delay: string) => ({ command: ["sh", "-c", `sleep ${delay}; echo ready; exec sleep 1000`], port: false });
+
+interface XmlNode {
+  tag: string;
+  attrs: Record<string, string>;
+  text: string;
+  children: XmlNode[];
+}
+
+/** Parses XML with Python's expat (strict) and returns the tree, or throws expat's error. */
+function parseXml(file: string): XmlNode {
+  const script = `
+import json, sys, xml.etree.ElementTree as E
+def node(e): return {"tag": e.tag, "attrs": dict(e.attrib), "text": e.text or "", "children": [node(c) for c in e]}
+print(json.dumps(node(E.parse(sys.argv[1]).getroot())))
+`;
+  const r = spawnSync("python3", ["-c", script, file], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`XML does not parse: ${r.stderr || r.error?.message}`);
+  return JSON.parse(r.stdout) as XmlNode;
+}
+
+const records = (runDir: string) =>
+  fs
+    .readFileSync(path.join(runDir, "records.ndjson"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { kind: string; member?: string; elapsedMs: number; reason?: string; outputTail?: string });
+
+describe("cohort ledger report / junit on real runs", () => {
+  let success: { runDir: string };
+  let failure: { runDir: string; exit: Exit };
+
+  beforeAll(async () => {
+    success = await runCohort({
+      name: "good",
+      roles: [
+        { name: "router", app: member("0.3"), readiness: onLog },
+        { name: "agent", replicas: 3, needs: ["router"], app: member("0.$((COHORT_INDEX * 3 + 1))"), readiness: onLog },
+      ],
+    });
+    // web-2 prints HTML, an XML CDATA end, control characters (BEL, ESC, NUL-free C0) and exits 3; `late` needs web.
+    const evil = String.raw`printf '<script>alert("x")</script> & ]]> \001\007\033[31mred\033[0m\n'; exit 3`;
+    failure = await runCohort({
+      name: "bad",
+      roles: [
+        { name: "web", replicas: 3, app: { command: ["sh", "-c", `if [ "$COHORT_INDEX" = 2 ]; then sleep 0.5; ${evil}; fi; echo ready; exec sleep 1000`], port: false }, readiness: onLog },
+        { name: "late", needs: ["web"], app: member("0"), readiness: onLog },
+      ],
+    });
+  }, 120_000);
+
+  it("report: default DIR/report.html, self-contained, the run's identity, one Gantt row per member, the critical path marked", async () => {
+    const r = await cohort(["ledger", "report", success.runDir]);
+    expect(r.code, r.stderr).toBe(0);
+    const file = path.join(success.runDir, "report.html");
+    expect(r.stdout).toBe(`wrote ${file} (run ${path.basename(success.runDir)}: succeeded)\n`);
+    const html = fs.readFileSync(file, "utf8");
+    const completion = JSON.parse(fs.readFileSync(path.join(success.runDir, "completion.json"), "utf8")) as { timeToReadyMs: number };
+    expect(html).toContain(`<code>${path.basename(success.runDir)}</code>`);
+    expect(html).toMatch(/<span class="badge succeeded" id="outcome">succeeded<\/span>/);
+    expect(html).toContain("<tr><th>ready</th><td>4/4</td></tr>");
+    expect(html).toContain(`<tr><th>time to ready</th><td>${completion.timeToReadyMs.toFixed(1)} ms`);
+    expect(html).toMatch(/<p id="verify" class="ok">verified: \d+ records/);
+    // Self-contained: no script, no external reference (the only URL is the SVG namespace).
+    expect(html).not.toMatch(/<script|<link|<img|src=|href=|url\(|@import/i);
+    expect(html.match(/https?:\/\/[^"]+/g)).toEqual(["http://www.w3.org/2000/svg"]);
+
+    // One row per member in the timeline's order, and exactly the critical path's rows marked.
+    const timeline = await ledgerTimeline(success.runDir);
+    const rows = [...html.matchAll(/<g class="row( crit)?( failed)?" data-member="([^"]+)"/g)];
+    expect(rows.map((m) => m[3])).toEqual(timeline.members.map((m) => m.member));
+    expect(rows.filter((m) => m[1] !== undefined).map((m) => m[3])).toEqual(timeline.criticalPath.members);
+    expect(timeline.criticalPath.members).toEqual(["router-0", "agent-2"]);
+    expect(html).toContain(`<p id="critical-path"><code>router-0</code> → <code>agent-2</code>`);
+    for (const marker of ["admitted", "roster ready", "hold", "teardown"]) expect(html).toContain(`data-marker="${marker}"`);
+    // The ledger still verifies with the report beside it.
+    expect((await cohort(["ledger", "verify", success.runDir])).code).toBe(0);
+  });
+
+  it("report: the first failure with its output tail, every untrusted text escaped", async () => {
+    expect(failure.exit.code).toBe(1);
+    const out = path.join(tempDir("out"), "r.html");
+    const r = await cohort(["ledger", "report", failure.runDir, "--out", out]);
+    expect(r.code, r.stderr).toBe(0);
+    const html = fs.readFileSync(out, "utf8");
+    const failed = records(failure.runDir).find((x) => x.kind === "member-failed")!;
+    expect(failed.member).toBe("web-2");
+    expect(failed.outputTail).toContain('<script>alert("x")</script>');
+    expect(html).toMatch(/<span class="badge failed" id="outcome">failed<\/span>/);
+    expect(html).toContain(`<p><b>web-2</b>: member web-2 exited before it was ready (exit code 3)`);
+    expect(html).toContain("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; ]]&gt;");
+    expect(html).not.toMatch(/<script/i);
+    expect(html).toMatch(/<g class="row failed" data-member="web-2">/);
+    // `late` was never started: a row with no bar.
+    expect(html).toMatch(/<g class="row" data-member="late-0"><text[^>]*>late-0<\/text><\/g>/);
+  });
+
+  it("junit: one testcase per member (classname = role, time = start -> ready), failures with reason and tail, never-started skipped; valid XML despite control characters", async () => {
+    const out = path.join(tempDir("out"), "junit.xml");
+    const r = await cohort(["ledger", "junit", failure.runDir, "--out", out]);
+    expect(r.code, r.stderr).toBe(0);
+    const raw = fs.readFileSync(out, "utf8");
+    expect(raw).not.toMatch(/[\u0000-\u0008\u000B\u000C\u000E-\u001F]/);
+    const root = parseXml(out);
+    expect(root.tag).toBe("testsuites");
+    const suite = root.children[0]!;
+    expect(suite.tag).toBe("testsuite");
+    expect(suite.attrs).toMatchObject({ name: path.basename(failure.runDir), tests: "4", failures: "1", errors: "0", skipped: "1" });
+    expect(suite.attrs.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
+    expect(root.attrs).toMatchObject({ tests: "4", failures: "1", errors: "0", skipped: "1" });
+    const cases = suite.children.filter((c) => c.tag === "testcase");
+    expect(cases.map((c) => [c.attrs.name, c.attrs.classname]).sort()).toEqual([["late-0", "late"], ["web-0", "web"], ["web-1", "web"], ["web-2", "web"]]);
+
+    const recs = records(failure.runDir);
+    const at = (kind: string, m: string) => recs.find((x) => x.kind === kind && x.member === m)!.elapsedMs;
+    const web0 = cases.find((c) => c.attrs.name === "web-0")!;
+    expect(web0.children).toEqual([]);
+    expect(Number(web0.attrs.time)).toBeCloseTo((at("member-ready", "web-0") - at("member-started", "web-0")) / 1000, 3);
+
+    const web2 = cases.find((c) => c.attrs.name === "web-2")!;
+    expect(web2.children).toHaveLength(1);
+    const f = web2.children[0]!;
+    expect(f.tag).toBe("failure");
+    expect(f.attrs).toEqual({ message: "member web-2 exited before it was ready (exit code 3)", type: "member-failed" });
+    // The tail survives, minus the characters XML cannot carry (BEL, ESC, \001).
+    expect(recs.find((x) => x.kind === "member-failed")!.outputTail).toContain("]]> \u0001\u0007\u001b[31mred");
+    expect(f.text).toContain('last output:\n<script>alert("x")</script> & ]]> [31mred[0m');
+    expect(cases.find((c) => c.attrs.name === "late-0")!.children.map((c) => [c.tag, c.attrs.message])).toEqual([
+      ["skipped", "never started: the run ended failed (first failure: web-2)"],
+    ]);
+  });
+
+  it("junit: a succeeded run has only passing testcases and the run's facts as properties", async () => {
+    const r = await cohort(["ledger", "junit", success.runDir]);
+    expect(r.code).toBe(0);
+    const root = parseXml(path.join(success.runDir, "junit.xml"));
+    const suite = root.children[0]!;
+    expect(suite.attrs).toMatchObject({ tests: "4", failures: "0", errors: "0", skipped: "0" });
+    const props = Object.fromEntries(suite.children.find((c) => c.tag === "properties")!.children.map((p) => [p.attrs.name, p.attrs.value]));
+    expect(props).toMatchObject({ profile: "host", backend: "process", outcome: "succeeded", size: "4", readyCount: "4", criticalPath: "router-0 -> agent-2", ledgerVerified: "true" });
+  });
+
+  it("an unfinished run (runtime SIGKILLed, no completion.json): the report says so; junit has a `run` error", async () => {
+    const { exit, runDir } = await runCohort(
+      { name: "crash", roles: [{ name: "slow", replicas: 2, app: member("1000"), readiness: onLog }] },
+      (child, artifacts) => {
+        void (async () => {
+          for (;;) {
+            const dirs = fs.readdirSync(artifacts);
+            const recs = dirs.length === 1 ? path.join(artifacts, dirs[0]!, "records.ndjson") : "";
+            if (recs !== "" && fs.existsSync(recs) && (fs.readFileSync(recs, "utf8").match(/"kind":"member-started"/g) ?? []).length >= 2) break;
+            await new Promise((resolve) => setTimeout(resolve, 25));
+          }
+          child.kill("SIGKILL");
+        })();
+      },
+    );
+    expect(exit.signal).toBe("SIGKILL");
+    expect(fs.existsSync(path.join(runDir, "completion.json"))).toBe(false);
+    await cohort(["reap", runDir, "--grace", "500"]);
+    expect(processesOfRun(path.basename(runDir))).toEqual([]);
+
+    const r = await cohort(["ledger", "report", runDir]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain("unfinished: no completion.json");
+    const html = fs.readFileSync(path.join(runDir, "report.html"), "utf8");
+    expect(html).toContain('<p class="warn" id="unfinished">This run has no completion.json');
+    expect(html).toMatch(/<span class="badge unfinished" id="outcome">unfinished: no completion.json/);
+    expect(html).toMatch(/<p id="verify" class="ok">verified: \d+ records, hash chain and digests intact \(no completion yet\)/);
+
+    const j = await cohort(["ledger", "junit", runDir, "--out", "-"]);
+    expect(j.code).toBe(0);
+    const file = path.join(tempDir("out"), "j.xml");
+    fs.writeFileSync(file, j.stdout);
+    const suite = parseXml(file).children[0]!;
+    expect(suite.attrs).toMatchObject({ tests: "3", failures: "0", errors: "1", skipped: "2" });
+    const run = suite.children.find((c) => c.attrs.name === "run")!;
+    expect(run.children.map((c) => [c.tag, c.attrs.message])).toEqual([["error", "no completion.json: the run crashed or is still running"]]);
+
+    // A crash in the middle of a write (a torn final line): still rendered from the complete records, the torn line named.
+    fs.appendFileSync(path.join(runDir, "records.ndjson"), '{"seq":99,"kind":"member-rea');
+    const torn = await cohort(["ledger", "report", runDir, "--out", "-"]);
+    expect(torn.code, torn.stderr).toBe(0);
+    expect(torn.stdout).toMatch(/<p id="verify" class="bad">does NOT verify: ledger \S+: torn-final-line at line \d+/);
+    expect([...torn.stdout.matchAll(/<g class="row[^"]*" data-member="(slow-\d)"/g)].map((m) => m[1]).sort()).toEqual(["slow-0", "slow-1"]);
+  }, 60_000);
+
+  it("a ledger that does not verify: the report and junit say so (a `ledger` error testcase)", async () => {
+    const copy = path.join(tempDir("tampered"), path.basename(success.runDir));
+    fs.cpSync(success.runDir, copy, { recursive: true });
+    const file = path.join(copy, "records.ndjson");
+    fs.writeFileSync(file, fs.readFileSync(file, "utf8").replace('"kind":"member-ready","member":"agent-0"', '"kind":"member-ready","member":"agent-1"'));
+    const r = await cohort(["ledger", "report", copy]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("the ledger does NOT verify");
+    expect(fs.readFileSync(path.join(copy, "report.html"), "utf8")).toMatch(/<p id="verify" class="bad">does NOT verify: ledger \S+: hash-chain-broken at line \d+/);
+    await cohort(["ledger", "junit", copy]);
+    const suite = parseXml(path.join(copy, "junit.xml")).children[0]!;
+    expect(suite.children.find((c) => c.attrs.name === "ledger")?.children[0]?.tag).toBe("error");
+  });
+
+  it("refuses a directory without a ledger (exit 1) and a missing DIR (usage, exit 2)", async () => {
+    const empty = tempDir("empty");
+    const r = await cohort(["ledger", "report", empty]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^cohort: ledger report failed: ledger \S+: manifest-missing/);
+    expect((await cohort(["ledger", "junit"])).code).toBe(2);
+  });
+});
