@@ -230,12 +230,15 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   if (fs.existsSync(runDir)) throw new UsageError(`run: ${runDir} already exists; choose another --run-id`);
 
   let scheduler: Scheduler | null = null;
+  let ledgerSink: LedgerWriter | null = null;
   const backend = await createBackend(backendName, {
     runId,
     runDir,
     spec,
     events: (event) => scheduler?.events(event),
     options: backendOptions,
+    // Backend records before the ledger exists are dropped (none are written before the first start).
+    record: (kind, fields) => void ledgerSink?.append(kind, fields).catch(() => undefined),
   });
   await backend.available();
 
@@ -250,6 +253,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
     createdAt: new Date().toISOString(),
     runtimePid: process.pid,
   });
+  ledgerSink = ledger;
   const progress = new ProgressReporter(io.stderr, spec.size);
   scheduler = new Scheduler({
     spec,

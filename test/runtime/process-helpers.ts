@@ -45,7 +45,12 @@ let counter = 0;
 export async function runCohort(
   roles: RunSpecInput["roles"],
   extra: Partial<RunSpecInput> = {},
-  hooks: { onScheduler?: (scheduler: Scheduler) => void; launcher?: "native" | "perl" | "direct" } = {},
+  hooks: {
+    onScheduler?: (scheduler: Scheduler) => void;
+    launcher?: "native" | "perl" | "direct";
+    /** Called with the run directory before the run starts. */
+    onRunDir?: (runDir: string) => void;
+  } = {},
 ): Promise<{ result: RunResult; runDir: string; runId: string; records: Awaited<ReturnType<typeof readLedger>>["records"] }> {
   const spec = loadRunSpec(JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "t", stopGracePeriod: "2s", roles, ...extra }));
   const runId = `t-20260101T000000Z-${(process.pid % 0xfff).toString(16).padStart(3, "0")}${(counter++).toString(16).padStart(3, "0")}`;
@@ -59,7 +64,13 @@ export async function runCohort(
     createdAt: new Date().toISOString(),
   });
   let scheduler: Scheduler | null = null;
-  const backend = new ProcessBackend({ runDir, events: (event) => scheduler?.events(event), launcher: hooks.launcher ?? "auto" });
+  hooks.onRunDir?.(runDir);
+  const backend = new ProcessBackend({
+    runDir,
+    events: (event) => scheduler?.events(event),
+    launcher: hooks.launcher ?? "auto",
+    record: (kind, fields) => void ledger.append(kind, fields).catch(() => undefined),
+  });
   await backend.available();
   scheduler = new Scheduler({ spec, runId, runDir, backend, ledger });
   hooks.onScheduler?.(scheduler);

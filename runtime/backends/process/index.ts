@@ -12,18 +12,22 @@
  *   with execa (./start.ts), one per event-loop turn. Option `launcher`: auto|native|perl|direct.
  * - `stop`: SIGTERM to the group, SIGKILL after the grace period, until the group is empty (./stop.ts).
  * - `exec`: exec readiness probes run with the member's environment in its directory.
+ * - `listenerOwner`: who listens on a member's port (./sockets.ts), so that a stranger on it does not make
+ *   the member ready (runtime/core/probes.ts). A member that exits with EADDRINUSE in its output, or whose
+ *   port another process holds when it exits, gets an exit `cause` naming the port (and the holder).
  * - Member exits are reported through the event sink with the exit code or signal and the output tail.
  * - Last resort: when the runtime process exits for any reason Node still runs code for (normal exit,
  *   uncaught exception, `process.exit`), every member group that may still be alive gets SIGKILL
  *   synchronously. A SIGKILLed runtime cannot do that; `cohort reap <runDir>` cleans up after it.
  */
 import * as path from "node:path";
-import type { Backend, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
+import type { Backend, ListenerOwner, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError, SpecError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
 import { Launcher, findNativeLauncher, launcherAvailable, type LaunchExit, type LauncherProgram } from "./launcher";
 import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
-import { GroupWatcher, groupExists } from "./status";
+import { ListenerTable, holdsSocket, listeningInodes, socketHolder } from "./sockets";
+import { GroupWatcher, groupExists, listProcesses } from "./status";
 import { stopRunProcesses } from "./reap";
 import { stopGroup } from "./stop";
 
@@ -44,6 +48,11 @@ export interface ProcessBackendOptions {
    * @default "auto"
    */
   readonly launcher?: LauncherMode;
+  /**
+   * Sink for the backend's own ledger records: `backend-warning` (backend, topic, message; at most once per
+   * topic and run). Never throws.
+   */
+  readonly record?: (kind: string, fields: Record<string, unknown> & { member?: string }) => void;
 }
 
 /** Values of the `launcher` option. */
@@ -120,6 +129,10 @@ export class ProcessBackend implements Backend {
   private readonly earlyExits = new Map<number, LaunchExit>();
   /** The run id of the members started (every MemberPlan of one backend carries the same). */
   private runId: string | null = null;
+  private readonly warned = new Set<string>();
+  /** /proc/net/tcp{,6}, read once for all owner checks asked at the same time (./sockets.ts). */
+  private readonly listeners = new ListenerTable();
+  private lastStranger: { pid: number; command: string } | null = null;
 
   constructor(options: ProcessBackendOptions) {
     if (!path.isAbsolute(options.runDir)) throw new TypeError(`ProcessBackendOptions.runDir must be absolute; got "${options.runDir}"`);
@@ -283,8 +296,10 @@ export class ProcessBackend implements Backend {
       await output.closed(200);
       this.outputs.delete(plan.id);
       if (!groupExists(pid)) liveGroups.delete(pid); // one kill(2); lingering children are stop()'s business
-      const reason = sig !== null ? `killed by ${sig}` : code !== null ? `exit code ${code}` : "exited (status unknown: the launcher is gone)";
-      this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES) });
+      const status = sig !== null ? `killed by ${sig}` : code !== null ? `exit code ${code}` : "exited (status unknown: the launcher is gone)";
+      const cause = member.stopping === null ? this.exitCause(member, output.tail(RING_LINES)) : undefined;
+      const reason = cause === undefined ? status : `${status}: ${cause}`;
+      this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES), ...(cause !== undefined ? { cause } : {}) });
       await output.end();
     });
     const member: RunningMember = {
@@ -308,8 +323,75 @@ export class ProcessBackend implements Backend {
       onOutputLine: (listener) => output.onLine(listener),
       outputTail: async (lines) => output.tail(lines),
       exec: (command, execSignal) => this.exec(member, command, execSignal),
+      listenerOwner: (port) => this.listenerOwner(member, port),
     };
   }
+
+  /** Writes a `backend-warning` record once per topic and run. */
+  private warnOnce(topic: string, message: string): void {
+    if (this.warned.has(topic)) return;
+    this.warned.add(topic);
+    try {
+      this.options.record?.("backend-warning", { backend: this.name, topic, message });
+    } catch {
+      // the sink never throws by contract; a broken one must not fail a start
+    }
+  }
+
+  /** Pids of the member's processes: its process group and the leader's descendants. */
+  private memberPids(member: RunningMember): number[] {
+    const processes = listProcesses();
+    const parent = new Map(processes.map((p) => [p.pid, p.ppid]));
+    const descends = (pid: number): boolean => {
+      for (let p: number | undefined = pid, hops = 0; p !== undefined && p > 1 && hops < 64; p = parent.get(p), hops++) if (p === member.pid) return true;
+      return false;
+    };
+    return processes.filter((p) => p.state !== "Z" && (p.pgid === member.pgid || descends(p.pid))).map((p) => p.pid);
+  }
+
+  /** See MemberHandle.listenerOwner (runtime/core/backend.ts) and ./sockets.ts. */
+  private async listenerOwner(member: RunningMember, port: number): Promise<ListenerOwner> {
+    const inodes = await this.listeners.lookup(port);
+    if (inodes === null) {
+      const why = "cannot read /proc/net/tcp or /proc/net/tcp6";
+      this.warnOnce("port-owner", `${why}: tcp/http readiness probes accept any listener on a member's port (a stranger's too)`);
+      return { owner: "unknown", why };
+    }
+    if (inodes.length === 0) return { owner: "none" };
+    const wanted = new Set(inodes);
+    if (holdsSocket(member.pid, wanted)) return { owner: "member", pid: member.pid }; // the common case, without a scan
+    const mine = this.memberPids(member);
+    for (const pid of mine) if (holdsSocket(pid, wanted)) return { owner: "member", pid };
+    // A stranger is found by scanning every process's fds (~45 ms for 1,100 processes here); probes retry
+    // every <= 100 ms, so the last holder found is checked first.
+    const known = this.lastStranger;
+    if (known !== null && !mine.includes(known.pid) && holdsSocket(known.pid, wanted)) return { owner: "other", ...known };
+    const holder = socketHolder(wanted, new Set(mine));
+    this.lastStranger = holder;
+    return holder === null ? { owner: "other" } : { owner: "other", pid: holder.pid, command: holder.command };
+  }
+
+  /**
+   * Why a member that exited on its own may have failed, as far as its port tells: EADDRINUSE in its output,
+   * or its port held by another process.
+   */
+  private exitCause(member: RunningMember, tail: string): string | undefined {
+    const port = member.plan.port;
+    if (port <= 0) return undefined;
+    const inUse = /EADDRINUSE|address already in use/i.test(tail);
+    const inodes = listeningInodes(port);
+    let holder: { pid: number; command: string } | null = null;
+    if (inodes !== null && inodes.length > 0) {
+      const wanted = new Set(inodes);
+      const mine = this.memberPids(member);
+      if (!mine.some((pid) => holdsSocket(pid, wanted))) holder = socketHolder(wanted, new Set(mine));
+    }
+    const by = holder === null ? "" : `, held by pid ${holder.pid} (${holder.command})`;
+    if (inUse) return `port ${port} was already in use (EADDRINUSE)${by}`;
+    if (holder !== null) return `its port ${port} is held by another process: pid ${holder.pid} (${holder.command})`;
+    return undefined;
+  }
+
 
   /** The launcher in use (started on first use), or null when members are spawned directly. */
   private launcher(): Promise<Launcher | null> {
@@ -529,6 +611,7 @@ export function createProcessBackend(context: {
   readonly runDir: string;
   readonly events: MemberEventSink;
   readonly options?: Readonly<Record<string, unknown>>;
+  readonly record?: ProcessBackendOptions["record"];
 }): ProcessBackend {
   const launcher = context.options?.launcher;
   if (launcher !== undefined && !(launcherModes as readonly unknown[]).includes(launcher)) {
@@ -536,5 +619,10 @@ export function createProcessBackend(context: {
   }
   const unknown = Object.keys(context.options ?? {}).filter((key) => key !== "launcher");
   if (unknown.length > 0) throw new SpecError(unknown.map((key) => ({ path: `process.${key}`, reason: "unknown backend option (known: launcher)" })));
-  return new ProcessBackend({ runDir: context.runDir, events: context.events, ...(launcher !== undefined ? { launcher: launcher as LauncherMode } : {}) });
+  return new ProcessBackend({
+    runDir: context.runDir,
+    events: context.events,
+    ...(launcher !== undefined ? { launcher: launcher as LauncherMode } : {}),
+    ...(context.record !== undefined ? { record: context.record } : {}),
+  });
 }
