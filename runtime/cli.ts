@@ -440,7 +440,9 @@ async function reapCommand(args: readonly string[], io: CliIo): Promise<number> 
   const reaped = await reapRun(positionals[0]!, graceMs === undefined ? {} : { graceMs });
   if (reaped.runtime !== null) io.stdout.write(`stopped runtime pid ${reaped.runtime} of run ${reaped.runId}\n`);
   for (const group of reaped.groups) io.stdout.write(`stopped member ${group.member} (process group ${group.pgid}, ${group.processes} process(es))\n`);
-  if (reaped.runtime === null && reaped.groups.length === 0) io.stdout.write(`nothing left running for run ${reaped.runId}\n`);
+  const busy = reaped.cgroups.filter((cgroup) => cgroup.processes > 0);
+  for (const cgroup of busy) io.stdout.write(`stopped member ${cgroup.member} (cgroup ${cgroup.dir}, ${cgroup.processes} process(es))\n`);
+  if (reaped.runtime === null && reaped.groups.length === 0 && busy.length === 0) io.stdout.write(`nothing left running for run ${reaped.runId}\n`);
   return 0;
 }
 

@@ -7,7 +7,23 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { cgroupHierarchies } from "../../runtime/backends/process/cgroup";
 import { processesOfRun, tempDir } from "./process-helpers";
+
+/** Live pids whose command line contains `marker` (/proc/<pid>/cmdline). */
+function pidsWith(marker: string): number[] {
+  return fs
+    .readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .filter((name) => {
+      try {
+        return fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(marker) && !/^\S+ \(.*\) Z /.test(fs.readFileSync(`/proc/${name}/stat`, "utf8"));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
 
 let bundle = "";
 
@@ -279,6 +295,41 @@ describe("cohort CLI (bundled)", () => {
     expect(recover.code).toBe(0);
     expect(recover.stdout).toMatch(/^recovered: cut a torn final line \(22 bytes, kept in .*records\.ndjson\.torn-\S+\)\n$/);
     expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
+  });
+
+  const cgroupReady = process.platform === "linux" && process.getuid?.() === 0 && cgroupHierarchies().length > 0;
+  if (!cgroupReady) console.log("skipping the cgroup reap test: needs Linux, root and a writable cgroup2 or freezer hierarchy");
+  it.skipIf(!cgroupReady)("reap stops a member's child that escaped with `setsid env -i` (through the run's cgroups) after the runtime was SIGKILLed", async () => {
+    const artifacts = tempDir("artifacts");
+    const tag = `1000.${process.pid}4242`;
+    const spec = writeSpec({
+      name: "escape",
+      hold: "60s",
+      roles: [{ name: "a", app: { command: ["sh", "-c", `setsid env -i sleep ${tag} & echo ready; exec sleep 1000`], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+    });
+    let runDir = "";
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts], {
+      onStart: (child) => {
+        void (async () => {
+          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+          runDir = onlyRunDir(artifacts);
+          await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"hold-started"/, 1);
+          child.kill("SIGKILL");
+        })();
+      },
+    });
+    expect(out.signal).toBe("SIGKILL");
+    const runId = path.basename(runDir);
+    // The launcher SIGKILLs the member's group once the runtime is gone; the escaped sleep is in neither.
+    while (processesOfRun(runId).length > 0) await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(pidsWith(tag)).toHaveLength(1);
+    const reap = await cohort(["reap", runDir, "--grace", "500"]);
+    expect(reap.code).toBe(0);
+    const dirs = cgroupHierarchies().map((h) => path.join(h.mount, "cohort", runId, "a-0"));
+    expect(reap.stdout).toMatch(new RegExp(`^stopped member a-0 \\(cgroup (${dirs.join("|")}), 1 process\\(es\\)\\)\n$`));
+    expect(pidsWith(tag)).toEqual([]);
+    for (const h of cgroupHierarchies()) expect(fs.existsSync(path.join(h.mount, "cohort", runId))).toBe(false);
+    expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
   });
 
   it("reap while the runtime is alive: the runtime is stopped (it tears down and completes as interrupted)", async () => {

@@ -48,6 +48,8 @@ export async function runCohort(
   hooks: {
     onScheduler?: (scheduler: Scheduler) => void;
     launcher?: "native" | "perl" | "direct";
+    cgroup?: "auto" | "v2" | "freezer" | "off";
+    mountsFile?: string;
     /** Called with the run directory before the run starts. */
     onRunDir?: (runDir: string) => void;
   } = {},
@@ -69,6 +71,8 @@ export async function runCohort(
     runDir,
     events: (event) => scheduler?.events(event),
     launcher: hooks.launcher ?? "auto",
+    ...(hooks.cgroup !== undefined ? { cgroup: hooks.cgroup } : {}),
+    ...(hooks.mountsFile !== undefined ? { mountsFile: hooks.mountsFile } : {}),
     record: (kind, fields) => void ledger.append(kind, fields).catch(() => undefined),
   });
   await backend.available();

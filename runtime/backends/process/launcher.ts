@@ -17,7 +17,9 @@
  * on the idle machine: 179 members (`sleep`) started in 0.76-0.86 s (native) against 3.1-3.6 s (perl).
  *
  * Protocol (one line per message, fields tab-separated, strings hex-encoded so no byte needs escaping):
- * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>...`
+ * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>... [<cgroup kind> <cgroup dir>]`
+ *   (kind `v2` or `freezer`, ./cgroup.ts: the child is in that cgroup before it execs; the perl child writes
+ *   its own pid into `<dir>/cgroup.procs` right after the fork, the compiled one is created inside it)
  * - launcher -> runtime (stdout): `ready`, `started <id> <pid>` (once the child has exec'd),
  *   `error <id> <message> <pid or 0>`, `exit <pid> <wait status>`
  * The launcher never waits for a child's exec: each fork returns to the loop at once, and the child's
@@ -65,6 +67,7 @@ sub spawn_member {
   my $id = hex2s(shift @f); my $dir = hex2s(shift @f);
   my $argc = shift @f; my @argv = map { hex2s($_) } splice(@f, 0, $argc);
   my $envc = shift @f; my @env = map { hex2s($_) } splice(@f, 0, $envc);
+  my $cgroup = @f >= 2 ? hex2s($f[1]) : '';
   my ($err_r, $err_w);
   if (!pipe($err_r, $err_w)) { print "error	" . s2hex($id) . "	" . s2hex("pipe: $!") . "	0
 "; return; }
@@ -73,6 +76,10 @@ sub spawn_member {
 "; return; }
   if ($pid == 0) {
     my $fail = sub { syswrite($err_w, $_[0]); _exit(127); };
+    if ($cgroup ne '') {
+      open(my $cg, '>', "$cgroup/cgroup.procs") or $fail->("cannot enter cgroup $cgroup: $!");
+      (syswrite($cg, "$$") && close($cg)) or $fail->("cannot enter cgroup $cgroup: $!");
+    }
     setsid() or $fail->("setsid: $!");
     $SIG{$_} = 'DEFAULT' for qw(PIPE INT TERM HUP CHLD);
     open(STDIN, '<', '/dev/null') or $fail->("stdin: $!");
@@ -138,6 +145,8 @@ export interface LaunchRequest {
   readonly dir: string;
   readonly argv: readonly string[];
   readonly env: Readonly<Record<string, string>>;
+  /** The member's cgroup (./cgroup.ts), entered before exec; absent: none. */
+  readonly cgroup?: { readonly kind: "v2" | "freezer"; readonly dir: string };
 }
 
 /** How a member's leader ended (from its wait status). */
@@ -385,11 +394,17 @@ export class Launcher {
       ...request.argv.map(hex),
       String(Object.keys(request.env).length),
       ...Object.entries(request.env).map(([name, value]) => hex(`${name}=${value}`)),
+      ...(request.cgroup !== undefined ? [request.cgroup.kind, hex(request.cgroup.dir)] : []),
     ];
     return new Promise<number>((resolve, reject) => {
       this.pending.set(request.id, { resolve, reject });
       this.process.stdin!.write(`${fields.join("\t")}\n`);
     });
+  }
+
+  /** The launcher process's pid (undefined once it could not be spawned). */
+  get pid(): number | undefined {
+    return this.process.nodeChildProcess.pid;
   }
 
   /** Ends the launcher (it SIGKILLs any member group it still knows) and removes its socket. Idempotent. */
