@@ -50,6 +50,7 @@ export async function runCohort(
     launcher?: "native" | "perl" | "direct";
     cgroup?: "auto" | "v2" | "freezer" | "off";
     mountsFile?: string;
+    portOwner?: "check" | "off";
     /** Called with the run directory before the run starts. */
     onRunDir?: (runDir: string) => void;
   } = {},
@@ -73,6 +74,7 @@ export async function runCohort(
     launcher: hooks.launcher ?? "auto",
     ...(hooks.cgroup !== undefined ? { cgroup: hooks.cgroup } : {}),
     ...(hooks.mountsFile !== undefined ? { mountsFile: hooks.mountsFile } : {}),
+    ...(hooks.portOwner !== undefined ? { portOwner: hooks.portOwner } : {}),
     record: (kind, fields) => void ledger.append(kind, fields).catch(() => undefined),
   });
   await backend.available();

@@ -62,6 +62,17 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
     );
   });
 
+  it("with portOwner=off (a port served on the member's behalf, e.g. by docker-proxy) any listener makes it ready, as before", async () => {
+    let held: Promise<ChildProcess> | null = null;
+    const { result } = await runCohort(
+      [{ name: "agent", app: { command: sh('echo "$COHORT_PORT" > port.txt; exec sleep 1000') }, readiness: { tcp: {} } }],
+      { memberTimeout: "5s" },
+      { portOwner: "off", onRunDir: (runDir) => (held = memberPort(runDir, "agent-0").then(stranger)) },
+    );
+    await held!;
+    expect(result.outcome).toBe("succeeded");
+  });
+
   it("a member that exits with EADDRINUSE before it is ready: the reason names the port and who holds it", async () => {
     let held: Promise<ChildProcess> | null = null;
     const { result, runDir } = await runCohort(

@@ -74,6 +74,12 @@ export interface ProcessBackendOptions {
   readonly launcher?: LauncherMode;
   /** Member cgroups: `auto` (cgroup2, else the v1 freezer, else none), `v2`, `freezer`, `off` (./cgroup.ts). @default "auto" */
   readonly cgroup?: CgroupMode;
+  /**
+   * `check`: tcp/http probes accept only a listener of the member's own processes (`listenerOwner`); `off`: any
+   * listener (for a member whose port is served by another process on its behalf, e.g. docker-proxy).
+   * @default "check"
+   */
+  readonly portOwner?: "check" | "off";
   /** The mounts table cgroup hierarchies are looked up in (tests point it at an empty file). @default "/proc/self/mounts" */
   readonly mountsFile?: string;
   /**
@@ -409,7 +415,7 @@ export class ProcessBackend implements Backend {
       onOutputLine: (listener) => output.onLine(listener),
       outputTail: async (lines) => output.tail(lines),
       exec: (command, execSignal) => this.exec(member, command, execSignal),
-      listenerOwner: (port) => this.listenerOwner(member, port),
+      ...(this.options.portOwner === "off" ? {} : { listenerOwner: (port: number) => this.listenerOwner(member, port) }),
     };
   }
 
@@ -780,13 +786,19 @@ export function createProcessBackend(context: {
   if (cgroup !== undefined && !(cgroupModes as readonly unknown[]).includes(cgroup)) {
     throw new SpecError([{ path: "process.cgroup", reason: `must be one of ${cgroupModes.map((m) => `"${m}"`).join(", ")}; got ${JSON.stringify(cgroup)}` }]);
   }
-  const unknown = Object.keys(context.options ?? {}).filter((key) => key !== "launcher" && key !== "cgroup");
-  if (unknown.length > 0) throw new SpecError(unknown.map((key) => ({ path: `process.${key}`, reason: "unknown backend option (known: launcher, cgroup)" })));
+  const portOwner = context.options?.portOwner;
+  if (portOwner !== undefined && portOwner !== "check" && portOwner !== "off") {
+    throw new SpecError([{ path: "process.portOwner", reason: `must be "check" or "off"; got ${JSON.stringify(portOwner)}` }]);
+  }
+  const known = ["launcher", "cgroup", "portOwner"];
+  const unknown = Object.keys(context.options ?? {}).filter((key) => !known.includes(key));
+  if (unknown.length > 0) throw new SpecError(unknown.map((key) => ({ path: `process.${key}`, reason: `unknown backend option (known: ${known.join(", ")})` })));
   return new ProcessBackend({
     runDir: context.runDir,
     events: context.events,
     ...(launcher !== undefined ? { launcher: launcher as LauncherMode } : {}),
     ...(cgroup !== undefined ? { cgroup: cgroup as CgroupMode } : {}),
+    ...(portOwner !== undefined ? { portOwner } : {}),
     ...(context.record !== undefined ? { record: context.record } : {}),
   });
 }
