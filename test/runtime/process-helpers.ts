@@ -51,6 +51,7 @@ export async function runCohort(
     cgroup?: "auto" | "v2" | "freezer" | "off";
     mountsFile?: string;
     portOwner?: "check" | "off";
+    procNetTcp?: readonly string[];
     /** Called with the run directory before the run starts. */
     onRunDir?: (runDir: string) => void;
   } = {},
@@ -75,6 +76,7 @@ export async function runCohort(
     ...(hooks.cgroup !== undefined ? { cgroup: hooks.cgroup } : {}),
     ...(hooks.mountsFile !== undefined ? { mountsFile: hooks.mountsFile } : {}),
     ...(hooks.portOwner !== undefined ? { portOwner: hooks.portOwner } : {}),
+    ...(hooks.procNetTcp !== undefined ? { procNetTcp: hooks.procNetTcp } : {}),
     record: (kind, fields) => void ledger.append(kind, fields).catch(() => undefined),
   });
   await backend.available();

@@ -42,6 +42,7 @@ async function memberPort(runDir: string, member: string): Promise<number> {
   }
 }
 
+const nodeListener = [process.execPath, "-e", `require("net").createServer().listen(+process.env.COHORT_PORT, "127.0.0.1")`];
 const commandOf = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim();
 
 describe.runIf(process.platform === "linux")("a stranger on a member's port", () => {
@@ -71,6 +72,19 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
     );
     await held!;
     expect(result.outcome).toBe("succeeded");
+  });
+
+  it("where /proc/net/tcp cannot be read: the connect alone decides, as before, and one backend-warning record says so", async () => {
+    const missing = path.join(tempDir("no-proc-net"), "tcp");
+    const { result, records } = await runCohort(
+      [{ name: "web", replicas: 2, app: { command: nodeListener }, readiness: { tcp: {} } }],
+      {},
+      { procNetTcp: [missing, `${missing}6`] },
+    );
+    expect(result.outcome).toBe("succeeded");
+    expect(records.filter((r) => r.kind === "backend-warning")).toEqual([
+      expect.objectContaining({ backend: "process", topic: "port-owner", message: expect.stringMatching(/^cannot read \/proc\/net\/tcp or \/proc\/net\/tcp6: tcp\/http readiness probes accept any listener/) }),
+    ]);
   });
 
   it("a member that exits with EADDRINUSE before it is ready: the reason names the port and who holds it", async () => {

@@ -82,6 +82,8 @@ export interface ProcessBackendOptions {
   readonly portOwner?: "check" | "off";
   /** The mounts table cgroup hierarchies are looked up in (tests point it at an empty file). @default "/proc/self/mounts" */
   readonly mountsFile?: string;
+  /** The TCP socket tables the owner check reads (tests point them at missing files). @default PROC_NET_TCP (./sockets.ts) */
+  readonly procNetTcp?: readonly string[];
   /**
    * Sink for the backend's own ledger records: `member-killed` (member, signal, processes, outsideGroup,
    * via) and `backend-warning` (backend, topic, message; at most once per topic and run). Never throws.
@@ -208,13 +210,14 @@ export class ProcessBackend implements Backend {
   private readonly cgroupWatcher = new CgroupWatcher();
   private readonly warned = new Set<string>();
   /** /proc/net/tcp{,6}, read once for all owner checks asked at the same time (./sockets.ts). */
-  private readonly listeners = new ListenerTable();
+  private readonly listeners: ListenerTable;
   private lastStranger: { pid: number; command: string } | null = null;
   private launcherPid: number | undefined;
 
   constructor(options: ProcessBackendOptions) {
     if (!path.isAbsolute(options.runDir)) throw new TypeError(`ProcessBackendOptions.runDir must be absolute; got "${options.runDir}"`);
     this.options = options;
+    this.listeners = new ListenerTable(options.procNetTcp);
     installExitHandler();
   }
 
@@ -508,7 +511,7 @@ export class ProcessBackend implements Backend {
     const port = member.plan.port;
     if (port <= 0) return undefined;
     const inUse = /EADDRINUSE|address already in use/i.test(tail);
-    const inodes = listeningInodes(port);
+    const inodes = listeningInodes(port, this.options.procNetTcp);
     let holder: { pid: number; command: string } | null = null;
     if (inodes !== null && inodes.length > 0) {
       const wanted = new Set(inodes);
