@@ -20,7 +20,8 @@
 // directory, exec with exactly the given environment (the program is looked up in the member's PATH when it
 // has no slash). Spawns run on a small pool of goroutines, so one slow exec does not hold up the others.
 // When stdin reaches EOF (the runtime is gone, even after a SIGKILL), every member process group started
-// and not known to have failed gets SIGKILL and the launcher exits 0: no orphans.
+// and not known to have failed gets SIGKILL, then every member cgroup spawned into is killed (what left its
+// group), and the launcher exits 0: no orphans.
 //
 // Cgroups (runtime/backends/process/cgroup.ts): a request may end with a cgroup kind ("v2" or "freezer") and
 // directory; the child is then created INSIDE that cgroup, so it never runs a single instruction outside it
@@ -46,6 +47,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // version is stamped by the toolchain build (-X main.version=...).
@@ -69,6 +71,8 @@ type launcher struct {
 	groupsMu sync.Mutex
 	groups   map[int]bool
 	closing  bool
+	// cgroups maps each member cgroup directory spawned into to its kind ("v2" or "freezer").
+	cgroups map[string]string
 }
 
 func (l *launcher) send(fields ...string) {
@@ -264,6 +268,9 @@ func (l *launcher) spawn(r request) {
 	}
 	l.groupsMu.Lock()
 	l.groups[pid] = true
+	if r.cgroupKind != "" {
+		l.cgroups[r.cgroupDir] = r.cgroupKind
+	}
 	closing := l.closing
 	l.groupsMu.Unlock()
 	if closing {
@@ -345,6 +352,45 @@ func (l *launcher) killAll() {
 	for _, pid := range pids {
 		syscall.Kill(-pid, syscall.SIGKILL)
 	}
+	// What left its group (setsid) is still in its member's cgroup.
+	l.groupsMu.Lock()
+	cgroups := make(map[string]string, len(l.cgroups))
+	for dir, kind := range l.cgroups {
+		cgroups[dir] = kind
+	}
+	l.groupsMu.Unlock()
+	for dir, kind := range cgroups {
+		killCgroup(kind, dir)
+	}
+}
+
+// killCgroup SIGKILLs every process of a member cgroup: v2 writes "1" to cgroup.kill; the v1 freezer is frozen
+// (so nothing forks between the list and the kills), every pid of cgroup.procs is killed, and it is thawed.
+// Best effort (the runtime is gone; `cohort reap` removes the directories).
+func killCgroup(kind, dir string) {
+	if kind == "v2" {
+		os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+		return
+	}
+	state := filepath.Join(dir, "freezer.state")
+	if os.WriteFile(state, []byte("FROZEN"), 0) != nil {
+		return
+	}
+	for i := 0; i < 100; i++ {
+		if b, err := os.ReadFile(state); err != nil || strings.TrimSpace(string(b)) == "FROZEN" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+		self := os.Getpid()
+		for _, line := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(line); err == nil && pid != self {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	os.WriteFile(state, []byte("THAWED"), 0)
 }
 
 func main() {
@@ -370,7 +416,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "open /dev/null:", err)
 		os.Exit(1)
 	}
-	l := &launcher{socket: os.Args[1], devnull: devnull, out: bufio.NewWriter(os.Stdout), groups: map[int]bool{}}
+	l := &launcher{socket: os.Args[1], devnull: devnull, out: bufio.NewWriter(os.Stdout), groups: map[int]bool{}, cgroups: map[string]string{}}
 
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)
