@@ -243,12 +243,15 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   if (fs.existsSync(runDir)) throw new UsageError(`run: ${runDir} already exists; choose another --run-id`);
 
   let scheduler: Scheduler | null = null;
+  let ledgerSink: LedgerWriter | null = null;
   const backend = await createBackend(backendName, {
     runId,
     runDir,
     spec,
     events: (event) => scheduler?.events(event),
     options: backendOptions,
+    // Backend records before the ledger exists are dropped (none are written before the first start).
+    record: (kind, fields) => void ledgerSink?.append(kind, fields).catch(() => undefined),
   });
   await backend.available();
 
@@ -263,6 +266,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
     createdAt: new Date().toISOString(),
     runtimePid: process.pid,
   });
+  ledgerSink = ledger;
   const progress = new ProgressReporter(progressFd === undefined ? io.stderr : progressStream(progressFd, io), spec);
   // The reporter learns which member became ready or failed from the records the scheduler appends.
   const sink: LedgerSink = {
@@ -563,7 +567,9 @@ async function reapCommand(args: readonly string[], io: CliIo): Promise<number> 
   const reaped = await reapRun(positionals[0]!, graceMs === undefined ? {} : { graceMs });
   if (reaped.runtime !== null) io.stdout.write(`stopped runtime pid ${reaped.runtime} of run ${reaped.runId}\n`);
   for (const group of reaped.groups) io.stdout.write(`stopped member ${group.member} (process group ${group.pgid}, ${group.processes} process(es))\n`);
-  if (reaped.runtime === null && reaped.groups.length === 0) io.stdout.write(`nothing left running for run ${reaped.runId}\n`);
+  const busy = reaped.cgroups.filter((cgroup) => cgroup.processes > 0);
+  for (const cgroup of busy) io.stdout.write(`stopped member ${cgroup.member} (cgroup ${cgroup.dir}, ${cgroup.processes} process(es))\n`);
+  if (reaped.runtime === null && reaped.groups.length === 0 && busy.length === 0) io.stdout.write(`nothing left running for run ${reaped.runId}\n`);
   return 0;
 }
 

@@ -26,6 +26,11 @@ export interface BackendContext {
    * a string). @default {}
    */
   readonly options: Readonly<Record<string, unknown>>;
+  /**
+   * Optional sink for a backend's own ledger records (e.g. the process backend's `member-killed` and
+   * `backend-warning`); appended to the run's ledger in call order. Never throws.
+   */
+  readonly record?: (kind: string, fields: Record<string, unknown> & { member?: string }) => void;
 }
 
 /** Creates a backend for one run. */

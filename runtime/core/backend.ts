@@ -4,8 +4,9 @@
  * ordering, deadlines or teardown order. See ../../../shared/DESIGN.md ("Principles") and STYLE.md §11.
  *
  * Extensions by the runtime core (all optional, so existing adapters keep compiling):
- * `MemberPlan.readiness`, `MemberHandle.detail`, `MemberHandle.exec`, `Backend.readiness`,
- * `Backend.restarts`, `Backend.endpoints`, `Backend.stats` and {@link MemberIdentity}.
+ * `MemberPlan.readiness`, `MemberHandle.detail`, `MemberHandle.exec`, `MemberHandle.listenerOwner`,
+ * `MemberEvent.cause`, `Backend.readiness`, `Backend.restarts`, `Backend.endpoints`, `Backend.stats` and
+ * {@link MemberIdentity}.
  */
 import type { CompiledReadiness } from "./spec";
 
@@ -69,6 +70,11 @@ export type MemberEvent =
       readonly signal?: string | null;
       /** The last lines of the member's output, if the backend has them. */
       readonly outputTail?: string;
+      /**
+       * The backend's diagnosis of why it exited, one line, e.g. `port 43121 was already in use (EADDRINUSE)`;
+       * the core appends it to the failure summary.
+       */
+      readonly cause?: string;
     };
 
 /** Where a member can be reached for readiness probes. */
@@ -76,6 +82,20 @@ export interface MemberEndpoint {
   readonly host: string;
   readonly port: number;
 }
+
+/**
+ * Who holds the listening socket of a port (see {@link MemberHandle.listenerOwner}).
+ *
+ * - `member`: a process of the member's own tree (its cgroup, process group or descendants) listens; `pid` is one.
+ * - `other`: another process listens; `pid` and `command` (its name, e.g. `python3`) when the backend could see it.
+ * - `none`: nothing listens on the port (any address).
+ * - `unknown`: the backend cannot tell here (e.g. no readable /proc/net); the core then trusts the connect alone.
+ */
+export type ListenerOwner =
+  | { readonly owner: "member"; readonly pid: number }
+  | { readonly owner: "other"; readonly pid?: number; readonly command?: string }
+  | { readonly owner: "none" }
+  | { readonly owner: "unknown"; readonly why: string };
 
 /** A handle to one started member. */
 export interface MemberHandle {
@@ -97,6 +117,14 @@ export interface MemberHandle {
    * Must stop the command when `signal` aborts.
    */
   exec?(command: readonly string[], signal: AbortSignal): Promise<{ readonly exitCode: number | null }>;
+  /**
+   * Who holds the LISTEN socket of TCP `port` on the member's host. The core calls it after a tcp/http
+   * probe attempt succeeded, so that a stranger listening on the member's port (another program, a
+   * leftover of an earlier run) does not make the member ready: the attempt fails unless the owner is
+   * `member` (or `unknown`). Process backend: /proc/net/tcp{,6} and /proc/<pid>/fd (Linux;
+   * runtime/backends/process/sockets.ts). Never rejects (a failure to look is `unknown`).
+   */
+  listenerOwner?(port: number): Promise<ListenerOwner>;
 }
 
 /**

@@ -70,7 +70,8 @@ Flags:
   --backend-config FILE     backend options from a YAML mapping
   --backend-option KEY=VALUE
                             one backend option (repeatable; VALUE is parsed as JSON when it is valid
-                            JSON); process: launcher=auto|native|perl|direct, execProbeTimeoutMs=<ms>
+                            JSON); process: launcher=auto|native|perl|direct, execProbeTimeoutMs=<ms>,
+                            cgroup=auto|v2|freezer|off (a cgroup per member; root), portOwner=check|off
   --kubeconfig FILE         kubernetes: the kubeconfig (its current context); default: in-cluster
   --namespace NS            kubernetes: the run namespace (must exist)
   --queue LOCALQUEUE        kubernetes: the Kueue LocalQueue that admits the roster as one gang
@@ -204,10 +205,12 @@ ${EXIT_CODES}`,
 
   reap: `usage: cohort reap DIR [--grace MS]
 
-Stops anything the run in DIR left running: its runtime process and every member process group,
-found through COHORT_RUN_ID=<run id> in /proc/<pid>/environ (process backend, this machine). Each gets
-SIGTERM, then SIGKILL after the grace period. Idempotent: prints \`nothing left running for run <id>\`
-when there is nothing to stop. \`pulumi destroy\` runs it for the host profile.
+Stops anything the run in DIR left running: its runtime process, every member process group found
+through COHORT_RUN_ID=<run id> in /proc/<pid>/environ, and everything in the run's cgroups
+(<hierarchy>/cohort/<run id>/<member>, which also holds what left its group and environment; the cgroups
+are then removed). Process backend, this machine. Each gets SIGTERM, then SIGKILL after the grace period.
+Idempotent: prints \`nothing left running for run <id>\` when there is nothing to stop. \`pulumi destroy\`
+runs it for the host profile.
 
 Flags:
   --grace MS   SIGTERM to SIGKILL grace in milliseconds (default 2000)

@@ -2,10 +2,19 @@
  * Free loopback ports for members of a run (process backend, and the core's default when a backend
  * assigns no endpoints itself).
  *
- * Each port is RESERVED by listening on it (`127.0.0.1:<port>`) and held until the member is about to
- * start, then released, so that no other process, no other run and no other member of this run can
- * take it in between. Ports are unique within an allocator (one per run), even when many reservations
- * race.
+ * Each port is RESERVED by listening on it and held until the member is about to start, then released, so
+ * that no other process, no other run and no other member of this run can take it in between. Ports are
+ * unique within an allocator (one per run), even when many reservations race.
+ *
+ * Every address family a member may bind: a member may listen on `127.0.0.1`, on `0.0.0.0` (all IPv4
+ * addresses) or on `::` (all IPv6 addresses; dual-stack by default in Node). On Linux a wildcard bind
+ * conflicts with a listener on ANY address of its family (`127.0.0.2:P` or `10.0.0.5:P` make `0.0.0.0:P`
+ * fail with EADDRINUSE, but not `127.0.0.1:P`), and an IPv6-only listener on `[::]:P` or `[::1]:P` does
+ * not conflict with `127.0.0.1:P` at all. So the reservation listens on the wildcards, `0.0.0.0:<port>`
+ * and, when the host has IPv6, `[::]:<port>` (IPV6_V6ONLY): a port is handed out only when both binds
+ * succeed, i.e. no listener holds it on any IPv4 or IPv6 address, and while it is held nobody else can
+ * bind it on any address. (The reservation sockets never accept; a connection to them waits in a
+ * backlog of 1 until the release. Members are still reached at {@link PortAllocator.host}.)
  *
  * Why not `listen(0)`: the kernel picks port 0 from the ephemeral range, the same range it uses for the
  * source port of every outgoing connection on the host (ip_local_port_range,
@@ -21,7 +30,7 @@ import * as net from "node:net";
 
 /** Options of {@link PortAllocator}. */
 export interface PortAllocatorOptions {
-  /** Address to reserve on. @default "127.0.0.1" */
+  /** Address members are reached at (the endpoint host); reservations are on the wildcards (module doc). @default "127.0.0.1" */
   readonly host?: string;
   /**
    * Inclusive range to scan. @default [20000, ephemeral low - 1] (Linux: from
@@ -47,7 +56,8 @@ export function ephemeralLow(): number {
   return 49152; // IANA dynamic range, macOS default (net.inet.ip.portrange.first)
 }
 
-function listen(server: net.Server, port: number, host: string): Promise<number | null> {
+/** A port the allocator can bind on; the result of a bind that conflicts or is not allowed is null. */
+function listen(server: net.Server, port: number, host: string, ipv6Only = false): Promise<number | null> {
   return new Promise((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException): void => {
       server.off("listening", onListening);
@@ -60,12 +70,57 @@ function listen(server: net.Server, port: number, host: string): Promise<number 
     };
     server.once("error", onError);
     server.once("listening", onListening);
-    server.listen({ port, host, exclusive: true, backlog: 1 });
+    server.listen({ port, host, exclusive: true, backlog: 1, ipv6Only });
   });
 }
 
+let ipv6Probe: Promise<boolean> | null = null;
+
 /**
- * Reserves unique free ports on the loopback interface and holds them until released.
+ * Whether this host can listen on IPv6 (`[::1]:0`); false when the kernel has no IPv6 (EAFNOSUPPORT) or
+ * no IPv6 loopback address (EADDRNOTAVAIL). Checked once per process.
+ */
+export function hasIpv6(): Promise<boolean> {
+  ipv6Probe ??= new Promise<boolean>((resolve) => {
+    const server = net.createServer();
+    server.unref();
+    server.once("error", () => resolve(false));
+    server.listen({ port: 0, host: "::1", exclusive: true }, () => server.close(() => resolve(true)));
+  });
+  return ipv6Probe;
+}
+
+/**
+ * Listens on `port` on 0.0.0.0 and, when the host has IPv6, on [::] (IPv6 only); port 0: a kernel-chosen
+ * IPv4 port, then the same port on IPv6.
+ *
+ * @returns the port and its sockets, or null when a bind conflicts (EADDRINUSE, EACCES): nothing is held then
+ * @throws the listen error for anything else (e.g. EMFILE)
+ */
+async function listenEverywhere(port: number): Promise<{ port: number; servers: net.Server[] } | null> {
+  const v4 = net.createServer();
+  v4.unref();
+  const bound = await listen(v4, port, "0.0.0.0");
+  if (bound === null) return null;
+  if (!(await hasIpv6())) return { port: bound, servers: [v4] };
+  const v6 = net.createServer();
+  v6.unref();
+  let ok: number | null;
+  try {
+    ok = await listen(v6, bound, "::", true);
+  } catch (error) {
+    v4.close();
+    throw error;
+  }
+  if (ok === null) {
+    v4.close();
+    return null;
+  }
+  return { port: bound, servers: [v4, v6] };
+}
+
+/**
+ * Reserves unique ports that are free on every address (module doc) and holds them until released.
  */
 export class PortAllocator {
   readonly host: string;
@@ -73,7 +128,7 @@ export class PortAllocator {
   private readonly high: number;
   private cursor: number;
   private scanned = 0;
-  private readonly held = new Map<string, { port: number; server: net.Server }>();
+  private readonly held = new Map<string, { port: number; servers: net.Server[] }>();
   private readonly used = new Set<number>();
 
   constructor(options: PortAllocatorOptions = {}) {
@@ -93,8 +148,8 @@ export class PortAllocator {
   }
 
   /**
-   * Reserves a port for `key` (a member id): listens on it until {@link release}. Calling it again for
-   * the same key returns the same port.
+   * Reserves a port for `key` (a member id): listens on it (0.0.0.0 and [::], see the module doc) until
+   * {@link release}. Calling it again for the same key returns the same port.
    *
    * @returns the port
    * @throws the listen error when it is neither EADDRINUSE nor EACCES (e.g. EMFILE)
@@ -109,27 +164,23 @@ export class PortAllocator {
       this.scanned++;
       if (this.used.has(candidate)) continue;
       this.used.add(candidate); // claimed synchronously: concurrent reserve() calls never try the same port
-      const server = net.createServer();
-      server.unref();
-      const port = await listen(server, candidate, this.host);
-      if (port !== null) {
-        this.held.set(key, { port, server });
-        return port;
+      const held = await listenEverywhere(candidate);
+      if (held !== null) {
+        this.held.set(key, held);
+        return held.port;
       }
     }
     // Range exhausted: let the kernel pick (ephemeral range), still unique within this allocator.
     for (;;) {
-      const server = net.createServer();
-      server.unref();
-      const port = await listen(server, 0, this.host);
-      if (port === null) continue;
-      if (this.used.has(port)) {
-        server.close();
+      const held = await listenEverywhere(0);
+      if (held === null) continue;
+      if (this.used.has(held.port)) {
+        for (const server of held.servers) server.close();
         continue;
       }
-      this.used.add(port);
-      this.held.set(key, { port, server });
-      return port;
+      this.used.add(held.port);
+      this.held.set(key, held);
+      return held.port;
     }
   }
 
@@ -142,7 +193,7 @@ export class PortAllocator {
     const entry = this.held.get(key);
     if (entry === undefined) return;
     this.held.delete(key);
-    await new Promise<void>((resolve) => entry.server.close(() => resolve()));
+    await Promise.all(entry.servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
   }
 
   /** Releases every held port. */

@@ -6,6 +6,10 @@
  * - `exec`: the backend runs the command (process backend: member env and directory); ready on exit 0.
  * - `log`: a line of the member's output matches the pattern; purely event-driven (no retries), lines
  *   already printed when the probe attaches count too (the backend replays its buffer).
+ * - Owner check (tcp, http): when the backend can tell who listens on a port
+ *   ({@link MemberHandle.listenerOwner}), a successful attempt counts only if the listener is the
+ *   member's own; a stranger on its port fails the attempt (`port 43121 is held by pid 999 (python3), not
+ *   by member agent-0`), so the member is not ready and its deadline names the stranger.
  *
  * Retries: tcp/http/exec retry after a failed attempt with a short, growing pause: 5 ms, then x1.5 per
  * attempt, capped at {@link MAX_RETRY_DELAY_MS} (100 ms), so a member is seen ready at most ~100 ms after
@@ -177,9 +181,9 @@ function attemptFor(readiness: Exclude<CompiledReadiness, { kind: "log" }>, hand
   const host = handle.endpoint.host;
   switch (readiness.kind) {
     case "tcp":
-      return () => tcpAttempt(host, readiness.port ?? handle.endpoint.port, signal);
+      return ownedBy(handle, readiness.port ?? handle.endpoint.port, () => tcpAttempt(host, readiness.port ?? handle.endpoint.port, signal));
     case "http":
-      return () => httpAttempt(host, readiness.port ?? handle.endpoint.port, readiness.path, signal);
+      return ownedBy(handle, readiness.port ?? handle.endpoint.port, () => httpAttempt(host, readiness.port ?? handle.endpoint.port, readiness.path, signal));
     case "exec": {
       const exec = handle.exec?.bind(handle);
       if (exec === undefined) throw new Error(`the backend cannot run exec probes (member ${handle.member})`);
@@ -193,6 +197,25 @@ function attemptFor(readiness: Exclude<CompiledReadiness, { kind: "log" }>, hand
       };
     }
   }
+}
+
+/**
+ * `attempt`, then, when it succeeded and the backend can tell ({@link MemberHandle.listenerOwner}), a check
+ * that the listener on `port` is the member's own: an answer from a stranger holding the port fails the
+ * attempt, e.g. `port 43121 is held by pid 999 (python3), not by member agent-0`.
+ */
+function ownedBy(handle: MemberHandle, port: number, attempt: Attempt): Attempt {
+  const owner = handle.listenerOwner?.bind(handle);
+  if (owner === undefined) return attempt;
+  return async () => {
+    const error = await attempt();
+    if (error !== null) return error;
+    const found = await owner(port).catch((failure: unknown) => ({ owner: "unknown" as const, why: String(failure) }));
+    if (found.owner === "member" || found.owner === "unknown") return null;
+    if (found.owner === "none") return `port ${port} answered, but no listening socket for it was found (it closed?)`;
+    const who = found.pid === undefined ? "another process" : `pid ${found.pid}${found.command === undefined ? "" : ` (${found.command})`}`;
+    return `port ${port} is held by ${who}, not by member ${handle.member}`;
+  };
 }
 
 function tcpAttempt(host: string, port: number, signal: AbortSignal): Promise<string | null> {

@@ -923,8 +923,9 @@ function round3(ms: number): number {
 }
 
 function exitSuffix(event: Extract<MemberEvent, { kind: "exited" }>): string {
-  if (event.signal) return ` (killed by ${event.signal})`;
-  if (event.exitCode !== undefined && event.exitCode !== null) return ` (exit code ${event.exitCode})`;
+  const cause = event.cause ? `: ${event.cause}` : "";
+  if (event.signal) return ` (killed by ${event.signal})${cause}`;
+  if (event.exitCode !== undefined && event.exitCode !== null) return ` (exit code ${event.exitCode})${cause}`;
   return event.reason ? ` (${event.reason})` : "";
 }
 

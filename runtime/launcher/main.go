@@ -2,7 +2,7 @@
 //
 // It speaks the same line protocol as the perl launcher (runtime/backends/process/launcher.ts):
 //
-//	runtime -> launcher (stdin):  spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>...
+//	runtime -> launcher (stdin):  spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>... [<cgroup kind> <cgroup dir>]
 //	launcher -> runtime (stdout): ready | started <id> <pid> | error <id> <message> <pid or 0> | exit <pid> <wait status>
 //
 // Fields are tab-separated; strings are hex-encoded. Usage: cohort-launcher <unix socket path>, or
@@ -20,7 +20,17 @@
 // directory, exec with exactly the given environment (the program is looked up in the member's PATH when it
 // has no slash). Spawns run on a small pool of goroutines, so one slow exec does not hold up the others.
 // When stdin reaches EOF (the runtime is gone, even after a SIGKILL), every member process group started
-// and not known to have failed gets SIGKILL and the launcher exits 0: no orphans.
+// and not known to have failed gets SIGKILL, then every member cgroup spawned into is killed (what left its
+// group), and the launcher exits 0: no orphans.
+//
+// Cgroups (runtime/backends/process/cgroup.ts): a request may end with a cgroup kind ("v2" or "freezer") and
+// directory; the child is then created INSIDE that cgroup, so it never runs a single instruction outside it
+// and no fork of it can escape. v2: clone3(CLONE_INTO_CGROUP) with a descriptor of the directory
+// (SysProcAttr.UseCgroupFD; https://docs.kernel.org/admin-guide/cgroup-v2.html, clone3(2)). cgroup v1 has no
+// such flag, but a v1 cgroup holds threads (its "tasks" file) and a child starts in its parent THREAD's cgroups
+// (https://docs.kernel.org/admin-guide/cgroup-v1/cgroups.html, 1.4 "fork"): the spawn runs on a fresh OS
+// thread locked to its goroutine, which writes its own thread id into <dir>/tasks and then forks; the goroutine
+// returns without unlocking, so Go terminates that thread and the launcher itself never stays in the cgroup.
 package main
 
 import (
@@ -37,6 +47,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // version is stamped by the toolchain build (-X main.version=...).
@@ -46,6 +57,8 @@ type request struct {
 	id, dir string
 	argv    []string
 	env     []string
+	// cgroupKind is "", "v2" or "freezer"; cgroupDir the member's cgroup directory.
+	cgroupKind, cgroupDir string
 }
 
 type launcher struct {
@@ -58,6 +71,8 @@ type launcher struct {
 	groupsMu sync.Mutex
 	groups   map[int]bool
 	closing  bool
+	// cgroups maps each member cgroup directory spawned into to its kind ("v2" or "freezer").
+	cgroups map[string]string
 }
 
 func (l *launcher) send(fields ...string) {
@@ -122,6 +137,16 @@ func parse(f []string) (request, error) {
 	}
 	if err == nil && len(r.argv) == 0 {
 		err = errors.New("empty argv")
+	}
+	if err == nil && len(f) > 0 {
+		r.cgroupKind = f[0]
+		if r.cgroupKind != "v2" && r.cgroupKind != "freezer" {
+			err = fmt.Errorf("bad cgroup kind %q", r.cgroupKind)
+		} else if raw, err = next(); err == nil {
+			if raw, err = next(); err == nil {
+				r.cgroupDir, err = unhex(raw)
+			}
+		}
 	}
 	return r, err
 }
@@ -219,13 +244,19 @@ func (l *launcher) spawn(r request) {
 		return
 	}
 	l.groupsMu.Unlock()
-	pid, err := syscall.ForkExec(prog, r.argv, &syscall.ProcAttr{
+	attr := &syscall.ProcAttr{
 		Dir:   r.dir,
 		Env:   r.env,
 		Files: []uintptr{l.devnull.Fd(), stdout.Fd(), stderr.Fd()},
 		Sys:   &syscall.SysProcAttr{Setsid: true},
-	})
+	}
+	pid, err := forkInCgroup(prog, r, attr)
 	if err != nil {
+		var cg cgroupError
+		if errors.As(err, &cg) {
+			l.send("error", hexs(r.id), hexs(cg.Error()), "0")
+			return
+		}
 		if errors.Is(err, syscall.ENOENT) && r.dir != "" {
 			if _, statErr := os.Stat(r.dir); statErr != nil {
 				l.send("error", hexs(r.id), hexs("chdir "+r.dir+": "+statErr.Error()), "0")
@@ -237,12 +268,55 @@ func (l *launcher) spawn(r request) {
 	}
 	l.groupsMu.Lock()
 	l.groups[pid] = true
+	if r.cgroupKind != "" {
+		l.cgroups[r.cgroupDir] = r.cgroupKind
+	}
 	closing := l.closing
 	l.groupsMu.Unlock()
 	if closing {
 		syscall.Kill(-pid, syscall.SIGKILL)
 	}
 	l.send("started", hexs(r.id), strconv.Itoa(pid))
+}
+
+// cgroupError marks a failure to place the child in its cgroup (reported as is, not as an exec error).
+type cgroupError struct{ err error }
+
+func (e cgroupError) Error() string { return e.err.Error() }
+
+// forkInCgroup is syscall.ForkExec, with the child created inside r's cgroup when it names one (package doc).
+func forkInCgroup(prog string, r request, attr *syscall.ProcAttr) (int, error) {
+	switch r.cgroupKind {
+	case "":
+		return syscall.ForkExec(prog, r.argv, attr)
+	case "v2":
+		fd, err := syscall.Open(r.cgroupDir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, cgroupError{fmt.Errorf("cannot open cgroup %s: %w", r.cgroupDir, err)}
+		}
+		defer syscall.Close(fd)
+		attr.Sys.UseCgroupFD = true
+		attr.Sys.CgroupFD = fd
+		return syscall.ForkExec(prog, r.argv, attr)
+	}
+	type result struct {
+		pid int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Never unlocked: when this goroutine returns, its thread (now in the member's cgroup) is terminated.
+		runtime.LockOSThread()
+		tasks := filepath.Join(r.cgroupDir, "tasks")
+		if err := os.WriteFile(tasks, []byte(strconv.Itoa(syscall.Gettid())), 0); err != nil {
+			done <- result{0, cgroupError{fmt.Errorf("cannot enter cgroup %s: %w", r.cgroupDir, err)}}
+			return
+		}
+		pid, err := syscall.ForkExec(prog, r.argv, attr)
+		done <- result{pid, err}
+	}()
+	res := <-done
+	return res.pid, res.err
 }
 
 // reap reports every exited child; it runs on SIGCHLD.
@@ -278,6 +352,45 @@ func (l *launcher) killAll() {
 	for _, pid := range pids {
 		syscall.Kill(-pid, syscall.SIGKILL)
 	}
+	// What left its group (setsid) is still in its member's cgroup.
+	l.groupsMu.Lock()
+	cgroups := make(map[string]string, len(l.cgroups))
+	for dir, kind := range l.cgroups {
+		cgroups[dir] = kind
+	}
+	l.groupsMu.Unlock()
+	for dir, kind := range cgroups {
+		killCgroup(kind, dir)
+	}
+}
+
+// killCgroup SIGKILLs every process of a member cgroup: v2 writes "1" to cgroup.kill; the v1 freezer is frozen
+// (so nothing forks between the list and the kills), every pid of cgroup.procs is killed, and it is thawed.
+// Best effort (the runtime is gone; `cohort reap` removes the directories).
+func killCgroup(kind, dir string) {
+	if kind == "v2" {
+		os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0)
+		return
+	}
+	state := filepath.Join(dir, "freezer.state")
+	if os.WriteFile(state, []byte("FROZEN"), 0) != nil {
+		return
+	}
+	for i := 0; i < 100; i++ {
+		if b, err := os.ReadFile(state); err != nil || strings.TrimSpace(string(b)) == "FROZEN" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs")); err == nil {
+		self := os.Getpid()
+		for _, line := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(line); err == nil && pid != self {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+	os.WriteFile(state, []byte("THAWED"), 0)
 }
 
 func main() {
@@ -303,7 +416,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "open /dev/null:", err)
 		os.Exit(1)
 	}
-	l := &launcher{socket: os.Args[1], devnull: devnull, out: bufio.NewWriter(os.Stdout), groups: map[int]bool{}}
+	l := &launcher{socket: os.Args[1], devnull: devnull, out: bufio.NewWriter(os.Stdout), groups: map[int]bool{}, cgroups: map[string]string{}}
 
 	chld := make(chan os.Signal, 1)
 	signal.Notify(chld, syscall.SIGCHLD)

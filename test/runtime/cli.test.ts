@@ -7,7 +7,23 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { cgroupHierarchies } from "../../runtime/backends/process/cgroup";
 import { processesOfRun, tempDir } from "./process-helpers";
+
+/** Live pids whose command line contains `marker` (/proc/<pid>/cmdline). */
+function pidsWith(marker: string): number[] {
+  return fs
+    .readdirSync("/proc")
+    .filter((name) => /^\d+$/.test(name))
+    .filter((name) => {
+      try {
+        return fs.readFileSync(`/proc/${name}/cmdline`, "utf8").includes(marker) && !/^\S+ \(.*\) Z /.test(fs.readFileSync(`/proc/${name}/stat`, "utf8"));
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
 
 let bundle = "";
 
@@ -281,6 +297,44 @@ describe("cohort CLI (bundled)", () => {
     expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
   });
 
+  const cgroupReady = process.platform === "linux" && process.getuid?.() === 0 && cgroupHierarchies().length > 0;
+  if (!cgroupReady) console.log("skipping the cgroup reap test: needs Linux, root and a writable cgroup2 or freezer hierarchy");
+  it.skipIf(!cgroupReady)("reap stops a member's child that escaped with `setsid env -i` (through the run's cgroups) after the runtime was SIGKILLed", async () => {
+    const artifacts = tempDir("artifacts");
+    const tag = `1000.${process.pid}4242`;
+    const spec = writeSpec({
+      name: "escape",
+      hold: "60s",
+      roles: [{ name: "a", app: { command: ["sh", "-c", `setsid env -i sleep ${tag} & echo ready; exec sleep 1000`], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+    });
+    let runDir = "";
+    // launcher=direct: the member is the runtime's own child, so a SIGKILLed runtime leaves it (and its escaped
+    // child) behind; the launchers kill their cgroups themselves (next tests).
+    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", "launcher=direct"], {
+      onStart: (child) => {
+        void (async () => {
+          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+          runDir = onlyRunDir(artifacts);
+          await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"hold-started"/, 1);
+          child.kill("SIGKILL");
+        })();
+      },
+    });
+    expect(out.signal).toBe("SIGKILL");
+    const runId = path.basename(runDir);
+    expect(processesOfRun(runId)).toHaveLength(1); // the leader (exec sleep 1000): COHORT_RUN_ID in its environment
+    expect(pidsWith(tag)).toHaveLength(1); // the escaped sleep: neither its group nor its environment
+    const reap = await cohort(["reap", runDir, "--grace", "500"]);
+    expect(reap.code).toBe(0);
+    const dirs = cgroupHierarchies().map((h) => path.join(h.mount, "cohort", runId, "a-0"));
+    expect(reap.stdout).toMatch(
+      new RegExp(`^stopped member a-0 \\(process group \\d+, 1 process\\(es\\)\\)\nstopped member a-0 \\(cgroup (${dirs.join("|")}), 1 process\\(es\\)\\)\n$`),
+    );
+    expect(pidsWith(tag)).toEqual([]);
+    for (const h of cgroupHierarchies()) expect(fs.existsSync(path.join(h.mount, "cohort", runId))).toBe(false);
+    expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
+  });
+
   it("reap while the runtime is alive: the runtime is stopped (it tears down and completes as interrupted)", async () => {
     const artifacts = tempDir("artifacts");
     const spec = writeSpec({
@@ -307,11 +361,17 @@ describe("cohort CLI (bundled)", () => {
     expect(processesOfRun(JSON.parse(out.stdout).runId)).toEqual([]);
   });
 
-  it.each(["native", "perl"])("with the %s launcher, a SIGKILLed runtime leaves no member behind (the launcher kills them)", async (launcher) => {
+  it.each(["native", "perl"])("with the %s launcher, a SIGKILLed runtime leaves no member behind, nor a child that escaped its group (the launcher kills them)", async (launcher) => {
     const artifacts = tempDir("artifacts");
+    const tag = `1000.${process.pid}${launcher === "native" ? 1 : 2}4343`;
     const spec = writeSpec({
       name: "launcher",
-      roles: [quick("router"), { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } }],
+      roles: [
+        // With cgroups, the router also starts a child that leaves its group and environment: the launcher kills it
+        // through the router's cgroup.
+        quick("router", cgroupReady ? { app: { command: ["sh", "-c", `setsid env -i sleep ${tag} & echo ready; exec sleep 1000`], port: false } } : {}),
+        { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } },
+      ],
     });
     let runDir = "";
     const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", `launcher=${launcher}`], {
@@ -326,9 +386,11 @@ describe("cohort CLI (bundled)", () => {
     });
     expect(out.signal).toBe("SIGKILL");
     const runId = path.basename(runDir);
-    for (let i = 0; i < 100 && processesOfRun(runId).length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (let i = 0; i < 100 && (processesOfRun(runId).length > 0 || pidsWith(tag).length > 0); i++) await new Promise((resolve) => setTimeout(resolve, 50));
     expect(processesOfRun(runId)).toEqual([]);
+    expect(pidsWith(tag)).toEqual([]);
     expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
+    for (const h of cgroupHierarchies()) expect(fs.existsSync(path.join(h.mount, "cohort", runId))).toBe(false); // reap removed the empty cgroups
   });
 
   it("a launcher that never answers fails the run (bounded) instead of hanging it, and is not left running", async () => {

@@ -45,7 +45,16 @@ let counter = 0;
 export async function runCohort(
   roles: RunSpecInput["roles"],
   extra: Partial<RunSpecInput> = {},
-  hooks: { onScheduler?: (scheduler: Scheduler) => void; launcher?: "native" | "perl" | "direct" } = {},
+  hooks: {
+    onScheduler?: (scheduler: Scheduler) => void;
+    launcher?: "native" | "perl" | "direct";
+    cgroup?: "auto" | "v2" | "freezer" | "off";
+    mountsFile?: string;
+    portOwner?: "check" | "off";
+    procNetTcp?: readonly string[];
+    /** Called with the run directory before the run starts. */
+    onRunDir?: (runDir: string) => void;
+  } = {},
 ): Promise<{ result: RunResult; runDir: string; runId: string; records: Awaited<ReturnType<typeof readLedger>>["records"] }> {
   const spec = loadRunSpec(JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "t", stopGracePeriod: "2s", roles, ...extra }));
   const runId = `t-20260101T000000Z-${(process.pid % 0xfff).toString(16).padStart(3, "0")}${(counter++).toString(16).padStart(3, "0")}`;
@@ -59,7 +68,17 @@ export async function runCohort(
     createdAt: new Date().toISOString(),
   });
   let scheduler: Scheduler | null = null;
-  const backend = new ProcessBackend({ runDir, events: (event) => scheduler?.events(event), launcher: hooks.launcher ?? "auto" });
+  hooks.onRunDir?.(runDir);
+  const backend = new ProcessBackend({
+    runDir,
+    events: (event) => scheduler?.events(event),
+    launcher: hooks.launcher ?? "auto",
+    ...(hooks.cgroup !== undefined ? { cgroup: hooks.cgroup } : {}),
+    ...(hooks.mountsFile !== undefined ? { mountsFile: hooks.mountsFile } : {}),
+    ...(hooks.portOwner !== undefined ? { portOwner: hooks.portOwner } : {}),
+    ...(hooks.procNetTcp !== undefined ? { procNetTcp: hooks.procNetTcp } : {}),
+    record: (kind, fields) => void ledger.append(kind, fields).catch(() => undefined),
+  });
   await backend.available();
   scheduler = new Scheduler({ spec, runId, runDir, backend, ledger });
   hooks.onScheduler?.(scheduler);

@@ -6,6 +6,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
+import { cgroupHierarchies } from "../../runtime/backends/process/cgroup";
 import { listProcesses, readProcStat } from "../../runtime/backends/process/status";
 import { verifyLedger } from "../../runtime/core/ledger-verify";
 import { filesUnder, groupExists, httpListener, nodeMember, processesOfRun, runCohort as runWith, tempDir } from "./process-helpers";
@@ -244,6 +245,8 @@ describe("process backend: last-resort cleanup", () => {
       expect(pgid).toBeGreaterThan(1);
       expect(groupExists(pgid)).toBe(false);
     }
+    // The exit handler also killed and removed the members' cgroups (runtime/backends/process/cgroup.ts).
+    for (const hierarchy of cgroupHierarchies()) expect(fs.existsSync(path.join(hierarchy.mount, "cohort", "crash"))).toBe(false);
   });
 });
 

@@ -10,20 +10,48 @@
  *   launcher when the runtime is SIGKILLed): the compiled one (runtime/launcher/main.go, vfork-style
  *   spawns) when found, else a small perl one when perl is available, else members are spawned directly
  *   with execa (./start.ts), one per event-loop turn. Option `launcher`: auto|native|perl|direct.
- * - `stop`: SIGTERM to the group, SIGKILL after the grace period, until the group is empty (./stop.ts).
+ * - Cgroups (Linux, root): each member runs in its own cgroup `<hierarchy>/cohort/<runId>/<member>`
+ *   (./cgroup.ts: cgroup2 with `cgroup.kill`, else the v1 freezer), entered before its command runs, so
+ *   nothing it starts escapes teardown, whatever it does to its session, group or environment. Option
+ *   `cgroup`: auto|v2|freezer|off. Where none can be made, process groups only, and one `backend-warning`
+ *   record says so. (With `launcher=direct` a `/bin/sh` enters the cgroup and execs the member: ./start.ts.)
+ * - `stop`: SIGTERM to the group (and to the member's processes outside it, found in its cgroup), SIGKILL
+ *   to everything in the cgroup after the grace period, until the group and the cgroup are empty; the
+ *   cgroup is then removed (./stop.ts). Each such kill is recorded as `member-killed` (member, signal,
+ *   processes, outsideGroup, via).
  * - `exec`: exec readiness probes run with the member's environment in its directory.
+ * - `listenerOwner`: who listens on a member's port (./sockets.ts), so that a stranger on it does not make
+ *   the member ready (runtime/core/probes.ts). A member that exits with EADDRINUSE in its output, or whose
+ *   port another process holds when it exits, gets an exit `cause` naming the port (and the holder).
  * - Member exits are reported through the event sink with the exit code or signal and the output tail.
  * - Last resort: when the runtime process exits for any reason Node still runs code for (normal exit,
  *   uncaught exception, `process.exit`), every member group that may still be alive gets SIGKILL
- *   synchronously. A SIGKILLed runtime cannot do that; `cohort reap <runDir>` cleans up after it.
+ *   synchronously, and every member cgroup is killed. A SIGKILLed runtime cannot do that; `cohort reap
+ *   <runDir>` cleans up after it (process groups and the run's cgroups).
  */
+import * as fs from "node:fs";
 import * as path from "node:path";
-import type { Backend, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
+import type { Backend, ListenerOwner, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError, SpecError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
 import { Launcher, findNativeLauncher, launcherAvailable, type LaunchExit, type LauncherProgram } from "./launcher";
 import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
-import { GroupWatcher, groupExists } from "./status";
+import {
+  CgroupWatcher,
+  cgroupEmpty,
+  cgroupModes,
+  cgroupProcs,
+  createMemberCgroup,
+  killCgroup,
+  openRunCgroups,
+  removeCohortDirIfEmpty,
+  removeTree,
+  type CgroupHierarchy,
+  type CgroupKind,
+  type CgroupMode,
+} from "./cgroup";
+import { ListenerTable, holdsSocket, listeningInodes, socketHolder } from "./sockets";
+import { GroupWatcher, groupExists, listProcesses } from "./status";
 import { stopRunProcesses } from "./reap";
 import { stopGroup } from "./stop";
 
@@ -44,6 +72,23 @@ export interface ProcessBackendOptions {
    * @default "auto"
    */
   readonly launcher?: LauncherMode;
+  /** Member cgroups: `auto` (cgroup2, else the v1 freezer, else none), `v2`, `freezer`, `off` (./cgroup.ts). @default "auto" */
+  readonly cgroup?: CgroupMode;
+  /**
+   * `check`: tcp/http probes accept only a listener of the member's own processes (`listenerOwner`); `off`: any
+   * listener (for a member whose port is served by another process on its behalf, e.g. docker-proxy).
+   * @default "check"
+   */
+  readonly portOwner?: "check" | "off";
+  /** The mounts table cgroup hierarchies are looked up in (tests point it at an empty file). @default "/proc/self/mounts" */
+  readonly mountsFile?: string;
+  /** The TCP socket tables the owner check reads (tests point them at missing files). @default PROC_NET_TCP (./sockets.ts) */
+  readonly procNetTcp?: readonly string[];
+  /**
+   * Sink for the backend's own ledger records: `member-killed` (member, signal, processes, outsideGroup,
+   * via) and `backend-warning` (backend, topic, message; at most once per topic and run). Never throws.
+   */
+  readonly record?: (kind: string, fields: Record<string, unknown> & { member?: string }) => void;
 }
 
 /** Values of the `launcher` option. */
@@ -66,16 +111,26 @@ interface RunningMember {
   stopping: Promise<void> | null;
   escalate: () => void;
   readonly escalated: Promise<void>;
+  /** The member's cgroup, or null (none could be made). */
+  readonly cgroup: { readonly kind: CgroupKind; readonly dir: string } | null;
 }
 
 /** How long stop() waits for the launcher's exit status of a member whose group is already gone, in ms. */
 const EXIT_REPORT_WAIT_MS = 2_000;
+
+/** How long the exit handler waits for killed member cgroups to empty before removing them, in ms. */
+const EXIT_CGROUP_WAIT_MS = 500;
+
+/** How long close() waits for a killed cgroup to empty, in ms. */
+const KILLED_CGROUP_WAIT_MS = 5_000;
 
 /** SIGTERM -> SIGKILL grace for processes of the run found alive after teardown, in ms. */
 const STRAGGLER_GRACE_MS = 2_000;
 
 /** Every member group of every process backend in this runtime that may still be alive. */
 const liveGroups = new Set<number>();
+/** Every member cgroup (directory -> kind) of every process backend in this runtime not removed yet. */
+const liveCgroups = new Map<string, CgroupKind>();
 let exitHandlerInstalled = false;
 
 function installExitHandler(): void {
@@ -89,7 +144,37 @@ function installExitHandler(): void {
         // ESRCH: already gone
       }
     }
+    for (const [dir, kind] of liveCgroups) {
+      try {
+        killCgroup(kind, dir, new Set([process.pid]));
+      } catch {
+        // best effort: `cohort reap` finds the cgroup by the run id
+      }
+    }
+    // Remove the cgroups once their processes are gone (SIGKILL takes a moment): at most EXIT_CGROUP_WAIT_MS
+    // of busy waiting (no timer fires in an exit handler); what is left, `cohort reap` removes.
+    const deadline = Date.now() + EXIT_CGROUP_WAIT_MS;
+    const pending = new Map(liveCgroups);
+    while (pending.size > 0 && Date.now() < deadline) {
+      for (const [dir, kind] of pending) {
+        if (!cgroupEmpty(kind, dir)) continue;
+        removeTree(dir);
+        removeTree(path.dirname(dir)); // the run's directory, once its last member's is gone
+        try {
+          fs.rmdirSync(path.dirname(path.dirname(dir))); // `cohort/`, unless another run uses it
+        } catch {
+          // not empty, or gone
+        }
+        pending.delete(dir);
+      }
+      if (pending.size > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
+    }
   });
+}
+
+/** Member cgroups of this runtime not removed yet (for diagnostics and tests). */
+export function liveMemberCgroups(): readonly string[] {
+  return [...liveCgroups.keys()];
 }
 
 /** Process groups of members this runtime started that may still be alive (for diagnostics and tests). */
@@ -122,10 +207,19 @@ export class ProcessBackend implements Backend {
   private readonly earlyExits = new Map<number, LaunchExit>();
   /** The run id of the members started (every MemberPlan of one backend carries the same). */
   private runId: string | null = null;
+  /** The run's cgroup directory and hierarchy (decided at the first start), or why there is none. */
+  private runCgroups: { hierarchy: CgroupHierarchy; dir: string } | { unavailable: string } | null = null;
+  private readonly cgroupWatcher = new CgroupWatcher();
+  private readonly warned = new Set<string>();
+  /** /proc/net/tcp{,6}, read once for all owner checks asked at the same time (./sockets.ts). */
+  private readonly listeners: ListenerTable;
+  private lastStranger: { pid: number; command: string } | null = null;
+  private launcherPid: number | undefined;
 
   constructor(options: ProcessBackendOptions) {
     if (!path.isAbsolute(options.runDir)) throw new TypeError(`ProcessBackendOptions.runDir must be absolute; got "${options.runDir}"`);
     this.options = options;
+    this.listeners = new ListenerTable(options.procNetTcp);
     installExitHandler();
   }
 
@@ -222,6 +316,9 @@ export class ProcessBackend implements Backend {
     const secrets = plan.secretEnv.map((name) => plan.env[name] ?? "").filter((value) => value.length > 0);
     const launcher = await this.launcher();
     if (signal.aborted) throw new Error(`start of ${plan.id} aborted`);
+    const cgroupStarted = performance.now();
+    const cgroup = this.memberCgroup(plan);
+    const cgroupMs = performance.now() - cgroupStarted;
     const output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
     let pid: number;
     let queuedMs = 0;
@@ -235,7 +332,7 @@ export class ProcessBackend implements Backend {
       const issued = performance.now();
       queuedMs = issued - entered;
       try {
-        pid = await abortable(launcher.spawn({ id: plan.id, dir: plan.workDir, argv: plan.command, env }), signal, (late) => {
+        pid = await abortable(launcher.spawn({ id: plan.id, dir: plan.workDir, argv: plan.command, env, ...(cgroup !== null ? { cgroup } : {}) }), signal, (late) => {
           // The run gave up on this start (a deadline, teardown, a signal) before the launcher answered; if it
           // answers later, the member it started is nobody's: kill its group at once.
           try {
@@ -247,7 +344,9 @@ export class ProcessBackend implements Backend {
       } catch (error) {
         this.outputs.delete(plan.id);
         await output.end();
-        throw new MemberStartError(plan.id, this.name, `cannot run "${plan.command[0]}": ${(error as Error).message}`, { cause: error });
+        this.dropCgroup(cgroup);
+        const message = (error as Error).message;
+        throw new MemberStartError(plan.id, this.name, message.startsWith("cannot enter cgroup") || message.startsWith("cannot open cgroup") ? message : `cannot run "${plan.command[0]}": ${message}`, { cause: error });
       }
       spawnMs = performance.now() - issued;
       leaderExited = this.launcherExit(pid);
@@ -263,7 +362,14 @@ export class ProcessBackend implements Backend {
         void this.ports.release(plan.id); // the listening socket is closed synchronously; the callback only confirms
         const issued = performance.now();
         queuedMs = issued - entered;
-        subprocess = launchMember(execa, plan, env);
+        try {
+          subprocess = launchMember(execa, plan, env, cgroup?.dir);
+        } catch (error) {
+          await output.end();
+          this.dropCgroup(cgroup);
+          const code = (error as NodeJS.ErrnoException).code;
+          throw new MemberStartError(plan.id, this.name, `cannot run "${plan.command[0]}": ${code === "ENOENT" ? "command not found (ENOENT)" : code === "EACCES" ? "permission denied (EACCES)" : (error as Error).message}`, { cause: error });
+        }
         spawnMs = performance.now() - issued;
       } finally {
         release();
@@ -272,6 +378,7 @@ export class ProcessBackend implements Backend {
         pid = await awaitSpawn(subprocess, plan, output);
       } catch (error) {
         await output.end();
+        this.dropCgroup(cgroup);
         throw new MemberStartError(plan.id, this.name, (error as Error).message, { cause: error });
       }
       const child = subprocess.nodeChildProcess;
@@ -288,8 +395,10 @@ export class ProcessBackend implements Backend {
       await output.closed(200);
       this.outputs.delete(plan.id);
       if (!groupExists(pid)) liveGroups.delete(pid); // one kill(2); lingering children are stop()'s business
-      const reason = sig !== null ? `killed by ${sig}` : code !== null ? `exit code ${code}` : "exited (status unknown: the launcher is gone)";
-      this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES) });
+      const status = sig !== null ? `killed by ${sig}` : code !== null ? `exit code ${code}` : "exited (status unknown: the launcher is gone)";
+      const cause = member.stopping === null ? this.exitCause(member, output.tail(RING_LINES)) : undefined;
+      const reason = cause === undefined ? status : `${status}: ${cause}`;
+      this.options.events({ kind: "exited", member: plan.id, reason, exitCode: code, signal: sig, outputTail: output.tail(RING_LINES), ...(cause !== undefined ? { cause } : {}) });
       await output.end();
     });
     const member: RunningMember = {
@@ -304,16 +413,120 @@ export class ProcessBackend implements Backend {
       stopping: null,
       escalate,
       escalated,
+      cgroup,
     };
     this.members.set(plan.id, member);
     return {
       member: plan.id,
       endpoint: { host: this.ports.host, port: plan.port },
-      detail: { pid, pgid: pid, queuedMs: round3(queuedMs), spawnMs: round3(spawnMs) },
+      detail: { pid, pgid: pid, queuedMs: round3(queuedMs), spawnMs: round3(spawnMs), ...(cgroup !== null ? { cgroup: cgroup.dir, cgroupMs: round3(cgroupMs) } : {}) },
       onOutputLine: (listener) => output.onLine(listener),
       outputTail: async (lines) => output.tail(lines),
       exec: (command, execSignal) => this.exec(member, command, execSignal),
+      ...(this.options.portOwner === "off" ? {} : { listenerOwner: (port: number) => this.listenerOwner(member, port) }),
     };
+  }
+
+  /** Writes a `backend-warning` record once per topic and run. */
+  private warnOnce(topic: string, message: string): void {
+    if (this.warned.has(topic)) return;
+    this.warned.add(topic);
+    try {
+      this.options.record?.("backend-warning", { backend: this.name, topic, message });
+    } catch {
+      // the sink never throws by contract; a broken one must not fail a start
+    }
+  }
+
+  private record(kind: string, fields: Record<string, unknown> & { member?: string }): void {
+    try {
+      this.options.record?.(kind, fields);
+    } catch {
+      // see warnOnce
+    }
+  }
+
+  /**
+   * Creates the member's cgroup (the run's directory at the first call); null when the run has none
+   * (then one `backend-warning` record says why).
+   *
+   * @throws {MemberStartError} when the run has cgroups but this member's cannot be made
+   */
+  private memberCgroup(plan: MemberPlan): { kind: CgroupKind; dir: string } | null {
+    this.runCgroups ??= openRunCgroups(this.options.cgroup ?? "auto", plan.runId, this.options.mountsFile);
+    if ("unavailable" in this.runCgroups) {
+      this.warnOnce("cgroup", `members run without cgroups, in process groups only: ${this.runCgroups.unavailable}; a member's process that leaves its process group (setsid) and its environment (env -i) survives teardown`);
+      return null;
+    }
+    let dir: string;
+    try {
+      dir = createMemberCgroup(this.runCgroups.dir, plan.id);
+    } catch (error) {
+      throw new MemberStartError(plan.id, this.name, (error as Error).message, { cause: error });
+    }
+    liveCgroups.set(dir, this.runCgroups.hierarchy.kind);
+    return { kind: this.runCgroups.hierarchy.kind, dir };
+  }
+
+  /** Removes a member's cgroup once nothing runs in it (failed starts, stopped members). */
+  private dropCgroup(cgroup: { kind: CgroupKind; dir: string } | null): void {
+    if (cgroup === null) return;
+    if (removeTree(cgroup.dir)) liveCgroups.delete(cgroup.dir);
+  }
+
+  /** Pids of the member's processes: its cgroup's, else its process group and the leader's descendants. */
+  private memberPids(member: RunningMember): number[] {
+    if (member.cgroup !== null) return [...new Set([member.pid, ...cgroupProcs(member.cgroup.dir)])];
+    const processes = listProcesses();
+    const parent = new Map(processes.map((p) => [p.pid, p.ppid]));
+    const descends = (pid: number): boolean => {
+      for (let p: number | undefined = pid, hops = 0; p !== undefined && p > 1 && hops < 64; p = parent.get(p), hops++) if (p === member.pid) return true;
+      return false;
+    };
+    return processes.filter((p) => p.state !== "Z" && (p.pgid === member.pgid || descends(p.pid))).map((p) => p.pid);
+  }
+
+  /** See MemberHandle.listenerOwner (runtime/core/backend.ts) and ./sockets.ts. */
+  private async listenerOwner(member: RunningMember, port: number): Promise<ListenerOwner> {
+    const inodes = await this.listeners.lookup(port);
+    if (inodes === null) {
+      const why = "cannot read /proc/net/tcp or /proc/net/tcp6";
+      this.warnOnce("port-owner", `${why}: tcp/http readiness probes accept any listener on a member's port (a stranger's too)`);
+      return { owner: "unknown", why };
+    }
+    if (inodes.length === 0) return { owner: "none" };
+    const wanted = new Set(inodes);
+    if (holdsSocket(member.pid, wanted)) return { owner: "member", pid: member.pid }; // the common case, without a scan
+    const mine = this.memberPids(member);
+    for (const pid of mine) if (holdsSocket(pid, wanted)) return { owner: "member", pid };
+    // A stranger is found by scanning every process's fds (~45 ms for 1,100 processes here); probes retry
+    // every <= 100 ms, so the last holder found is checked first.
+    const known = this.lastStranger;
+    if (known !== null && !mine.includes(known.pid) && holdsSocket(known.pid, wanted)) return { owner: "other", ...known };
+    const holder = socketHolder(wanted, new Set(mine));
+    this.lastStranger = holder;
+    return holder === null ? { owner: "other" } : { owner: "other", pid: holder.pid, command: holder.command };
+  }
+
+  /**
+   * Why a member that exited on its own may have failed, as far as its port tells: EADDRINUSE in its output,
+   * or its port held by another process.
+   */
+  private exitCause(member: RunningMember, tail: string): string | undefined {
+    const port = member.plan.port;
+    if (port <= 0) return undefined;
+    const inUse = /EADDRINUSE|address already in use/i.test(tail);
+    const inodes = listeningInodes(port, this.options.procNetTcp);
+    let holder: { pid: number; command: string } | null = null;
+    if (inodes !== null && inodes.length > 0) {
+      const wanted = new Set(inodes);
+      const mine = this.memberPids(member);
+      if (!mine.some((pid) => holdsSocket(pid, wanted))) holder = socketHolder(wanted, new Set(mine));
+    }
+    const by = holder === null ? "" : `, held by pid ${holder.pid} (${holder.command})`;
+    if (inUse) return `port ${port} was already in use (EADDRINUSE)${by}`;
+    if (holder !== null) return `its port ${port} is held by another process: pid ${holder.pid} (${holder.command})`;
+    return undefined;
   }
 
   /** The launcher in use (started on first use), or null when members are spawned directly. */
@@ -323,6 +536,7 @@ export class ProcessBackend implements Backend {
       this.launchedWith = mode === "direct" ? "direct" : mode.kind;
       if (mode === "direct") return null;
       const launcher = await Launcher.start(mode);
+      this.launcherPid = launcher.pid;
       launcher.onOutput = (member, fd, socket, rest) => {
         const output = this.outputs.get(member);
         if (output === undefined || (fd !== 1 && fd !== 2)) {
@@ -409,9 +623,24 @@ export class ProcessBackend implements Backend {
       if (graceMs === 0) member.escalate();
       return member.stopping;
     }
-    member.stopping = stopGroup({ member: memberId, pgid: member.pgid, leaderExited: member.leaderExited }, graceMs, this.watcher, member.escalated).then(
+    const launcherPid = this.launcherPid;
+    const cgroup = member.cgroup;
+    member.stopping = stopGroup(
+      {
+        member: memberId,
+        pgid: member.pgid,
+        leaderExited: member.leaderExited,
+        ...(cgroup !== null ? { cgroup: { ...cgroup, watcher: this.cgroupWatcher } } : {}),
+        exclude: new Set([process.pid, ...(launcherPid !== undefined ? [launcherPid] : [])]),
+        onKill: (report) => this.record("member-killed", { member: memberId, ...report }),
+      },
+      graceMs,
+      this.watcher,
+      member.escalated,
+    ).then(
       async () => {
         liveGroups.delete(member.pgid);
+        this.dropCgroup(cgroup);
         // The member's `exited` event comes before stop() resolves. Its status comes from the launcher; a
         // launcher that stopped answering (SIGSTOPped, wedged) must not hold teardown: once the group is
         // gone, wait at most EXIT_REPORT_WAIT_MS for the status, then report the exit as unknown.
@@ -456,6 +685,27 @@ export class ProcessBackend implements Backend {
     const launcher = await this.launcherPromise?.catch(() => null);
     await launcher?.close();
     if (this.runId !== null) await stopRunProcesses(this.runId, STRAGGLER_GRACE_MS);
+    const run = this.runCgroups;
+    if (run !== null && !("unavailable" in run)) {
+      // Cgroups still there: members whose stop failed, starts that failed while their child was exiting (a
+      // cgroup cannot be removed while a process, or a zombie, is in it). Kill what is left, wait, remove.
+      const kind = run.hierarchy.kind;
+      const left = fs.existsSync(run.dir) ? fs.readdirSync(run.dir, { withFileTypes: true }).filter((entry) => entry.isDirectory()) : [];
+      await Promise.all(
+        left.map(async (entry) => {
+          const dir = path.join(run.dir, entry.name);
+          const killed = killCgroup(kind, dir, new Set([process.pid, ...(this.launcherPid !== undefined ? [this.launcherPid] : [])]));
+          if (killed > 0) this.record("member-killed", { member: entry.name, signal: "SIGKILL", processes: killed, outsideGroup: null, via: "cgroup" });
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([this.cgroupWatcher.waitEmpty(kind, dir), new Promise((resolve) => (timer = setTimeout(resolve, KILLED_CGROUP_WAIT_MS)))]);
+          clearTimeout(timer);
+          for (let tries = 0; !removeTree(dir) && tries < 100; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
+          liveCgroups.delete(dir);
+        }),
+      );
+      removeTree(run.dir);
+      removeCohortDirIfEmpty(run.hierarchy);
+    }
   }
 
   /** How members were started (`native` or `perl` launcher, or `direct`), recorded as the run's `backend-stats`. */
@@ -534,12 +784,29 @@ export function createProcessBackend(context: {
   readonly runDir: string;
   readonly events: MemberEventSink;
   readonly options?: Readonly<Record<string, unknown>>;
+  readonly record?: ProcessBackendOptions["record"];
 }): ProcessBackend {
   const launcher = context.options?.launcher;
   if (launcher !== undefined && !(launcherModes as readonly unknown[]).includes(launcher)) {
     throw new SpecError([{ path: "process.launcher", reason: `must be one of ${launcherModes.map((m) => `"${m}"`).join(", ")}; got ${JSON.stringify(launcher)}` }]);
   }
-  const unknown = Object.keys(context.options ?? {}).filter((key) => key !== "launcher");
-  if (unknown.length > 0) throw new SpecError(unknown.map((key) => ({ path: `process.${key}`, reason: "unknown backend option (known: launcher)" })));
-  return new ProcessBackend({ runDir: context.runDir, events: context.events, ...(launcher !== undefined ? { launcher: launcher as LauncherMode } : {}) });
+  const cgroup = context.options?.cgroup;
+  if (cgroup !== undefined && !(cgroupModes as readonly unknown[]).includes(cgroup)) {
+    throw new SpecError([{ path: "process.cgroup", reason: `must be one of ${cgroupModes.map((m) => `"${m}"`).join(", ")}; got ${JSON.stringify(cgroup)}` }]);
+  }
+  const portOwner = context.options?.portOwner;
+  if (portOwner !== undefined && portOwner !== "check" && portOwner !== "off") {
+    throw new SpecError([{ path: "process.portOwner", reason: `must be "check" or "off"; got ${JSON.stringify(portOwner)}` }]);
+  }
+  const known = ["launcher", "cgroup", "portOwner"];
+  const unknown = Object.keys(context.options ?? {}).filter((key) => !known.includes(key));
+  if (unknown.length > 0) throw new SpecError(unknown.map((key) => ({ path: `process.${key}`, reason: `unknown backend option (known: ${known.join(", ")})` })));
+  return new ProcessBackend({
+    runDir: context.runDir,
+    events: context.events,
+    ...(launcher !== undefined ? { launcher: launcher as LauncherMode } : {}),
+    ...(cgroup !== undefined ? { cgroup: cgroup as CgroupMode } : {}),
+    ...(portOwner !== undefined ? { portOwner } : {}),
+    ...(context.record !== undefined ? { record: context.record } : {}),
+  });
 }

@@ -17,7 +17,9 @@
  * on the idle machine: 179 members (`sleep`) started in 0.76-0.86 s (native) against 3.1-3.6 s (perl).
  *
  * Protocol (one line per message, fields tab-separated, strings hex-encoded so no byte needs escaping):
- * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>...`
+ * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>... [<cgroup kind> <cgroup dir>]`
+ *   (kind `v2` or `freezer`, ./cgroup.ts: the child is in that cgroup before it execs; the perl child writes
+ *   its own pid into `<dir>/cgroup.procs` right after the fork, the compiled one is created inside it)
  * - launcher -> runtime (stdout): `ready`, `started <id> <pid>` (once the child has exec'd),
  *   `error <id> <message> <pid or 0>`, `exit <pid> <wait status>`
  * The launcher never waits for a child's exec: each fork returns to the loop at once, and the child's
@@ -28,7 +30,9 @@
  * signal dispositions reset, chdir to its directory, exec with exactly the given environment. Exec
  * failures come back through a close-on-exec pipe as `error` (so a missing command is a start error,
  * as with a direct spawn). When the runtime goes away (EOF on stdin, even after a SIGKILL of the
- * runtime), the launcher SIGKILLs every member process group it started and exits: no orphans.
+ * runtime), the launcher SIGKILLs every member process group it started, then kills every member cgroup it
+ * spawned into (what left its group: v2 `cgroup.kill`, v1 freezer freeze/kill/thaw, ./cgroup.ts) and exits:
+ * no orphans.
  * Needs perl 5 with POSIX and IO::Socket::UNIX (Debian/Ubuntu `perl-base`, macOS).
  */
 import * as fs from "node:fs";
@@ -51,6 +55,7 @@ $SIG{PIPE} = 'IGNORE'; $SIG{INT} = 'IGNORE'; $SIG{TERM} = 'IGNORE'; $SIG{HUP} = 
 pipe(my $wake_r, my $wake_w) or die "pipe: $!";
 $wake_w->autoflush(1);
 my %groups;    # pid => 1 for every member started and not known to have failed
+my %cgroups;   # member cgroup directory => kind (v2, freezer), killed when the runtime is gone
 my %inflight;  # fileno of an exec-status pipe => [pipe, id, pid, bytes read]
 my $sel = IO::Select->new(\*STDIN, $wake_r);
 $SIG{CHLD} = sub { syswrite($wake_w, "x") };
@@ -65,6 +70,8 @@ sub spawn_member {
   my $id = hex2s(shift @f); my $dir = hex2s(shift @f);
   my $argc = shift @f; my @argv = map { hex2s($_) } splice(@f, 0, $argc);
   my $envc = shift @f; my @env = map { hex2s($_) } splice(@f, 0, $envc);
+  my $cgroup = @f >= 2 ? hex2s($f[1]) : '';
+  $cgroups{$cgroup} = $f[0] if $cgroup ne '';
   my ($err_r, $err_w);
   if (!pipe($err_r, $err_w)) { print "error	" . s2hex($id) . "	" . s2hex("pipe: $!") . "	0
 "; return; }
@@ -73,6 +80,10 @@ sub spawn_member {
 "; return; }
   if ($pid == 0) {
     my $fail = sub { syswrite($err_w, $_[0]); _exit(127); };
+    if ($cgroup ne '') {
+      open(my $cg, '>', "$cgroup/cgroup.procs") or $fail->("cannot enter cgroup $cgroup: $!");
+      (syswrite($cg, "$$") && close($cg)) or $fail->("cannot enter cgroup $cgroup: $!");
+    }
     setsid() or $fail->("setsid: $!");
     $SIG{$_} = 'DEFAULT' for qw(PIPE INT TERM HUP CHLD);
     open(STDIN, '<', '/dev/null') or $fail->("stdin: $!");
@@ -109,6 +120,15 @@ sub exec_status {
   print "error	" . s2hex($e->[1]) . "	" . s2hex($e->[3]) . "	$e->[2]
 ";
 }
+sub kill_cgroup {
+  my ($dir, $kind) = @_;
+  my $w = sub { open(my $fh, '>', $_[0]) or return 0; syswrite($fh, $_[1]); close($fh); };
+  if ($kind eq 'v2') { $w->("$dir/cgroup.kill", "1"); return; }
+  $w->("$dir/freezer.state", "FROZEN") or return;
+  for (1 .. 100) { open(my $s, '<', "$dir/freezer.state") or last; my $v = <$s>; close $s; last if !defined $v || $v =~ /^FROZEN/; select(undef, undef, undef, 0.01); }
+  if (open(my $p, '<', "$dir/cgroup.procs")) { while (my $pid = <$p>) { chomp $pid; kill('KILL', $pid) if $pid =~ /^\d+$/ && $pid != $$; } close $p; }
+  $w->("$dir/freezer.state", "THAWED");
+}
 my $buf = '';
 print "ready
 ";
@@ -120,7 +140,7 @@ while (1) {
     if ($fh != \*STDIN && exists $inflight{fileno($fh)}) { exec_status($fh); next; }
     my $n = sysread(STDIN, my $chunk, 65536);
     next if !defined($n) && $!{EINTR};
-    if (!$n) { kill('KILL', -$_) for keys %groups; exit 0; }
+    if (!$n) { kill('KILL', -$_) for keys %groups; kill_cgroup($_, $cgroups{$_}) for keys %cgroups; exit 0; }
     $buf .= $chunk;
     while ((my $nl = index($buf, "\n")) >= 0) {
       my $line = substr($buf, 0, $nl); $buf = substr($buf, $nl + 1);
@@ -138,6 +158,8 @@ export interface LaunchRequest {
   readonly dir: string;
   readonly argv: readonly string[];
   readonly env: Readonly<Record<string, string>>;
+  /** The member's cgroup (./cgroup.ts), entered before exec; absent: none. */
+  readonly cgroup?: { readonly kind: "v2" | "freezer"; readonly dir: string };
 }
 
 /** How a member's leader ended (from its wait status). */
@@ -385,11 +407,17 @@ export class Launcher {
       ...request.argv.map(hex),
       String(Object.keys(request.env).length),
       ...Object.entries(request.env).map(([name, value]) => hex(`${name}=${value}`)),
+      ...(request.cgroup !== undefined ? [request.cgroup.kind, hex(request.cgroup.dir)] : []),
     ];
     return new Promise<number>((resolve, reject) => {
       this.pending.set(request.id, { resolve, reject });
       this.process.stdin!.write(`${fields.join("\t")}\n`);
     });
+  }
+
+  /** The launcher process's pid (undefined once it could not be spawned). */
+  get pid(): number | undefined {
+    return this.process.nodeChildProcess.pid;
   }
 
   /** Ends the launcher (it SIGKILLs any member group it still knows) and removes its socket. Idempotent. */

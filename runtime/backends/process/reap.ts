@@ -8,10 +8,15 @@
  * - member process groups: every group (from `member-started` records, plus a scan of all processes)
  *   that contains a process whose `/proc/<pid>/environ` holds `COHORT_RUN_ID=<runId>`. A group with
  *   such a process cannot be a recycled pgid (the kernel does not reuse a pid while its group lives).
+ * - the run's cgroups, `<hierarchy>/cohort/<runId>/<member>` in every cgroup2 and v1 freezer hierarchy
+ *   (./cgroup.ts): whatever is in them is the run's, even a process that dropped its environment
+ *   (`env -i`) and left its process group (`setsid`). SIGTERM to each, SIGKILL to the cgroup after the
+ *   grace, then the cgroup directories are removed.
  * Idempotent: a second reap finds nothing. Linux only (/proc).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { CgroupWatcher, cgroupProcs, killCgroup, removeCohortDirIfEmpty, removeTree, runCgroupDir, runCgroups, signalCgroup } from "./cgroup";
 import { HAS_PROC, GroupWatcher, groupMembers, listProcesses, readProcEnviron, readProcStat, signalGroup, type ProcStat } from "./status";
 
 /** What {@link reapRun} did. */
@@ -21,12 +26,16 @@ export interface ReapReport {
   readonly runtime: number | null;
   /** Member groups stopped: member id (or `?` when not in the ledger) and pgid, with their process count. */
   readonly groups: readonly { readonly member: string; readonly pgid: number; readonly processes: number }[];
+  /** Member cgroups found and removed: member id, directory, and the processes that were still in it. */
+  readonly cgroups: readonly { readonly member: string; readonly dir: string; readonly processes: number }[];
 }
 
 /** Options of {@link reapRun}. */
 export interface ReapOptions {
   /** SIGTERM -> SIGKILL grace, in ms. @default 2000 */
   readonly graceMs?: number;
+  /** The mounts table cgroup hierarchies are looked up in. @default "/proc/self/mounts" */
+  readonly mountsFile?: string;
 }
 
 function readRecords(runDir: string): Array<Record<string, unknown>> {
@@ -103,7 +112,46 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
     if (record.kind === "member-started" && typeof record.pgid === "number" && typeof record.member === "string") memberOf.set(record.pgid, record.member);
   }
   const stopped = await stopRunProcesses(runId, graceMs, memberOf);
-  return { runId, runtime, groups: stopped };
+  const cgroups = await stopRunCgroups(runId, graceMs, options.mountsFile);
+  return { runId, runtime, groups: stopped, cgroups };
+}
+
+/**
+ * Stops everything in run `runId`'s cgroups (SIGTERM to each process, SIGKILL to the cgroup after
+ * `graceMs`) and removes them, with the run's directory (and `cohort/` when no other run uses it).
+ *
+ * @returns the member cgroups found, with the number of processes that were in each (0: it was empty)
+ * @throws {Error} when a cgroup control file cannot be written (naming it)
+ */
+export async function stopRunCgroups(runId: string, graceMs: number, mountsFile?: string): Promise<Array<{ member: string; dir: string; processes: number }>> {
+  const found = runCgroups(runId, mountsFile);
+  const watcher = new CgroupWatcher();
+  const out: Array<{ member: string; dir: string; processes: number }> = [];
+  await Promise.all(
+    found.map(async ({ hierarchy, member, dir }) => {
+      const exclude = new Set([process.pid]);
+      const processes = cgroupProcs(dir).filter((pid) => !exclude.has(pid)).length;
+      if (processes > 0) {
+        signalCgroup(dir, "SIGTERM", (pid) => exclude.has(pid));
+        let timer: NodeJS.Timeout | undefined;
+        const empty = watcher.waitEmpty(hierarchy.kind, dir).then(() => true);
+        const done = await Promise.race([empty, new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)))]);
+        clearTimeout(timer);
+        if (!done) {
+          killCgroup(hierarchy.kind, dir, exclude);
+          await Promise.race([empty, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+        }
+      }
+      removeTree(dir);
+      out.push({ member, dir, processes });
+    }),
+  );
+  for (const { hierarchy } of found) {
+    removeTree(runCgroupDir(hierarchy, runId));
+    removeCohortDirIfEmpty(hierarchy);
+  }
+  out.sort((a, b) => a.member.localeCompare(b.member) || a.dir.localeCompare(b.dir));
+  return out;
 }
 
 /**

@@ -210,8 +210,16 @@ export class OutputCapture {
  * fork and exec happen inside this call (libuv waits until the child has exec'd); use
  * {@link awaitSpawn} for the outcome.
  */
-export function launchMember(execa: (typeof import("execa"))["execa"], plan: MemberPlan, env: Record<string, string>): ResultPromise {
-  const [file, ...args] = plan.command;
+export function launchMember(execa: (typeof import("execa"))["execa"], plan: MemberPlan, env: Record<string, string>, cgroupDir?: string): ResultPromise {
+  let [file, ...args] = plan.command;
+  if (cgroupDir !== undefined) {
+    // No pre-exec hook in a spawn from Node: a shell enters the cgroup (writing its own pid, which its exec
+    // keeps), then execs the member, so no fork of the member runs outside it. The program is resolved here
+    // first, so a missing command is still a start error (the member's argv[0] becomes its resolved path).
+    const resolved = lookPath(file!, env.PATH, plan.workDir);
+    args = ["-c", 'echo $$ > "$0" || exit 126; exec "$@"', path.join(cgroupDir, "cgroup.procs"), resolved, ...args];
+    file = "/bin/sh";
+  }
   const subprocess = execa(file!, args, {
     cwd: plan.workDir,
     env,
@@ -228,6 +236,35 @@ export function launchMember(execa: (typeof import("execa"))["execa"], plan: Mem
   });
   subprocess.catch(() => undefined);
   return subprocess;
+}
+
+/**
+ * Resolves `file` like execvp(3) against `pathVar` (relative PATH entries against `dir`); a name with a
+ * slash is returned as is. Same rules as lookPath in runtime/launcher/main.go.
+ *
+ * @throws {Error} with code ENOENT (not found) or EACCES (found, not executable), as a failed spawn would
+ */
+export function lookPath(file: string, pathVar: string | undefined, dir: string): string {
+  if (file.includes("/")) return file;
+  let denied = false;
+  for (const entry of (pathVar ?? "/usr/local/bin:/usr/bin:/bin").split(":")) {
+    const candidate = path.resolve(dir, entry === "" ? "." : entry, file);
+    let stat: fs.Stats;
+    try {
+      stat = fs.statSync(candidate);
+    } catch {
+      continue;
+    }
+    if (stat.isDirectory()) continue;
+    if ((stat.mode & 0o111) === 0) {
+      denied = true;
+      continue;
+    }
+    return candidate;
+  }
+  const error = new Error(denied ? `permission denied: ${file}` : `not found: ${file}`) as NodeJS.ErrnoException;
+  error.code = denied ? "EACCES" : "ENOENT";
+  throw error;
 }
 
 /**
