@@ -18,8 +18,10 @@ const okOnceThen503 = nodeMember(
   `let n=0;require("http").createServer((q,s)=>{s.statusCode=n++===0?200:503;s.end(String(s.statusCode))}).listen(+process.env.COHORT_PORT,"127.0.0.1")`,
 );
 /** A TCP member that accepts one connection and then closes its listener (the process lives on). */
+// Closes its listener 500 ms after the first connection: the readiness probe (a connect, then the
+// listener-owner check) has seen it ready by then; liveness sees it gone.
 const closesListener = nodeMember(
-  `const srv=require("net").createServer((c)=>{c.destroy();srv.close();console.log("listener closed")}).listen(+process.env.COHORT_PORT,"127.0.0.1");setInterval(()=>{},1000)`,
+  `const srv=require("net").createServer((c)=>{c.destroy();if(!srv.closing){srv.closing=1;setTimeout(()=>{srv.close();console.log("listener closed")},500)}}).listen(+process.env.COHORT_PORT,"127.0.0.1");setInterval(()=>{},1000)`,
 );
 
 describe("process backend: liveness during the hold", () => {
