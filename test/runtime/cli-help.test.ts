@@ -17,8 +17,8 @@ const COMMANDS: readonly (readonly string[])[] = [["run"], ["ledger"], ["ledger"
 
 /** Every flag each command accepts. */
 const FLAGS: Readonly<Record<string, readonly string[]>> = {
-  run: ["--spec", "--artifacts", "--backend", "--profile", "--run-id", "--backend-config", "--backend-option", "--kubeconfig", "--namespace", "--queue"],
-  reap: ["--grace"],
+  run: ["--spec", "--artifacts", "--backend", "--profile", "--run-id", "--backend-config", "--backend-option", "--kubeconfig", "--namespace", "--queue", "--lock", "--watch-pid"],
+  reap: ["--grace", "--artifacts"],
 };
 
 describe("cohort --help", () => {
