@@ -7,8 +7,8 @@
  *   left (found by COHORT_RUN_ID in /proc/<pid>/environ), nor the provider; the ledger is completed as
  *   interrupted; the next `up` runs one new run (no second live run) after the printed fix for the stale lock.
  * - SIGINT to the process group, no terminal (a CI runner, `timeout`): Pulumi gets it once (its graceful
- *   cancel, not "terminating immediately"), the run ends interrupted, no `cohort-run.*` temp file is left; a
- *   concurrent `up` of another stack on the same artifact root is refused naming the live run.
+ *   cancel, not "terminating immediately"), the run ends interrupted, no `cohort-run.*` temp file is left.
+ * - While a run holds, an `up` of another stack on the same artifact root is refused naming the live run.
  * - A failed `up`: `stack output --json` names the failed run (outcome, first failure) and its specSha256,
  *   and the next `up` runs it again.
  */
@@ -150,26 +150,12 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
     seen.add(String(o2.run.id));
   }, 600_000);
 
-  it("SIGINT to the up's process group (no terminal): Pulumi cancels gracefully once, the run ends interrupted, no temp file is left; a concurrent up on the same artifact root is refused naming the live run", async () => {
+  it("SIGINT to the up's process group (no terminal): Pulumi cancels gracefully once, the run ends interrupted, no temp file is left", async () => {
     await ok(["config", "set", "--stack", "host", "cohort", roster("sigint", "120s")]);
     const up = startUp("host");
     const runDir = await readyRun("sigint", seen);
     const runId = path.basename(runDir);
     seen.add(runId);
-    const lock = JSON.parse(readFileSync(path.join(artifactRoot, ".cohort-run.lock"), "utf8")) as { runId: string; pid: number };
-    expect(lock.runId).toBe(runId);
-
-    // Another stack, same artifact root: its run is refused, naming the live one and how to stop it.
-    await ok(["stack", "init", "host2"]);
-    await ok(["config", "set", "--stack", "host2", "profile", "host"]);
-    await ok(["config", "set", "--stack", "host2", "artifactRoot", artifactRoot]);
-    await ok(["config", "set", "--stack", "host2", "cohort", roster("second", "0s")]);
-    const second = await pulumi(["up", "--yes", "--skip-preview", "--stack", "host2"]);
-    expect(second.exitCode).not.toBe(0);
-    expect(second.all).toContain(`cohort: refused: run ${runId} (runtime pid ${lock.pid}) is still running under ${artifactRoot}`);
-    expect(second.all).toContain(`npx cohort reap ${runDir}`);
-    expect(readdirSync(artifactRoot).filter((d) => d.startsWith("second-"))).toEqual([]);
-
     const sentAt = Date.now();
     process.kill(-up.pgid, "SIGINT");
     const { code, out } = await up.done;
@@ -187,13 +173,27 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
     console.log(`[e2e interrupt] cohort-run in state after SIGINT: ${inState?.outputs?.stdout ?? "(none)"}; pending: ${JSON.stringify(state.deployment.pending_operations ?? [])}`);
   }, 600_000);
 
-  it("SIGKILL of the pulumi CLI mid-hold: members, runtime and provider are gone within the grace period + a few seconds, the ledger is completed as interrupted, and the next up runs one new run", async () => {
+  it("SIGKILL of the pulumi CLI mid-hold (after a concurrent up on the same artifact root was refused naming the live run): members, runtime and provider are gone within the grace period + a few seconds, the ledger is completed as interrupted, and the next up runs one new run", async () => {
     await ok(["config", "set", "--stack", "host", "cohort", roster("killed", "120s")]);
     const up = startUp("host");
     const runDir = await readyRun("killed", seen);
     const runId = path.basename(runDir);
     seen.add(runId);
     expect(runProcesses(runId).length).toBeGreaterThanOrEqual(3);
+    const lock = JSON.parse(readFileSync(path.join(artifactRoot, ".cohort-run.lock"), "utf8")) as { runId: string; pid: number };
+    expect(lock.runId).toBe(runId);
+
+    // Another stack, same artifact root: its run is refused, naming the live one and how to stop it.
+    await ok(["stack", "init", "host2"]);
+    await ok(["config", "set", "--stack", "host2", "profile", "host"]);
+    await ok(["config", "set", "--stack", "host2", "artifactRoot", artifactRoot]);
+    await ok(["config", "set", "--stack", "host2", "cohort", roster("second", "0s")]);
+    const second = await pulumi(["up", "--yes", "--skip-preview", "--stack", "host2"]);
+    expect(second.exitCode).not.toBe(0);
+    expect(second.all).toContain(`cohort: refused: run ${runId} (runtime pid ${lock.pid}) is still running under ${artifactRoot}`);
+    expect(second.all).toContain(`npx cohort reap ${runDir}`);
+    expect(readdirSync(artifactRoot).filter((d) => d.startsWith("second-"))).toEqual([]);
+
     const cli = procs().filter((p) => (p.cmdline.split(" ")[0] ?? "").endsWith("/pulumi") && p.cmdline.includes(" up ") && p.cmdline.includes(projectDir));
     expect(cli).toHaveLength(1);
     const killedAt = Date.now();
