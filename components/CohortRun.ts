@@ -6,9 +6,17 @@
  * - **create** runs the cohort: `node <bundle> run --spec - --artifacts <root> --profile <p> --backend <b>`,
  *   the RunSpec on stdin (nothing long or secret in a command line). The runtime admits, starts, probes,
  *   holds and tears down the members, writes the ledger, and prints one JSON summary line on stdout,
- *   which becomes the typed outputs. Its progress on stderr goes to a temp file; on failure only the last
- *   stderr line (the runtime's one-line reason, naming the member) is printed, so `pulumi up` fails with it.
- *   A failed create leaves no resource in state, so the next `up` runs the cohort again.
+ *   which becomes the typed outputs. Its progress on stderr goes to a temp file. Whatever the outcome, a run
+ *   that happened ends the step with exit 0 and its summary, so the state (and the stack outputs) record THIS
+ *   run, failed or interrupted included; for a run that did not succeed the step also prints the runtime's
+ *   last stderr line (the one-line reason naming the member) on stderr and the component fails the deployment
+ *   with it (`pulumi.log.error`), so `pulumi up` still exits non-zero. The run id of the last unsuccessful
+ *   run under the artifact root is a trigger, so the next `up` runs the cohort again. When no run happened
+ *   (a refused spec, the artifact root's run lock held by a live run) the step fails with that line.
+ *   The runtime runs with `--lock` (one live run per artifact root) and `--watch-pid` (the step shell and
+ *   the provider: if either dies, the run ends by itself); a signal to the step is passed to the runtime.
+ * - **guard** (`<name>-guard`, see {@link COHORT_GUARD_STEPS}): deleted after the run, it stops the run the
+ *   artifact root's run lock names, which covers a run that never reached the state.
  * - **triggers** = [spec digest, runtime bundle digest, artifact root, profile, backend]: any change to
  *   what would run replaces the resource, i.e. a new run with a new ledger. Unchanged: the engine sees
  *   no diff and nothing runs.
