@@ -173,6 +173,26 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
     console.log(`[e2e interrupt] cohort-run in state after SIGINT: ${inState?.outputs?.stdout ?? "(none)"}; pending: ${JSON.stringify(state.deployment.pending_operations ?? [])}`);
   }, 600_000);
 
+  it("Ctrl-C at a terminal (a pty from script(1)): Pulumi cancels gracefully once, the run ends interrupted", async () => {
+    await ok(["config", "set", "--stack", "host", "cohort", roster("ctrlc", "120s")]);
+    const command = ["npm", "run", "-s", "pulumi", "--", "-C", projectDir, "up", "--yes", "--skip-preview", "--stack", "host"].join(" ");
+    const child = spawn("script", ["-q", "-e", "-f", "-c", command, "/dev/null"], { cwd: PROJECT_DIR, env, stdio: ["pipe", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const done = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
+    const runDir = await readyRun("ctrlc", seen);
+    seen.add(path.basename(runDir));
+    child.stdin.write("\x03");
+    const code = await done;
+    console.log(`[e2e interrupt] Ctrl-C at a pty -> up exited ${code}; output tail:\n${out.split("\n").slice(-12).join("\n")}`);
+    expect(code).not.toBe(0);
+    expect(out).toContain("^C received; cancelling.");
+    expect(out).not.toContain("^C received; terminating");
+    expect(completion(runDir)).toMatchObject({ outcome: "interrupted" });
+    expect(runProcesses(path.basename(runDir))).toEqual([]);
+  }, 600_000);
+
   it("SIGKILL of the pulumi CLI mid-hold (after a concurrent up on the same artifact root was refused naming the live run): members, runtime and provider are gone within the grace period + a few seconds, the ledger is completed as interrupted, and the next up runs one new run", async () => {
     await ok(["config", "set", "--stack", "host", "cohort", roster("killed", "120s")]);
     const up = startUp("host");
