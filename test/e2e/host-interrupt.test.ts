@@ -264,4 +264,24 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
     const destroy = await ok(["destroy", "--yes", "--skip-preview", "--stack", "host"]);
     console.log(`[e2e interrupt] destroy:\n${destroy.all.slice(-2000)}`);
   }, 900_000);
+  it("`pulumi cancel` then `destroy` while an up is still running: the run never reached the state, and destroy stops it anyway (the guard reaps what the run lock names)", async () => {
+    await ok(["config", "set", "--stack", "host", "cohort", roster("orphan", "120s")]);
+    const up = startUp("host");
+    const runDir = await readyRun("orphan", seen);
+    const runId = path.basename(runDir);
+    seen.add(runId);
+    const lock = JSON.parse(readFileSync(path.join(artifactRoot, ".cohort-run.lock"), "utf8")) as { runId: string; pid: number };
+    expect(lock.runId).toBe(runId);
+    await ok(["cancel", "--yes", "--stack", "host"]);
+    const started = Date.now();
+    const destroy = await ok(["destroy", "--yes", "--skip-preview", "--stack", "host"]);
+    console.log(`[e2e interrupt] destroy of a run not in the state: ${Date.now() - started} ms\n${destroy.all.split("\n").filter((l) => l.includes("cohort-guard")).join("\n")}`);
+    expect(destroy.all).toContain(`stopped runtime pid ${lock.pid} of run ${runId}`);
+    expect(runProcesses(runId)).toEqual([]);
+    expect(completion(runDir)).toMatchObject({ outcome: "interrupted" });
+    const { code } = await up.done;
+    expect(code).not.toBe(0);
+    for (let i = 0; i < 100 && providers().length > 0; i++) await sleep(100);
+    expect(providers()).toEqual([]);
+  }, 600_000);
 });
