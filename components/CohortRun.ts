@@ -6,15 +6,24 @@
  * - **create** runs the cohort: `node <bundle> run --spec - --artifacts <root> --profile <p> --backend <b>`,
  *   the RunSpec on stdin (nothing long or secret in a command line). The runtime admits, starts, probes,
  *   holds and tears down the members, writes the ledger, and prints one JSON summary line on stdout,
- *   which becomes the typed outputs. Its stderr goes to a temp file; on failure only the last stderr line
- *   (the runtime's one-line reason, naming the member) is printed, so `pulumi up` fails with it. Its progress
- *   lines (`--progress-fd 3`, at most two a second, naming members that became ready and, near the end, those
- *   still awaited) go to fd 3, which the substitute command provider opens as a status pipe when the
- *   environment has `COHORT_STATUS_FD=3`: they appear as ephemeral info on this resource's row during
- *   `pulumi up` and are stored nowhere (not in the `stderr` output, not in the failure message). With the
- *   upstream provider fd 3 is not open: the runtime notes that in its stderr and drops progress.
- *   A failed create leaves no resource in state, so the next `up` runs the cohort again.
- * - **triggers** = [spec digest, runtime bundle digest, artifact root, profile, backend]: any change to
+ *   which becomes the typed outputs. Its stderr goes to a temp file. Whatever the outcome, a run
+ *   that happened ends the step with exit 0 and its summary, so the state (and the stack outputs) record THIS
+ *   run, failed or interrupted included; for a run that did not succeed the step also prints the runtime's
+ *   last stderr line (the one-line reason naming the member) on stderr and the component fails the deployment
+ *   with it (`pulumi.log.error`), so `pulumi up` still exits non-zero. The run id of the last unsuccessful
+ *   run under the artifact root is a trigger, so the next `up` runs the cohort again. When no run happened
+ *   (a refused spec, the artifact root's run lock held by a live run) the step fails with that line.
+ *   The runtime runs with `--lock` (one live run per artifact root) and `--watch-pid` (the step shell and
+ *   the provider: if either dies, the run ends by itself); a signal to the step is passed to the runtime.
+ *   Its progress lines (`--progress-fd 3`, at most two a second, naming members that became ready and, near
+ *   the end, those still awaited) go to fd 3, which the substitute command provider opens as a status pipe
+ *   when the environment has `COHORT_STATUS_FD=3`: they appear as ephemeral info on this resource's row
+ *   during `pulumi up` and are stored nowhere (not in the `stderr` output, not in the failure message).
+ *   With the upstream provider fd 3 is not open: the runtime notes that in its stderr and drops progress.
+ * - **guard** (`<name>-guard`, see {@link COHORT_GUARD_STEPS}): deleted after the run, it stops the run the
+ *   artifact root's run lock names, which covers a run that never reached the state.
+ * - **triggers** = [spec digest, runtime bundle digest, artifact root, profile, backend, last unsuccessful
+ *   run id]: any change to
  *   what would run replaces the resource, i.e. a new run with a new ledger. Unchanged: the engine sees
  *   no diff and nothing runs.
  * - **update** (inputs that do not change the run, e.g. `keepLedgers` or these scripts): prints the
@@ -32,6 +41,7 @@
  * `create`/`update`/`delete` are only the step names `cohort run`/`cohort keep`/`cohort reap`. That keeps
  * the provider's failure message short: `exit status 1: running "cohort run":` + the reason.
  */
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
@@ -131,7 +141,16 @@ export interface CohortRunOutputs {
   readonly readyCount: pulumi.Output<number>;
   readonly timeToReadyMs: pulumi.Output<number | null>;
   readonly ledgerPath: pulumi.Output<string>;
+  /** `null`, or the first failure: the member and the first line of the reason. */
+  readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
 }
+
+/**
+ * File under the artifact root where the step script records the summary of the last run that did not succeed
+ * (failed or interrupted). Its run id is a trigger of the run resource, so the next `up` replaces (re-runs) a run
+ * that is in the state but did not succeed, and a later success keeps the trigger unchanged.
+ */
+export const UNSUCCESSFUL_RUN_FILE = ".cohort-last-unsuccessful-run.json";
 
 /**
  * The shared step script (see the module doc). Inputs arrive as environment variables:
@@ -141,18 +160,54 @@ export interface CohortRunOutputs {
 export const COHORT_RUN_SCRIPT = `set -u
 case "$1" in
 "cohort run")
+  spec="" out="" log="" child=""
+  # Temp files go on every exit path a shell can see (a SIGKILL of this shell is the one it cannot).
+  trap 'rm -f -- "$spec" "$out" "$log"' EXIT
+  # A signal to this step (the provider's cancel, a kill) goes to the runtime, which ends the run as
+  # interrupted within its grace period; the step then reports that run like any other.
+  forward() { if [ -n "$child" ]; then kill -"$1" "$child" 2>/dev/null; fi; }
+  trap 'forward TERM' TERM
+  trap 'forward INT' INT
+  trap 'forward HUP' HUP
+  spec=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
   out=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
-  log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || { rm -f "$out"; exit 1; }
-  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec - --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" \${COHORT_BACKEND_CONFIG:+--backend-config "$COHORT_BACKEND_CONFIG"} \${COHORT_STATUS_FD:+--progress-fd "$COHORT_STATUS_FD"} >"$out" 2>"$log"
+  log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  cat >"$spec" || exit 1
+  # In the background so that the traps above run while it runs; --watch-pid: this shell and the provider
+  # (its parent): if either dies, e.g. with the Pulumi CLI, the runtime ends the run by itself.
+  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec "$spec" --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" \${COHORT_BACKEND_CONFIG:+--backend-config "$COHORT_BACKEND_CONFIG"} \${COHORT_STATUS_FD:+--progress-fd "$COHORT_STATUS_FD"} --lock --watch-pid "$$" --watch-pid "$PPID" </dev/null >"$out" 2>"$log" &
+  child=$!
+  wait "$child"
   rc=$?
-  if [ "$rc" -eq 0 ]; then
-    cat "$out"
-  else
-    reason=$(tail -n 1 "$log")
-    printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
-  fi
-  rm -f "$out" "$log"
+  while kill -0 "$child" 2>/dev/null; do
+    wait "$child"
+    rc=$?
+  done
+  child=""
+  trap '' PIPE
+  summary=$(tail -n 1 "$out")
+  reason=$(tail -n 1 "$log")
+  case "$summary" in
+  '{"runId":'*)
+    # A run happened: its summary is the resource's state whatever its outcome, so the stack outputs name
+    # this run; the program fails the deployment with the reason on stderr (components/CohortRun.ts).
+    printf '%s\\n' "$summary"
+    if [ "$rc" -ne 0 ]; then
+      printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
+      { printf '%s\\n' "$summary" >"$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}.tmp" && mv -f "$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}.tmp" "$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}"; } 2>/dev/null
+    fi
+    exit 0
+    ;;
+  esac
+  printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
   exit "$rc"
+  ;;
+"cohort guard")
+  ;;
+"cohort release")
+  bundle=$COHORT_BUNDLE
+  if [ ! -f "$bundle" ] && [ -n "$COHORT_BUNDLE_FALLBACK" ] && [ -f "$COHORT_BUNDLE_FALLBACK" ]; then bundle=$COHORT_BUNDLE_FALLBACK; fi
+  if [ -f "$bundle" ]; then "$COHORT_NODE" "$bundle" reap --artifacts "$COHORT_ARTIFACT_ROOT" >&2 || exit 1; fi
   ;;
 "cohort keep")
   printf '%s' "\${PULUMI_COMMAND_STDOUT:-}"
@@ -179,6 +234,25 @@ esac
 
 /** The step names given to the provider as `create`, `update` and `delete`. */
 export const COHORT_RUN_STEPS = { create: "cohort run", update: "cohort keep", delete: "cohort reap" } as const;
+
+/**
+ * The steps of the run guard (`<name>-guard`), created before the run and deleted after it: its delete
+ * (`pulumi destroy`, or a changed artifact root) stops the run the artifact root's run lock names
+ * (`cohort reap --artifacts`), which reaches a run that never reached the state (an `up` killed mid-run).
+ */
+export const COHORT_GUARD_STEPS = { create: "cohort guard", delete: "cohort release" } as const;
+
+/**
+ * The run id of the artifact root's last unsuccessful run (see {@link UNSUCCESSFUL_RUN_FILE}), or `""`.
+ */
+export function lastUnsuccessfulRunId(artifactRoot: string): string {
+  try {
+    const v = JSON.parse(readFileSync(path.join(artifactRoot, UNSUCCESSFUL_RUN_FILE), "utf8")) as { runId?: unknown };
+    return typeof v.runId === "string" ? v.runId : "";
+  } catch {
+    return "";
+  }
+}
 
 /**
  * Lower-case hex SHA-256 of the canonical JSON of a RunSpec: the same digest the runtime records as
@@ -228,6 +302,12 @@ export function parseRunSummary(stdout: string): RunSummary {
 export interface CohortExecution {
   readonly resource: pulumi.CustomResource;
   readonly summary: pulumi.Output<RunSummary>;
+  /**
+   * The runtime's one-line reason when the run did not succeed (`""` when it did): the process executor's
+   * step records failed and interrupted runs in the state and the program fails the deployment with it.
+   * Executors without it fail their resource instead. @default none
+   */
+  readonly reason?: pulumi.Output<string>;
 }
 
 /** Inputs every executor gets (resolved args plus the digest). */
@@ -245,19 +325,28 @@ export interface ExecutionPlan {
 export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): CohortExecution {
   const { args } = plan;
   const backend = args.backend ?? "process";
+  const interpreter = ["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"];
+  const runtimeEnv = {
+    COHORT_NODE: args.runtime.nodePath,
+    COHORT_BUNDLE: args.runtime.runtimeBundlePath,
+    COHORT_BUNDLE_FALLBACK: args.fallbackRuntimeBundlePath ?? "",
+    COHORT_ARTIFACT_ROOT: args.artifactRoot,
+  };
+  const guard = new command.local.Command(
+    `${plan.name}-guard`,
+    { interpreter, create: COHORT_GUARD_STEPS.create, delete: COHORT_GUARD_STEPS.delete, environment: runtimeEnv, triggers: [args.artifactRoot], logging: "stderr" },
+    { parent },
+  );
   const resource = new command.local.Command(
     `${plan.name}-run`,
     {
-      interpreter: ["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"],
+      interpreter,
       create: COHORT_RUN_STEPS.create,
       update: COHORT_RUN_STEPS.update,
       delete: COHORT_RUN_STEPS.delete,
       stdin: plan.specJson,
       environment: {
-        COHORT_NODE: args.runtime.nodePath,
-        COHORT_BUNDLE: args.runtime.runtimeBundlePath,
-        COHORT_BUNDLE_FALLBACK: args.fallbackRuntimeBundlePath ?? "",
-        COHORT_ARTIFACT_ROOT: args.artifactRoot,
+        ...runtimeEnv,
         COHORT_PROFILE: args.profile,
         COHORT_BACKEND: backend,
         ...(args.backendConfigFile !== undefined ? { COHORT_BACKEND_CONFIG: args.backendConfigFile } : {}),
@@ -266,15 +355,17 @@ export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): 
         // (`--progress-fd 3`) are shown on this resource's row in `pulumi up` and stored nowhere.
         [STATUS_FD_ENV]: "3",
       },
-      triggers: [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend],
+      // The last: the run id of the last unsuccessful run under the artifact root, so that a failed or
+      // interrupted run in the state is run again by the next `up`, and a success after it changes nothing.
+      triggers: [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend, lastUnsuccessfulRunId(args.artifactRoot)],
       addPreviousOutputInEnv: true,
       // stdout is the summary (it becomes outputs), stderr is sent to a temp file by the script; progress
       // goes through the status pipe (fd 3), which is neither captured in the state nor in the failure message.
       logging: "none",
     },
-    { parent },
+    { parent, dependsOn: [guard] },
   );
-  return { resource, summary: resource.stdout.apply(parseRunSummary) };
+  return { resource, summary: resource.stdout.apply(parseRunSummary), reason: resource.stderr };
 }
 
 /**
@@ -290,6 +381,7 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
   public readonly readyCount: pulumi.Output<number>;
   public readonly timeToReadyMs: pulumi.Output<number | null>;
   public readonly ledgerPath: pulumi.Output<string>;
+  public readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
   /** Digest of the RunSpec (equals the ledger manifest's `specSha256`). */
   public readonly specSha256: pulumi.Output<string>;
   /** The resource that executes the run. */
@@ -310,12 +402,25 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
     const execution = typeof executor === "function" ? executor(plan, this) : executeAsProcess(plan, this);
 
     this.execution = execution.resource;
+    // A run that did not succeed is in the state (its outputs name it) and fails `pulumi up` with the
+    // runtime's one-line reason naming the member; never in preview, where the state's old values show.
+    if (execution.reason !== undefined) {
+      pulumi.all([execution.summary, execution.reason]).apply(([summary, reason]) => {
+        if (pulumi.runtime.isDryRun()) return;
+        if (summary.outcome !== "succeeded" || reason.trim() !== "") {
+          void pulumi.log.error(reason.trim() !== "" ? reason.trim() : `cohort: run ${summary.runId} ${summary.outcome}`, this);
+        }
+      });
+    }
     this.runId = execution.summary.apply((s) => s.runId);
     this.outcome = execution.summary.apply((s) => s.outcome);
     this.size = execution.summary.apply((s) => s.size);
     this.readyCount = execution.summary.apply((s) => s.readyCount);
     this.timeToReadyMs = execution.summary.apply((s) => s.timeToReadyMs);
     this.ledgerPath = execution.summary.apply((s) => s.ledgerPath);
+    this.firstFailure = execution.summary.apply((s) =>
+      s.firstFailure === null ? null : { member: s.firstFailure.member, reason: (s.firstFailure.reason ?? "").split("\n")[0] ?? "" },
+    );
     this.specSha256 = pulumi.output(specSha256);
     this.registerOutputs({
       runId: this.runId,
@@ -324,6 +429,7 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
       readyCount: this.readyCount,
       timeToReadyMs: this.timeToReadyMs,
       ledgerPath: this.ledgerPath,
+      firstFailure: this.firstFailure,
       specSha256: this.specSha256,
     });
   }

@@ -33,6 +33,7 @@ import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
+import { acquireRunLock, type HeldRunLock } from "./core/run-lock";
 import { showLedger } from "./core/ledger-show";
 import { renderJunit } from "./core/ledger-junit";
 import { renderReport } from "./core/ledger-report";
@@ -213,9 +214,16 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
       namespace: { type: "string" },
       queue: { type: "string" },
       "progress-fd": { type: "string" },
+      lock: { type: "boolean" },
+      "watch-pid": { type: "string", multiple: true },
     },
     0,
   );
+  const watchPids = (values["watch-pid"] ?? []).map((raw) => {
+    const pid = Number(raw);
+    if (!Number.isInteger(pid) || pid < 1) throw new UsageError(`run: --watch-pid expects a process id; got "${raw}"`);
+    return pid;
+  });
   if (values.spec === undefined) throw new UsageError("run: --spec FILE (or - for stdin) is required");
   if (values.artifacts === undefined) throw new UsageError("run: --artifacts DIR is required");
   const backendName = values.backend ?? "process";
@@ -242,6 +250,82 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   const runDir = path.resolve(values.artifacts, runId);
   if (fs.existsSync(runDir)) throw new UsageError(`run: ${runDir} already exists; choose another --run-id`);
 
+  // --lock: one live run per artifact root; a dead holder's leftovers are reaped first (runtime/core/run-lock.ts).
+  const lock = values.lock === true ? await takeRunLock(values.artifacts, runId, runDir, io) : null;
+  try {
+    return await runLocked({ values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd }, io);
+  } finally {
+    lock?.release();
+  }
+}
+
+async function takeRunLock(artifacts: string, runId: string, runDir: string, io: CliIo): Promise<HeldRunLock> {
+  const held = await acquireRunLock(path.resolve(artifacts), runId, runDir, async (dir) => {
+    const { reapRun } = await import("./backends/process/reap.js");
+    const reaped = await reapRun(dir);
+    return (reaped.runtime === null ? 0 : 1) + reaped.groups.length;
+  });
+  if (held.reaped !== null) {
+    io.stderr.write(`cohort: run ${held.reaped.runId} (runtime pid ${held.reaped.pid}) had ended without releasing ${held.path}; stopped ${held.reaped.stopped} process group(s) it left\n`);
+  }
+  return held;
+}
+
+/**
+ * Watches processes the run depends on (`--watch-pid`, e.g. the step script and the Pulumi provider that
+ * started it): when one is gone, or its pid now names another process (its `/proc` start time changed), the run
+ * is interrupted as by SIGHUP. Linux has no PR_SET_PDEATHSIG from Node, and a pipe from the provider would need
+ * every provider to pass one; one `/proc/<pid>/stat` read per watched pid every {@link WATCH_INTERVAL_MS}
+ * works with any parent and costs nothing measurable.
+ */
+const WATCH_INTERVAL_MS = 250;
+
+function watchParents(pids: readonly number[], onGone: (pid: number) => void): () => void {
+  if (pids.length === 0) return () => undefined;
+  const initial = new Map(pids.map((pid) => [pid, readProcStat(pid)?.startTicks ?? null]));
+  const alive = (pid: number): boolean => {
+    const stat = readProcStat(pid);
+    if (stat !== undefined) return stat.state !== "Z" && (initial.get(pid) === null || stat.startTicks === initial.get(pid));
+    try {
+      process.kill(pid, 0);
+      return !fs.existsSync("/proc/self/stat");
+    } catch {
+      return false;
+    }
+  };
+  for (const pid of pids) {
+    if (!alive(pid)) {
+      setImmediate(() => onGone(pid));
+      return () => undefined;
+    }
+  }
+  const timer = setInterval(() => {
+    for (const pid of pids) {
+      if (!alive(pid)) {
+        clearInterval(timer);
+        onGone(pid);
+        return;
+      }
+    }
+  }, WATCH_INTERVAL_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+interface RunPlan {
+  readonly values: { artifacts?: string; profile?: string };
+  readonly spec: CompiledRunSpec;
+  readonly runId: string;
+  readonly runDir: string;
+  readonly backendName: string;
+  readonly backendOptions: Record<string, unknown>;
+  readonly watchPids: readonly number[];
+  /** `--progress-fd N`: the progress lines go to this open descriptor (>= 3) instead of stderr. */
+  readonly progressFd: number | undefined;
+}
+
+async function runLocked(plan: RunPlan, io: CliIo): Promise<number> {
+  const { values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd } = plan;
   let scheduler: Scheduler | null = null;
   let ledgerSink: LedgerWriter | null = null;
   const backend = await createBackend(backendName, {
@@ -256,7 +340,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   await backend.available();
 
   // One mkdir at a time, each refusal named (not Node's recursive mkdir: it spins on /proc/1, says ENOENT for EROFS).
-  prepareRunDir(values.artifacts, runDir);
+  prepareRunDir(values.artifacts!, runDir);
   const ledger = await LedgerWriter.open(runDir, {
     runId,
     profile: values.profile ?? "host",
@@ -304,10 +388,16 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   };
   const handled: NodeJS.Signals[] = ["SIGINT", "SIGTERM", "SIGHUP"];
   for (const signal of handled) process.on(signal, onSignal);
+  const unwatch = watchParents(watchPids, (pid) => {
+    progress.note(`process ${pid} (--watch-pid) is gone: stopping members`);
+    signals++;
+    scheduler!.interrupt("SIGHUP");
+  });
   let result: RunResult;
   try {
     result = await scheduler.run();
   } finally {
+    unwatch();
     for (const signal of handled) process.off(signal, onSignal);
     progress.stop();
   }
@@ -560,17 +650,42 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
 }
 
 async function reapCommand(args: readonly string[], io: CliIo): Promise<number> {
-  const { positionals, values } = parse(args, { grace: { type: "string" } }, 1);
+  const withArtifacts = args.includes("--artifacts");
+  const { positionals, values } = parse(args, { grace: { type: "string" }, artifacts: { type: "string" } }, withArtifacts ? 0 : 1);
   const graceMs = values.grace === undefined ? undefined : Number(values.grace);
   if (graceMs !== undefined && (!Number.isInteger(graceMs) || graceMs < 0)) throw new UsageError(`reap: --grace expects milliseconds; got "${values.grace}"`);
   const { reapRun } = await import("./backends/process/reap.js");
-  const reaped = await reapRun(positionals[0]!, graceMs === undefined ? {} : { graceMs });
+  let runDir = positionals[0];
+  if (values.artifacts !== undefined) {
+    // The run the artifact root's lock names (cohort run --lock), live or not: the host profile's destroy.
+    const { readRunLock, lockHolderAlive, RUN_LOCK_FILE } = await import("./core/run-lock.js");
+    const holder = readRunLock(values.artifacts);
+    if (holder === undefined) {
+      io.stdout.write(`no run holds ${path.join(path.resolve(values.artifacts), RUN_LOCK_FILE)}\n`);
+      return 0;
+    }
+    runDir = holder.runDir;
+    if (!fs.existsSync(path.join(runDir, "manifest.json"))) {
+      if (!lockHolderAlive(holder)) fs.rmSync(path.join(values.artifacts, RUN_LOCK_FILE), { force: true });
+      io.stdout.write(`nothing left running for run ${holder.runId}\n`);
+      return 0;
+    }
+    const reaped = await reapRun(runDir, graceMs === undefined ? {} : { graceMs });
+    if (!lockHolderAlive(holder) && readRunLock(values.artifacts)?.runId === holder.runId) fs.rmSync(path.join(values.artifacts, RUN_LOCK_FILE), { force: true });
+    printReaped(reaped, io);
+    return 0;
+  }
+  const reaped = await reapRun(runDir!, graceMs === undefined ? {} : { graceMs });
+  printReaped(reaped, io);
+  return 0;
+}
+
+function printReaped(reaped: import("./backends/process/reap.js").ReapReport, io: CliIo): void {
   if (reaped.runtime !== null) io.stdout.write(`stopped runtime pid ${reaped.runtime} of run ${reaped.runId}\n`);
   for (const group of reaped.groups) io.stdout.write(`stopped member ${group.member} (process group ${group.pgid}, ${group.processes} process(es))\n`);
   const busy = reaped.cgroups.filter((cgroup) => cgroup.processes > 0);
   for (const cgroup of busy) io.stdout.write(`stopped member ${cgroup.member} (cgroup ${cgroup.dir}, ${cgroup.processes} process(es))\n`);
   if (reaped.runtime === null && reaped.groups.length === 0 && busy.length === 0) io.stdout.write(`nothing left running for run ${reaped.runId}\n`);
-  return 0;
 }
 
 if (require.main === module) {

@@ -41,7 +41,12 @@ import { nodeMajor } from "./lib/node-tool";
 import { envNames } from "./lib/paths";
 import { parsePulumiArgs } from "./lib/pulumi-args";
 import { exitLike, forwardSignals, reexecUnder } from "./lib/process";
-import { missingStackHint, teeStderr } from "./lib/pulumi-host";
+import { findProject as findProjectForHintDir, missingStackHint, pendingCreateHints, stackArgument, staleLockHints, teeStderr } from "./lib/pulumi-host";
+
+/** The project name for {@link pendingCreateHints}, or `""`. */
+function findProjectForHint(dir: string): string {
+  return findProjectForHintDir(dir)?.name ?? "";
+}
 
 /** Exit code when the launcher refuses to start (toolchain missing or mismatched, bad usage). */
 const refusalExitCode = 2;
@@ -77,6 +82,15 @@ async function main(argv: readonly string[]): Promise<void> {
   const pulumiBin = (tc.pulumi as NonNullable<Toolchain["pulumi"]>).bin;
   const inv = parsePulumiArgs(args);
   const backendFromEnv = (process.env[envNames.backendUrl] ?? "") !== "";
+  // Once per command: not again in the re-executed second stage.
+  if (process.env[envNames.stage2] === undefined && !inv.help && (inv.subcommand === "up" || inv.subcommand === "update" || inv.subcommand === "preview" || inv.subcommand === "pre" || inv.subcommand === "destroy" || inv.subcommand === "down")) {
+    try {
+      const project = findProjectForHint(inv.cwd ?? process.cwd());
+      for (const line of pendingCreateHints(env.PULUMI_BACKEND_URL ?? "", project, stackArgument(args))) process.stderr.write(`${line}\n`);
+    } catch {
+      // only a hint
+    }
+  }
   if (!inv.runsProgram || inv.hasClient || inv.help) {
     runDirect(pulumiBin, args, env, { backendFromEnv });
     return;
@@ -123,6 +137,7 @@ function runDirect(file: string, args: readonly string[], env: Record<string, st
     if (tail !== undefined && code !== 0) {
       const hint = missingStackHint(tail(), env.PULUMI_BACKEND_URL ?? "", pulumi?.backendFromEnv ?? false);
       if (hint !== undefined) process.stderr.write(`${hint}\n`);
+      for (const line of staleLockHints(tail(), args)) process.stderr.write(`${line}\n`);
     }
     exitLike(code, signal);
   });

@@ -16,7 +16,10 @@ import { PROJECT_DIR, StackConfigError, artifactRootProblem, configCommand, conf
 export interface RunOutputs {
   /** Run id, `<cohort name>-<UTC yyyymmddThhmmssZ>-<6 hex>`. */
   readonly id: string;
-  /** `succeeded`, `failed` or `interrupted` (a failed run fails `pulumi up`, so a stack shows `succeeded`). */
+  /**
+   * `succeeded`, `failed` or `interrupted`. `host`: a run that did not succeed is recorded too (its `up` fails
+   * with the reason), so the outputs never keep naming an earlier success.
+   */
   readonly outcome: "succeeded" | "failed" | "interrupted";
   /** Members in the roster. */
   readonly size: number;
@@ -26,6 +29,10 @@ export interface RunOutputs {
   readonly timeToReadyMs: number | null;
   /** Absolute path (host) or URI (gs://, cluster profiles) of the run's ledger directory. */
   readonly ledgerPath: string;
+  /** `host`: `null`, or the first failure: the member and the first line of its reason. */
+  readonly firstFailure?: { readonly member: string; readonly reason: string } | null;
+  /** `host`: SHA-256 of the canonical RunSpec, equal to the ledger manifest's `specSha256`. */
+  readonly specSha256?: string;
 }
 
 /** Queue names of cluster profiles. */

@@ -30,6 +30,7 @@ Commands:
   cohort ledger report DIR [--out FILE]             write a self-contained HTML report (DIR/report.html)
   cohort ledger junit DIR [--out FILE]              write the run as JUnit XML for CI (DIR/junit.xml)
   cohort reap DIR [--grace MS]                      stop anything a run left running
+  cohort reap --artifacts ROOT                      the same for the run ROOT's run lock names
   cohort version                                    print the runtime's version (also --version)
   cohort help [<command>]                           this text, or a command's help
 
@@ -48,6 +49,7 @@ export const COMMAND_HELP: Readonly<Record<string, string>> = {
   run: `usage: cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
                   [--backend-config FILE] [--backend-option KEY=VALUE]...
                   [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE] [--progress-fd N]
+                  [--lock] [--watch-pid PID]...
 
 Runs the cohort a RunSpec describes: admission, members started in dependency order (at most
 \`concurrency\` at once), every member probed until ready, the ready roster held for \`hold\`, then
@@ -81,6 +83,12 @@ Flags:
                             remain>)\` at most twice a second, and \`failed: <member>: <reason>\`;
                             stderr keeps the closing line. \`pulumi up\` shows these lines on the
                             CohortRun row this way
+  --lock                    hold DIR/.cohort-run.lock for the run: refuse (naming the live run, its pid
+                            and the reap command) while another live run holds it; reap the leftovers of
+                            a run that died holding it first
+  --watch-pid PID           end the run as interrupted (SIGHUP, exit 129) when process PID is gone or its
+                            pid names another process (checked every 250 ms; repeatable); the host
+                            profile watches its step script and the Pulumi command provider
   -h, --help                this help
 
 Examples:
@@ -203,7 +211,7 @@ Example:
 
 ${EXIT_CODES}`,
 
-  reap: `usage: cohort reap DIR [--grace MS]
+  reap: `usage: cohort reap DIR [--grace MS] | cohort reap --artifacts ROOT [--grace MS]
 
 Stops anything the run in DIR left running: its runtime process, every member process group found
 through COHORT_RUN_ID=<run id> in /proc/<pid>/environ, and everything in the run's cgroups
@@ -211,9 +219,12 @@ through COHORT_RUN_ID=<run id> in /proc/<pid>/environ, and everything in the run
 are then removed). Process backend, this machine. Each gets SIGTERM, then SIGKILL after the grace period.
 Idempotent: prints \`nothing left running for run <id>\` when there is nothing to stop. \`pulumi destroy\`
 runs it for the host profile.
+With --artifacts ROOT it reaps the run that ROOT/.cohort-run.lock names (\`cohort run --lock\`), alive or
+not, and removes the lock once that run's runtime is gone.
 
 Flags:
-  --grace MS   SIGTERM to SIGKILL grace in milliseconds (default 2000)
+  --grace MS         SIGTERM to SIGKILL grace in milliseconds (default 2000)
+  --artifacts ROOT   reap the run the artifact root's run lock names
   -h, --help   this help
 
 Example:

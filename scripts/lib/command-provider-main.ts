@@ -7,7 +7,7 @@
  */
 import { createRequire } from "node:module";
 import { toolchain as pins } from "../../stacks/pins";
-import { makeCommandProvider, type LineLogger } from "./command-provider";
+import { cancelRunningCommands, makeCommandProvider, type LineLogger } from "./command-provider";
 
 const args = process.argv.slice(2);
 const engineAddr = args.find((a) => !a.startsWith("-"));
@@ -32,6 +32,25 @@ const logFor =
     req.setEphemeral(true);
     engine.log(req, () => undefined);
   };
+
+/**
+ * The engine (the Pulumi CLI) starts this provider as its child. When the CLI dies without telling it (SIGKILL of
+ * the CLI, a cancelled CI job), this process is reparented and would keep serving nobody with its commands still
+ * running: the parent pid is polled, and once it changes every running command gets SIGTERM (the cohort step
+ * passes it to the runtime, which ends the run as interrupted within its grace period) and this process exits
+ * when they have.
+ */
+const parentPid = process.ppid;
+// Once the engine is gone its pipes are too: a write to them must not become an uncaught EPIPE (the SDK's
+// handler would log it to the same pipe, in a loop: seen as a provider spinning at 100% CPU).
+process.stdout.on("error", () => undefined);
+process.stderr.on("error", () => undefined);
+const parentWatch = setInterval(() => {
+  if (process.ppid === parentPid) return;
+  clearInterval(parentWatch);
+  void cancelRunningCommands("SIGTERM").finally(() => process.exit(0));
+}, 250);
+parentWatch.unref();
 
 const { main } = sdkRequire("./provider") as { main(provider: unknown, args: string[]): Promise<void> };
 void main(makeCommandProvider(pins.command.version, logFor), args);

@@ -230,6 +230,32 @@ export const STATUS_FD_ENV = "COHORT_STATUS_FD";
 /** How long the status pipe may stay open after the command exited and closed stdout/stderr (ms). */
 const STATUS_DRAIN_MS = 250;
 
+/** Commands running now (every {@link runCommand}), for {@link cancelRunningCommands}. */
+const running = new Set<import("node:child_process").ChildProcess>();
+
+/**
+ * Sends `signal` to every command this provider is running (the engine's Cancel, or the provider's parent, the
+ * Pulumi CLI, gone) and resolves once all of them have exited. Upstream v1.2.1 cancels the command's context,
+ * which SIGKILLs it; a cohort run needs its grace period to stop its members and complete its ledger, so the
+ * substitute sends SIGTERM instead and waits (the cohort step script forwards it to the runtime).
+ *
+ * @returns how many commands were signalled
+ */
+export async function cancelRunningCommands(signal: NodeJS.Signals = "SIGTERM"): Promise<number> {
+  const children = [...running];
+  await Promise.all(
+    children.map(
+      (child) =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once("close", () => resolve());
+          child.kill(signal);
+        }),
+    ),
+  );
+  return children.length;
+}
+
 /** Sink for output lines logged to the engine. */
 export type LineLogger = (line: string) => void;
 
@@ -289,7 +315,12 @@ export async function runCommand(
   };
   const { code, signal, error } = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>((resolve) => {
     const child = spawn(argv[0] as string, argv.slice(1), { cwd, env, stdio: statusFd ? ["pipe", "pipe", "pipe", "pipe"] : ["pipe", "pipe", "pipe"] });
-    child.on("error", (err) => resolve({ code: null, signal: null, error: err }));
+    running.add(child);
+    child.on("close", () => running.delete(child));
+    child.on("error", (err) => {
+      running.delete(child);
+      resolve({ code: null, signal: null, error: err });
+    });
     child.stdout!.setEncoding("utf8").on("data", (d: string) => {
       stdout += d;
       both += d;
@@ -372,6 +403,8 @@ export interface CommandProvider {
   update(id: string, urn: string, olds: Record<string, unknown>, news: Record<string, unknown>): Promise<{ outs: Record<string, unknown> }>;
   delete(id: string, urn: string, props: Record<string, unknown>): Promise<void>;
   invoke(token: string, args: Record<string, unknown>): Promise<{ outputs: Record<string, unknown>; failures: CheckFailure[] }>;
+  /** The engine's Cancel (first Ctrl-C of `pulumi up`): see {@link cancelRunningCommands}. */
+  cancel(): Promise<void>;
 }
 
 function typeOf(urn: string): string {
@@ -436,6 +469,9 @@ export function makeCommandProvider(version: string, logFor: (urn: string) => Li
       const v = unwrapSecrets(args) as LocalInputs;
       const out = await runCommand(v.command as string, v, {}, logFor(""));
       return { outputs: { ...args, ...out }, failures: [] };
+    },
+    async cancel() {
+      await cancelRunningCommands("SIGTERM");
     },
   };
 }

@@ -15,6 +15,7 @@
  * @see https://github.com/pulumi/pulumi/blob/v3.259.0/sdk/nodejs/cmd/run/run.ts (how exports become outputs)
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import { createRequire } from "node:module";
 import * as path from "node:path";
 import { parse as parseYaml } from "yaml";
@@ -155,6 +156,92 @@ export function missingStackHint(stderrTail: string, backendUrl: string, fromEnv
 }
 
 /**
+ * Lines the launcher adds after the diy backend's `the stack is currently locked by N lock(s)`: for each lock
+ * created on this host, whether the `pulumi` that made it is still running. A lock whose pid is gone was left
+ * by a killed CLI (SIGKILL, a cancelled CI job): the line gives the exact command that removes it; the cohort run
+ * that CLI started ends by itself (the runtime watches its provider), and the next `up` refuses to start beside
+ * it while it is still stopping, naming it.
+ *
+ * @param stderrTail - the end of the CLI's stderr
+ * @param args - the arguments after `pulumi` (for `--stack`/`-s`)
+ * @param alive - whether a pid is a live process on this host. @default reads /proc (kill(pid, 0) elsewhere)
+ * @returns lines without newlines (none when the CLI did not report a lock)
+ */
+export function staleLockHints(stderrTail: string, args: readonly string[], host: string = os.hostname(), alive: (pid: number) => boolean = pidAlive): string[] {
+  if (!stderrTail.includes("the stack is currently locked by")) return [];
+  const stackAt = args.findIndex((a) => a === "--stack" || a === "-s");
+  const stackArg = stackAt >= 0 ? args[stackAt + 1] : args.find((a) => a.startsWith("--stack="))?.slice("--stack=".length);
+  const stackFlag = stackArg !== undefined ? ` --stack ${stackArg}` : "";
+  const hints: string[] = [];
+  for (const m of stderrTail.matchAll(/^\s+(\S+): created by (\S*)@(\S+) \(pid (\d+)\) at (.+)$/gm)) {
+    const [, url, , lockHost, pidText] = m;
+    const pid = Number(pidText);
+    if (lockHost !== host) {
+      hints.push(`cohort-lab: ${url} was created on ${lockHost}, not this host (${host}): check there whether pid ${pid} still runs before \`npm run pulumi -- cancel${stackFlag} --yes\``);
+    } else if (alive(pid)) {
+      hints.push(`cohort-lab: pid ${pid} (the pulumi that holds ${url}) is still running on this host: wait for it, or interrupt it once (\`kill -INT ${pid}\`: Pulumi cancels gracefully and its cohort run ends as interrupted)`);
+    } else {
+      hints.push(`cohort-lab: ${url} is stale: pid ${pid} on this host is gone (a killed pulumi); remove it with \`npm run pulumi -- cancel${stackFlag} --yes\`, then run the command again (a cohort run the killed pulumi started stops by itself; the next up refuses to start beside it while it does)`);
+    }
+  }
+  return hints;
+}
+
+/** The `--stack`/`-s` value of a `pulumi` argument list, if given. */
+export function stackArgument(args: readonly string[]): string | undefined {
+  const at = args.findIndex((a) => a === "--stack" || a === "-s");
+  if (at >= 0) return args[at + 1];
+  return args.find((a) => a.startsWith("--stack="))?.slice("--stack=".length);
+}
+
+/**
+ * Lines the launcher prints before `up`, `preview` and `destroy` when the stack's state (file backend) holds
+ * pending CREATE operations, left by a `pulumi up` that was killed while a resource was being created (the
+ * cohort run, typically). Pulumi 3.259 keeps them through later `up`s and `destroy`s; it warns on `up` only,
+ * saying that `pulumi refresh` must run interactively, and says nothing on `preview` or `destroy`. The line
+ * gives the non-interactive command that clears them. The run itself has been stopped (its runtime watches its
+ * provider; `destroy` reaps what the run lock names), so there is nothing to import.
+ *
+ * @param backendUrl - `PULUMI_BACKEND_URL` (only `file://` backends are read)
+ * @returns lines without newlines (none when nothing is pending or the state cannot be read)
+ */
+export function pendingCreateHints(backendUrl: string, project: string, stack: string | undefined): string[] {
+  if (stack === undefined || !backendUrl.startsWith("file://") || project === "") return [];
+  const name = stack.split("/").at(-1) as string;
+  const file = path.join(backendUrl.slice("file://".length), ".pulumi", "stacks", project, `${name}.json`);
+  let pending: { resource?: { urn?: string }; type?: string }[];
+  try {
+    const doc = JSON.parse(fs.readFileSync(file, "utf8")) as { checkpoint?: { latest?: { pending_operations?: typeof pending } } };
+    pending = doc.checkpoint?.latest?.pending_operations ?? [];
+  } catch {
+    return [];
+  }
+  const creates = pending.filter((op) => op.type === "creating");
+  if (creates.length === 0) return [];
+  return [
+    `cohort-lab: stack ${stack} holds ${creates.length} pending create(s) left by an interrupted \`pulumi up\` (${creates.map((op) => op.resource?.urn ?? "?").join(", ")}); ` +
+      `Pulumi keeps them until they are cleared. Clear them with \`npm run pulumi -- refresh --clear-pending-creates --stack ${stack} --yes\``,
+  ];
+}
+
+function pidAlive(pid: number): boolean {
+  if (fs.existsSync("/proc/self/stat")) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      return !stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+    } catch {
+      return false;
+    }
+  }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
  * Copies a child's stderr to this process's stderr as it comes and keeps its last `keep` characters.
  *
  * @returns a function giving the kept tail so far
@@ -246,6 +333,7 @@ export async function runPulumiInline(o: InlineRunOptions): Promise<ExitStatus> 
   if (result.exitCode !== 0) {
     const hint = missingStackHint(tail(), o.env.PULUMI_BACKEND_URL ?? "", o.backendFromEnv ?? false);
     if (hint !== undefined) process.stderr.write(`${hint}\n`);
+    for (const line of staleLockHints(tail(), o.args)) process.stderr.write(`${line}\n`);
   }
   try {
     languageServer.onPulumiExit(result.failed);

@@ -4,73 +4,108 @@
  * The runtime is a stand-in script that records how it was called (the real runtime is exercised
  * end to end in test/e2e/host.test.ts).
  */
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { COHORT_RUN_SCRIPT, COHORT_RUN_STEPS } from "../../components/CohortRun";
+import { COHORT_GUARD_STEPS, COHORT_RUN_SCRIPT, COHORT_RUN_STEPS, UNSUCCESSFUL_RUN_FILE, lastUnsuccessfulRunId } from "../../components/CohortRun";
 import { RUNTIME_BUNDLE_SCRIPTS, runtimeBundlePath, runtimeLauncherPath } from "../../components/HostProfile";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-"));
 const callLog = path.join(dir, "calls.ndjson");
 
-/** A stand-in runtime: records argv and stdin; `run` succeeds or fails depending on FAKE_FAIL. */
+/**
+ * A stand-in runtime: records argv and the spec; `run` succeeds, fails (FAKE_FAIL) or holds until a signal
+ * (FAKE_HOLD: writes FAKE_HOLD when started, then on SIGTERM/SIGINT/SIGHUP prints an interrupted summary).
+ */
 const fakeRuntime = `
 const fs = require("node:fs");
-const stdin = process.argv[2] === "run" ? fs.readFileSync(0, "utf8") : "";
+const specAt = process.argv.indexOf("--spec");
+const stdin = process.argv[2] === "run" ? fs.readFileSync(process.argv[specAt + 1] === "-" ? 0 : process.argv[specAt + 1], "utf8") : "";
 fs.appendFileSync(${JSON.stringify(callLog)}, JSON.stringify({ argv: process.argv.slice(2), stdin }) + "\\n");
 if (process.argv[2] === "run") {
   process.stderr.write("progress: admitted 2 members\\nprogress: web-0 ready\\n");
-  if (process.env.FAKE_FAIL === "1") {
+  if (process.env.FAKE_HOLD) {
+    for (const s of ["SIGTERM", "SIGINT", "SIGHUP"]) process.on(s, () => {
+      process.stdout.write(JSON.stringify({ runId: "lab-x", outcome: "interrupted" }) + "\\n");
+      process.stderr.write("cohort: run lab-x interrupted by " + s + "; 0/2 were ready; ledger /tmp/lab-x\\n");
+      process.exit(128 + { SIGHUP: 1, SIGINT: 2, SIGTERM: 15 }[s]);
+    });
+    fs.writeFileSync(process.env.FAKE_HOLD, String(process.pid));
+    setTimeout(() => process.exit(9), 20000);
+  } else if (process.env.FAKE_FAIL === "1") {
     process.stdout.write(JSON.stringify({ runId: "lab-x", outcome: "failed" }) + "\\n");
     process.stderr.write("run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\\n");
     process.exit(1);
+  } else if (process.env.FAKE_REFUSE === "1") {
+    process.stderr.write("cohort: refused: run lab-w (runtime pid 42) is still running\\n");
+    process.exit(1);
+  } else {
+    process.stdout.write(JSON.stringify({ runId: "lab-x", ledgerPath: "/tmp/lab-x" }) + "\\n");
   }
-  process.stdout.write(JSON.stringify({ runId: "lab-x", ledgerPath: "/tmp/lab-x" }) + "\\n");
 }
 `;
 const bundle = path.join(dir, "cohort-fake.cjs");
 writeFileSync(bundle, fakeRuntime);
+const artifacts = path.join(dir, "artifacts");
+mkdirSync(artifacts);
 
 function calls(): { argv: string[]; stdin: string }[] {
   if (!existsSync(callLog)) return [];
   return readFileSync(callLog, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as { argv: string[]; stdin: string });
 }
 
+function stepEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    COHORT_NODE: process.execPath,
+    COHORT_BUNDLE: bundle,
+    COHORT_BUNDLE_FALLBACK: "",
+    COHORT_ARTIFACT_ROOT: artifacts,
+    COHORT_PROFILE: "host",
+    COHORT_BACKEND: "process",
+    COHORT_KEEP_LEDGERS: "true",
+    ...env,
+  };
+}
+
 function step(name: string, env: Record<string, string>, input = "") {
   writeFileSync(callLog, "");
-  const result = spawnSync("/bin/sh", ["-c", COHORT_RUN_SCRIPT, "cohort", name], {
-    input,
-    encoding: "utf8",
-    env: {
-      PATH: process.env.PATH ?? "/usr/bin:/bin",
-      COHORT_NODE: process.execPath,
-      COHORT_BUNDLE: bundle,
-      COHORT_BUNDLE_FALLBACK: "",
-      COHORT_ARTIFACT_ROOT: "/artifacts",
-      COHORT_PROFILE: "host",
-      COHORT_BACKEND: "process",
-      COHORT_KEEP_LEDGERS: "true",
-      ...env,
-    },
-  });
+  const result = spawnSync("/bin/sh", ["-c", COHORT_RUN_SCRIPT, "cohort", name], { input, encoding: "utf8", env: stepEnv(env) });
   return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
+/** The run argv without the --spec file (a temp file) and the watched pids (the step shell and its parent). */
+function runArgv(argv: readonly string[]): string[] {
+  return argv.map((a, i) => (argv[i - 1] === "--spec" ? "<spec>" : argv[i - 1] === "--watch-pid" ? "<pid>" : a));
+}
+
 describe("CohortRun step 'cohort run'", () => {
-  it("runs the runtime with the spec on stdin; stdout is the summary, progress stays out of stderr", () => {
+  it("runs the runtime with the spec (from stdin, via a temp file), the artifact root's lock and the step and provider watched; stdout is the summary, progress stays out of stderr", () => {
     const r = step(COHORT_RUN_STEPS.create, {}, '{"name":"lab"}\n');
     expect(r).toEqual({ status: 0, stdout: '{"runId":"lab-x","ledgerPath":"/tmp/lab-x"}\n', stderr: "" });
-    expect(calls()).toEqual([
-      { argv: ["run", "--spec", "-", "--artifacts", "/artifacts", "--profile", "host", "--backend", "process"], stdin: '{"name":"lab"}\n' },
-    ]);
+    const [call] = calls();
+    expect(call?.stdin).toBe('{"name":"lab"}\n');
+    expect(runArgv(call?.argv ?? [])).toEqual(["run", "--spec", "<spec>", "--artifacts", artifacts, "--profile", "host", "--backend", "process", "--lock", "--watch-pid", "<pid>", "--watch-pid", "<pid>"]);
+    const watched = (call?.argv ?? []).filter((_a, i, all) => all[i - 1] === "--watch-pid").map(Number);
+    expect(watched[1]).toBe(process.pid); // $PPID: the provider (here, this test process)
   });
 
-  it("on failure prints only the runtime's last stderr line (the reason naming the member), not its summary, and keeps the exit status", () => {
+  it("a failed run: exit 0 with the failed summary on stdout (the state records it), the runtime's last stderr line as the reason, and the run remembered as unsuccessful", () => {
+    rmSync(path.join(artifacts, UNSUCCESSFUL_RUN_FILE), { force: true });
     const r = step(COHORT_RUN_STEPS.create, { FAKE_FAIL: "1" }, "{}");
-    expect(r).toEqual({ status: 1, stdout: "", stderr: "run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\n" });
+    expect(r).toEqual({ status: 0, stdout: '{"runId":"lab-x","outcome":"failed"}\n', stderr: "run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\n" });
+    expect(readFileSync(path.join(artifacts, UNSUCCESSFUL_RUN_FILE), "utf8")).toBe('{"runId":"lab-x","outcome":"failed"}\n');
+    expect(lastUnsuccessfulRunId(artifacts)).toBe("lab-x");
+    rmSync(path.join(artifacts, UNSUCCESSFUL_RUN_FILE));
+    expect(lastUnsuccessfulRunId(artifacts)).toBe("");
+  });
+
+  it("no run (refused: the artifact root's lock is held): the step fails with the reason and its status", () => {
+    const r = step(COHORT_RUN_STEPS.create, { FAKE_REFUSE: "1" }, "{}");
+    expect(r).toEqual({ status: 1, stdout: "", stderr: "cohort: refused: run lab-w (runtime pid 42) is still running\n" });
   });
 
   it("with COHORT_STATUS_FD (the provider's status pipe) the runtime gets --progress-fd with that number", () => {
@@ -83,7 +118,37 @@ describe("CohortRun step 'cohort run'", () => {
     const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-tmp-"));
     step(COHORT_RUN_STEPS.create, { TMPDIR: tmp }, "{}");
     step(COHORT_RUN_STEPS.create, { TMPDIR: tmp, FAKE_FAIL: "1" }, "{}");
+    step(COHORT_RUN_STEPS.create, { TMPDIR: tmp, FAKE_REFUSE: "1" }, "{}");
     expect(readdirSync(tmp)).toEqual([]);
+  });
+
+  it.each(["SIGTERM", "SIGINT", "SIGHUP"] as const)("%s to the step reaches the runtime; the step reports the interrupted run (exit 0) and removes its temp files", async (signal) => {
+    const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-sig-"));
+    const started = path.join(dir, `started-${signal}`);
+    writeFileSync(callLog, "");
+    const child = spawn("/bin/sh", ["-c", COHORT_RUN_SCRIPT, "cohort", COHORT_RUN_STEPS.create], { env: stepEnv({ TMPDIR: tmp, FAKE_HOLD: started }), stdio: ["pipe", "pipe", "pipe"] });
+    child.stdin.end("{}");
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (d) => (stdout += d));
+    child.stderr.on("data", (d) => (stderr += d));
+    const done = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
+    for (let i = 0; i < 400 && !existsSync(started); i++) await new Promise((r) => setTimeout(r, 25));
+    expect(readdirSync(tmp)).toHaveLength(3);
+    child.kill(signal);
+    expect(await done).toBe(0);
+    expect(stdout).toBe('{"runId":"lab-x","outcome":"interrupted"}\n');
+    expect(stderr).toBe(`cohort: run lab-x interrupted by ${signal}; 0/2 were ready; ledger /tmp/lab-x\n`);
+    expect(readdirSync(tmp)).toEqual([]);
+  });
+});
+
+describe("CohortRun guard steps", () => {
+  it("create does nothing; delete reaps the run the artifact root's lock names", () => {
+    expect(step(COHORT_GUARD_STEPS.create, {})).toEqual({ status: 0, stdout: "", stderr: "" });
+    expect(calls()).toEqual([]);
+    expect(step(COHORT_GUARD_STEPS.delete, {}).status).toBe(0);
+    expect(calls()).toEqual([{ argv: ["reap", "--artifacts", artifacts], stdin: "" }]);
   });
 });
 

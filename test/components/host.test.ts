@@ -104,6 +104,7 @@ describe("host profile component graph", () => {
         "command:local:Command host-runtime-bundle true",
         "cohortlab:runtime:CohortRun cohort false",
         "command:local:Command cohort-run true",
+        "command:local:Command cohort-guard true",
       ].sort(),
     );
   });
@@ -115,6 +116,7 @@ describe("host profile component graph", () => {
         "urn:pulumi:host::cohort-lab::cohortlab:host:HostProfile$command:local:Command::host-runtime-bundle",
         "urn:pulumi:host::cohort-lab::cohortlab:runtime:CohortRun::cohort",
         "urn:pulumi:host::cohort-lab::cohortlab:runtime:CohortRun$command:local:Command::cohort-run",
+        "urn:pulumi:host::cohort-lab::cohortlab:runtime:CohortRun$command:local:Command::cohort-guard",
       ].sort(),
     );
   });
@@ -147,7 +149,8 @@ describe("host profile component graph", () => {
     expect(JSON.parse(stdin)).toEqual(resolvedSpec.spec);
     expect(stdin).not.toMatch(/TOKEN=|--token/);
     const bundlePath = path.join(artifactRoot, ".runtime", `cohort-${bundleSha.slice(0, 12)}.cjs`);
-    expect(run.inputs.triggers).toEqual([sha256Hex(canonicalJson(JSON.parse(stdin))), bundleSha, artifactRoot, "host", "process"]);
+    // The last trigger: the artifact root's last unsuccessful run (none here), so a failed run in the state is run again.
+    expect(run.inputs.triggers).toEqual([sha256Hex(canonicalJson(JSON.parse(stdin))), bundleSha, artifactRoot, "host", "process", ""]);
     expect((run.inputs.triggers as string[])[0]).toBe(resolvedSpec.specSha256);
     expect(run.inputs.interpreter).toEqual(["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"]);
     expect([run.inputs.create, run.inputs.update, run.inputs.delete]).toEqual(["cohort run", "cohort keep", "cohort reap"]);
@@ -164,6 +167,21 @@ describe("host profile component graph", () => {
     });
     expect(run.inputs.logging).toBe("none");
     expect(run.inputs.addPreviousOutputInEnv).toBe(true);
+  });
+
+  it("the guard command (created before the run, deleted after it) reaps the run the artifact root's lock names on delete", async () => {
+    const { COHORT_RUN_SCRIPT } = await import("../../components/CohortRun.js");
+    const guard = registration("command:local:Command", "cohort-guard");
+    const bundlePath = path.join(artifactRoot, ".runtime", `cohort-${bundleSha.slice(0, 12)}.cjs`);
+    expect(guard.inputs.interpreter).toEqual(["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"]);
+    expect([guard.inputs.create, guard.inputs.delete]).toEqual(["cohort guard", "cohort release"]);
+    expect(guard.inputs.triggers).toEqual([artifactRoot]);
+    expect(guard.inputs.environment).toEqual({
+      COHORT_NODE: hostNode,
+      COHORT_BUNDLE: bundlePath,
+      COHORT_BUNDLE_FALLBACK: path.join(projectDir, "dist", "cohort.cjs"),
+      COHORT_ARTIFACT_ROOT: artifactRoot,
+    });
   });
 
   it("the RunSpec is 3 OpenClaw gateways (cohort.size from config) run by the pinned Node (resolveHostNode)", () => {
@@ -191,6 +209,7 @@ describe("host profile component graph", () => {
       readyCount: 3,
       timeToReadyMs: 15234,
       ledgerPath: summary.ledgerPath,
+      firstFailure: null,
       specSha256: resolvedSpec.specSha256,
     });
   });
@@ -205,6 +224,8 @@ describe("host profile component graph", () => {
       readyCount: 3,
       timeToReadyMs: 15234,
       ledgerPath: summary.ledgerPath,
+      firstFailure: null,
+      specSha256: resolvedSpec.specSha256,
     });
     expect(stack.kubeContext).toBeUndefined();
     expect(stack.kubeconfig).toBeUndefined();

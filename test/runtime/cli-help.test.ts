@@ -17,10 +17,10 @@ const COMMANDS: readonly (readonly string[])[] = [["run"], ["ledger"], ["ledger"
 
 /** Every flag each command accepts. */
 const FLAGS: Readonly<Record<string, readonly string[]>> = {
-  run: ["--spec", "--artifacts", "--backend", "--profile", "--run-id", "--backend-config", "--backend-option", "--kubeconfig", "--namespace", "--queue", "--progress-fd"],
+  run: ["--spec", "--artifacts", "--backend", "--profile", "--run-id", "--backend-config", "--backend-option", "--kubeconfig", "--namespace", "--queue", "--progress-fd", "--lock", "--watch-pid"],
   "ledger report": ["--out"],
   "ledger junit": ["--out"],
-  reap: ["--grace"],
+  reap: ["--grace", "--artifacts"],
 };
 
 describe("cohort --help", () => {

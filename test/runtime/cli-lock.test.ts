@@ -1,0 +1,135 @@
+/**
+ * `cohort run --lock` (one live run per artifact root) and `--watch-pid` (the run ends by itself when the
+ * process that started it is gone), with the shipped bundle as a real child process, as the host profile's
+ * step script runs it. `reap --artifacts` stops the run the lock names.
+ */
+import { spawn } from "node:child_process";
+import * as fs from "node:fs";
+import * as path from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { processesOfRun, tempDir } from "./process-helpers";
+
+let bundle = "";
+
+beforeAll(async () => {
+  const { bundle: build } = await import("../../scripts/bundle.mjs");
+  const built = await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") });
+  bundle = path.join(tempDir("shipped"), "cohort.cjs");
+  fs.copyFileSync(built.outfile, bundle);
+  fs.copyFileSync(built.launcher.file, path.join(path.dirname(bundle), "cohort-launcher"));
+  fs.chmodSync(path.join(path.dirname(bundle), "cohort-launcher"), 0o755);
+}, 300_000);
+
+interface Exit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function cohort(args: string[], onStart?: (child: ReturnType<typeof spawn>) => void): Promise<Exit> {
+  return new Promise((resolve) => {
+    const { COHORT_LAUNCHER: _fromConfig, ...env } = process.env;
+    const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), env, stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.stdin.end("");
+    onStart?.(child);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
+function writeSpec(spec: object): string {
+  const file = path.join(tempDir("spec"), "cohort.json");
+  const member = { app: { command: ["sh", "-c", "echo ready; exec sleep 1000"], port: false }, readiness: { log: { pattern: "^ready$" } } };
+  fs.writeFileSync(file, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", stopGracePeriod: "2s", roles: [{ name: "web", replicas: 2, ...member }], ...spec }));
+  return file;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Resolves with the run directory once the lock names a run whose members are all ready. */
+async function lockedRunReady(artifacts: string): Promise<{ runId: string; runDir: string; pid: number }> {
+  for (const deadline = Date.now() + 60_000; ; ) {
+    if (Date.now() > deadline) throw new Error(`no ready run holds ${artifacts}/.cohort-run.lock after 60 s`);
+    try {
+      const lock = JSON.parse(fs.readFileSync(path.join(artifacts, ".cohort-run.lock"), "utf8")) as { runId: string; runDir: string; pid: number };
+      if (fs.readFileSync(path.join(lock.runDir, "records.ndjson"), "utf8").includes('"kind":"roster-ready"')) return lock;
+    } catch {
+      // not yet
+    }
+    await sleep(25);
+  }
+}
+
+describe("cohort run --lock", () => {
+  it("refuses a second run naming the live one; after the live runtime is SIGKILLed, the next run reaps it and runs; the lock goes with the run", async () => {
+    const artifacts = tempDir("artifacts");
+    const spec = writeSpec({ name: "locked", hold: "60s" });
+    let first: ReturnType<typeof spawn> | undefined;
+    const firstDone = cohort(["run", "--spec", spec, "--artifacts", artifacts, "--lock", "--backend-option", "launcher=direct"], (child) => (first = child));
+    const live = await lockedRunReady(artifacts);
+
+    const refused = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--lock"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr.trimEnd().split("\n").at(-1)).toBe(
+      `cohort: refused: run ${live.runId} (runtime pid ${live.pid}) is still running under ${artifacts} (lock ${path.join(artifacts, ".cohort-run.lock")}); wait for it to end, or stop it with \`npx cohort reap ${live.runDir}\``,
+    );
+    expect(fs.readdirSync(artifacts).filter((d) => d.startsWith("locked-"))).toEqual([live.runId]);
+
+    // The runtime dies without releasing the lock; with the direct launcher its members outlive it.
+    first!.kill("SIGKILL");
+    await firstDone;
+    expect(processesOfRun(live.runId).length).toBeGreaterThan(0);
+    const next = await cohort(["run", "--spec", writeSpec({ name: "locked", hold: "0s" }), "--artifacts", artifacts, "--lock"]);
+    expect(next.code, next.stderr).toBe(0);
+    expect(next.stderr).toContain(`cohort: run ${live.runId} (runtime pid ${live.pid}) had ended without releasing ${path.join(artifacts, ".cohort-run.lock")}; stopped 2 process group(s) it left`);
+    expect(processesOfRun(live.runId)).toEqual([]);
+    expect(fs.existsSync(path.join(artifacts, ".cohort-run.lock"))).toBe(false);
+  }, 120_000);
+
+  it("reap --artifacts stops the live run the lock names (it completes as interrupted) and releases the lock", async () => {
+    const artifacts = tempDir("artifacts");
+    const done = cohort(["run", "--spec", writeSpec({ name: "reaped", hold: "60s" }), "--artifacts", artifacts, "--lock"]);
+    const live = await lockedRunReady(artifacts);
+    const reap = await cohort(["reap", "--artifacts", artifacts]);
+    expect(reap.code, reap.stderr).toBe(0);
+    expect(reap.stdout).toMatch(new RegExp(`^stopped runtime pid ${live.pid} of run ${live.runId}\\n`));
+    const out = await done;
+    expect(out.code).toBe(143);
+    expect(JSON.parse(out.stdout)).toMatchObject({ runId: live.runId, outcome: "interrupted" });
+    expect(processesOfRun(live.runId)).toEqual([]);
+    expect(fs.existsSync(path.join(artifacts, ".cohort-run.lock"))).toBe(false);
+    expect((await cohort(["reap", "--artifacts", artifacts])).stdout).toBe(`no run holds ${path.join(artifacts, ".cohort-run.lock")}\n`);
+  }, 120_000);
+});
+
+describe("cohort run --watch-pid", () => {
+  it("ends the run as interrupted (SIGHUP, exit 129), members stopped, when the watched process is gone", async () => {
+    const artifacts = tempDir("artifacts");
+    const parent = spawn("sleep", ["1000"], { stdio: "ignore" });
+    const done = cohort(["run", "--spec", writeSpec({ name: "watched", hold: "60s" }), "--artifacts", artifacts, "--lock", "--watch-pid", String(parent.pid)]);
+    const live = await lockedRunReady(artifacts);
+    const killedAt = Date.now();
+    parent.kill("SIGKILL");
+    const out = await done;
+    const ms = Date.now() - killedAt;
+    console.log(`[cli-lock] watched process SIGKILLed -> runtime exited in ${ms} ms`);
+    expect(out.code).toBe(129);
+    expect(JSON.parse(out.stdout)).toMatchObject({ runId: live.runId, outcome: "interrupted" });
+    expect(out.stderr).toContain(`cohort: process ${parent.pid} (--watch-pid) is gone: stopping members`);
+    expect(ms).toBeLessThan(2_000 + 3_000);
+    expect(processesOfRun(live.runId)).toEqual([]);
+    const completion = JSON.parse(fs.readFileSync(path.join(live.runDir, "completion.json"), "utf8")) as { outcome: string };
+    expect(completion.outcome).toBe("interrupted");
+  }, 120_000);
+
+  it("refuses a pid that is not a number", async () => {
+    const out = await cohort(["run", "--spec", writeSpec({ name: "bad" }), "--artifacts", tempDir("artifacts"), "--watch-pid", "x"]);
+    expect(out.code).toBe(2);
+    expect(out.stderr).toContain('cohort: run: --watch-pid expects a process id; got "x"');
+  });
+});
