@@ -77,6 +77,12 @@ export interface RunSummary {
   readonly timeToReadyMs: number | null;
   /** Absolute path of the run's ledger directory (`<artifactRoot>/<runId>`). */
   readonly ledgerPath: string;
+  /**
+   * Absolute path of the run's HTML report (`<ledgerPath>/report.html`, written by `cohort run` on every
+   * outcome); `null` when the runtime could not write it, or when the summary predates the field (a stored
+   * summary of an older runtime).
+   */
+  readonly reportPath: string | null;
   /** `null`, or the first failure: the member and a one-line reason. */
   readonly firstFailure: { readonly member: string; readonly reason: string } | null;
 }
@@ -131,6 +137,7 @@ export interface CohortRunOutputs {
   readonly readyCount: pulumi.Output<number>;
   readonly timeToReadyMs: pulumi.Output<number | null>;
   readonly ledgerPath: pulumi.Output<string>;
+  readonly reportPath: pulumi.Output<string | null>;
 }
 
 /**
@@ -213,6 +220,8 @@ export function parseRunSummary(stdout: string): RunSummary {
   need("readyCount", Number.isInteger(v.readyCount));
   need("timeToReadyMs", v.timeToReadyMs === null || typeof v.timeToReadyMs === "number");
   need("ledgerPath", typeof v.ledgerPath === "string" && path.isAbsolute(v.ledgerPath));
+  // Optional: a summary stored by an older runtime has no reportPath.
+  need("reportPath", v.reportPath === undefined || v.reportPath === null || (typeof v.reportPath === "string" && path.isAbsolute(v.reportPath)));
   return {
     runId: v.runId as string,
     outcome: v.outcome as RunOutcome,
@@ -220,6 +229,7 @@ export function parseRunSummary(stdout: string): RunSummary {
     readyCount: v.readyCount as number,
     timeToReadyMs: v.timeToReadyMs as number | null,
     ledgerPath: v.ledgerPath as string,
+    reportPath: (v.reportPath as string | null | undefined) ?? null,
     firstFailure: (v.firstFailure as RunSummary["firstFailure"]) ?? null,
   };
 }
@@ -290,6 +300,8 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
   public readonly readyCount: pulumi.Output<number>;
   public readonly timeToReadyMs: pulumi.Output<number | null>;
   public readonly ledgerPath: pulumi.Output<string>;
+  /** Absolute path of the run's `report.html`; `null` when it was not written (see {@link RunSummary.reportPath}). */
+  public readonly reportPath: pulumi.Output<string | null>;
   /** Digest of the RunSpec (equals the ledger manifest's `specSha256`). */
   public readonly specSha256: pulumi.Output<string>;
   /** The resource that executes the run. */
@@ -316,6 +328,7 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
     this.readyCount = execution.summary.apply((s) => s.readyCount);
     this.timeToReadyMs = execution.summary.apply((s) => s.timeToReadyMs);
     this.ledgerPath = execution.summary.apply((s) => s.ledgerPath);
+    this.reportPath = execution.summary.apply((s) => s.reportPath);
     this.specSha256 = pulumi.output(specSha256);
     this.registerOutputs({
       runId: this.runId,
@@ -324,6 +337,7 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
       readyCount: this.readyCount,
       timeToReadyMs: this.timeToReadyMs,
       ledgerPath: this.ledgerPath,
+      reportPath: this.reportPath,
       specSha256: this.specSha256,
     });
   }

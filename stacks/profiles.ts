@@ -26,6 +26,8 @@ export interface RunOutputs {
   readonly timeToReadyMs: number | null;
   /** Absolute path (host) or URI (gs://, cluster profiles) of the run's ledger directory. */
   readonly ledgerPath: string;
+  /** Absolute path of the run's HTML report (`report.html` in the ledger directory); `null` when it was not written. */
+  readonly reportPath: string | null;
 }
 
 /** Queue names of cluster profiles. */

@@ -90,6 +90,8 @@ describe("host profile options reach the children", () => {
       readyCount: 2,
       timeToReadyMs: 120,
       ledgerPath: path.join(artifactRoot, "lab-20261130T080000Z-000001"),
+      // The mocked runtime prints an older summary (no reportPath): the output says null.
+      reportPath: null,
     });
   });
 });

@@ -78,7 +78,7 @@ const records = (runDir: string) =>
     .map((l) => JSON.parse(l) as { kind: string; member?: string; elapsedMs: number; reason?: string; outputTail?: string });
 
 describe("cohort ledger report / junit on real runs", () => {
-  let success: { runDir: string };
+  let success: { runDir: string; exit: Exit };
   let failure: { runDir: string; exit: Exit };
 
   beforeAll(async () => {
@@ -99,6 +99,34 @@ describe("cohort ledger report / junit on real runs", () => {
       ],
     });
   }, 120_000);
+
+  it("cohort run writes report.html beside the ledger on every outcome; the summary's reportPath names it", () => {
+    for (const [run, outcome] of [[success, "succeeded"], [failure, "failed"]] as const) {
+      const summary = JSON.parse(run.exit.stdout.trim()) as { outcome: string; ledgerPath: string; reportPath: string | null };
+      expect(summary.outcome).toBe(outcome);
+      expect(summary.reportPath).toBe(path.join(run.runDir, "report.html"));
+      const html = fs.readFileSync(summary.reportPath!, "utf8");
+      expect(html).toContain(`<span class="badge ${outcome}" id="outcome">${outcome}</span>`);
+      // Written after completion.json: the report shows the completed run, not an unfinished one.
+      expect(html).not.toContain('id="unfinished"');
+      expect(run.exit.stderr).not.toContain("report not written");
+    }
+  });
+
+  it("a report that cannot be written is noted on stderr and changes neither the outcome nor the exit code", async () => {
+    // The member blocks the report's name with a non-empty directory (its cwd is <runDir>/members/<member>).
+    const blocker = { command: ["sh", "-c", "mkdir -p ../../report.html/blocked && echo ready && exec sleep 1000"], port: false };
+    const { exit, runDir } = await runCohort({ name: "blocked", roles: [{ name: "solo", app: blocker, readiness: onLog }] });
+    expect(fs.statSync(path.join(runDir, "report.html")).isDirectory()).toBe(true);
+    expect(exit.code, exit.stderr).toBe(0);
+    const summary = JSON.parse(exit.stdout.trim()) as { outcome: string; reportPath: string | null };
+    expect(summary).toMatchObject({ outcome: "succeeded", reportPath: null });
+    const lines = exit.stderr.trimEnd().split("\n");
+    expect(lines.some((l) => /^cohort: report not written: /.test(l))).toBe(true);
+    // The last stderr line is still the run's own one-line result.
+    expect(lines.at(-1)).toMatch(/^cohort: run blocked-\S+ succeeded: 1\/1 ready/);
+    expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
+  });
 
   it("report: default DIR/report.html, self-contained, the run's identity, one Gantt row per member, the critical path marked", async () => {
     const r = await cohort(["ledger", "report", success.runDir]);
