@@ -169,9 +169,9 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(html).toContain(`<p><b>web-2</b>: member web-2 exited before it was ready (exit code 3)`);
     expect(html).toContain("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; ]]&gt;");
     expect(html).not.toMatch(/<script/i);
-    expect(html).toMatch(/<g class="row failed" data-member="web-2">/);
+    expect(html).toMatch(/<g class="row failed" data-member="web-2" data-starts="1">/);
     // `late` was never started: a row with no bar.
-    expect(html).toMatch(/<g class="row" data-member="late-0"><text[^>]*>late-0<\/text><\/g>/);
+    expect(html).toMatch(/<g class="row" data-member="late-0" data-starts="0"><text[^>]*>late-0<\/text><\/g>/);
   });
 
   it("junit: one testcase per member (classname = role, time = start -> ready), failures with reason and tail, never-started skipped; valid XML despite control characters", async () => {
