@@ -165,7 +165,11 @@ function gantt(view: RunView): string {
     if (ms === undefined) continue;
     out.push(
       `<g class="marker" data-marker="${escapeHtml(name)}"><line x1="${f1(x(ms))}" y1="${top - 6}" x2="${f1(x(ms))}" y2="${height - 20}" stroke="${COLORS.marker}" stroke-dasharray="4 3"/>` +
-        `<text x="${f1(x(ms) + 3)}" y="${10 + (labelRow++ % 2) * 12}" fill="${COLORS.marker}">${escapeHtml(`${name} ${fmtMs(ms)}`)}</text></g>`,
+        // Near the right edge the label goes left of its line (it would be cut off by the SVG's edge).
+        (x(ms) > labelW + plotW * 0.75
+          ? `<text x="${f1(x(ms) - 3)}" y="${10 + (labelRow++ % 2) * 12}" text-anchor="end" fill="${COLORS.marker}">`
+          : `<text x="${f1(x(ms) + 3)}" y="${10 + (labelRow++ % 2) * 12}" fill="${COLORS.marker}">`) +
+        `${escapeHtml(`${name} ${fmtMs(ms)}`)}</text></g>`,
     );
   }
   const holdFrom = view.markers.holdStartedMs;
