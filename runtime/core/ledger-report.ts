@@ -86,7 +86,11 @@ function spread(values: readonly (number | undefined)[]): { min: number; median:
 /** Members in timeline order grouped by role (roles in the order their first member appears). */
 function byRole(members: readonly TimelineMember[]): Map<string, TimelineMember[]> {
   const out = new Map<string, TimelineMember[]>();
-  for (const m of members) out.set(m.role, [...(out.get(m.role) ?? []), m]);
+  for (const m of members) {
+    const list = out.get(m.role);
+    if (list === undefined) out.set(m.role, [m]);
+    else list.push(m);
+  }
   return out;
 }
 
