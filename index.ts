@@ -6,7 +6,7 @@
  *
  * - `profile`: the profile built, e.g. `"host"`;
  * - `artifactRoot`: where ledgers go;
- * - `run`: `{ id, outcome, size, readyCount, timeToReadyMs, ledgerPath }` of the stack's cohort run;
+ * - `run`: `{ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath }` of the stack's cohort run;
  * - cluster profiles only: `kubeContext`, `kubeconfig` (secret), `temporalAddress`, `queues`.
  *
  * The module's exports are the stack outputs. Only the outputs the profile has are exported (Pulumi warns

@@ -87,6 +87,12 @@ export interface RunSummary {
   readonly timeToReadyMs: number | null;
   /** Absolute path of the run's ledger directory (`<artifactRoot>/<runId>`). */
   readonly ledgerPath: string;
+  /**
+   * Absolute path of the run's HTML report (`<ledgerPath>/report.html`, written by `cohort run` on every
+   * outcome); `null` when the runtime could not write it, or when the summary predates the field (a stored
+   * summary of an older runtime).
+   */
+  readonly reportPath: string | null;
   /** `null`, or the first failure: the member and a one-line reason. */
   readonly firstFailure: { readonly member: string; readonly reason: string } | null;
 }
@@ -143,6 +149,7 @@ export interface CohortRunOutputs {
   readonly ledgerPath: pulumi.Output<string>;
   /** `null`, or the first failure: the member and the first line of the reason. */
   readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
+  readonly reportPath: pulumi.Output<string | null>;
 }
 
 /**
@@ -287,6 +294,8 @@ export function parseRunSummary(stdout: string): RunSummary {
   need("readyCount", Number.isInteger(v.readyCount));
   need("timeToReadyMs", v.timeToReadyMs === null || typeof v.timeToReadyMs === "number");
   need("ledgerPath", typeof v.ledgerPath === "string" && path.isAbsolute(v.ledgerPath));
+  // Optional: a summary stored by an older runtime has no reportPath.
+  need("reportPath", v.reportPath === undefined || v.reportPath === null || (typeof v.reportPath === "string" && path.isAbsolute(v.reportPath)));
   return {
     runId: v.runId as string,
     outcome: v.outcome as RunOutcome,
@@ -294,6 +303,7 @@ export function parseRunSummary(stdout: string): RunSummary {
     readyCount: v.readyCount as number,
     timeToReadyMs: v.timeToReadyMs as number | null,
     ledgerPath: v.ledgerPath as string,
+    reportPath: (v.reportPath as string | null | undefined) ?? null,
     firstFailure: (v.firstFailure as RunSummary["firstFailure"]) ?? null,
   };
 }
@@ -382,6 +392,8 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
   public readonly timeToReadyMs: pulumi.Output<number | null>;
   public readonly ledgerPath: pulumi.Output<string>;
   public readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
+  /** Absolute path of the run's `report.html`; `null` when it was not written (see {@link RunSummary.reportPath}). */
+  public readonly reportPath: pulumi.Output<string | null>;
   /** Digest of the RunSpec (equals the ledger manifest's `specSha256`). */
   public readonly specSha256: pulumi.Output<string>;
   /** The resource that executes the run. */
@@ -421,6 +433,7 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
     this.firstFailure = execution.summary.apply((s) =>
       s.firstFailure === null ? null : { member: s.firstFailure.member, reason: (s.firstFailure.reason ?? "").split("\n")[0] ?? "" },
     );
+    this.reportPath = execution.summary.apply((s) => s.reportPath);
     this.specSha256 = pulumi.output(specSha256);
     this.registerOutputs({
       runId: this.runId,
@@ -430,6 +443,7 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
       timeToReadyMs: this.timeToReadyMs,
       ledgerPath: this.ledgerPath,
       firstFailure: this.firstFailure,
+      reportPath: this.reportPath,
       specSha256: this.specSha256,
     });
   }

@@ -7,7 +7,7 @@
  *   (a Job is ready when its `Complete` condition is True; `Failed` fails `pulumi up`). The create timeout is the
  *   Job's own deadline plus 2 minutes.
  * - Then `<name>-summary`, a Command on the host (scripts/local-profile.cjs `run-summary`), prints the runtime's
- *   one-line JSON summary from the Job's log with `ledgerPath` mapped to the host path, after checking that the
+ *   one-line JSON summary from the Job's log with `ledgerPath` and `reportPath` mapped to the host path, after checking that the
  *   ledger's `completion.json` reached the host through the kind mount. Its stdout becomes the `CohortRun`
  *   outputs, so the stack's `run` output has the same shape as on the `host` profile.
  * - Triggers: the Job object's hash (spec, bundle, image, namespace), so a new run replaces the summary too.

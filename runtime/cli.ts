@@ -12,7 +12,9 @@
  *
  * `run` prints progress on stderr (a bar on a terminal, otherwise event-driven lines such as
  * `started 12/200 ready 8/200`) and exactly ONE JSON line on stdout once a run directory exists:
- * `{"runId","outcome","size","readyCount","timeToReadyMs","ledgerPath","firstFailure"}`. On failure the
+ * `{"runId","outcome","size","readyCount","timeToReadyMs","ledgerPath","reportPath","firstFailure"}`, after it
+ * wrote `report.html` into the run directory (on every outcome; `reportPath` is its absolute path, or `null`
+ * when the report could not be written: that is noted on stderr and changes neither outcome nor exit code). On failure the
  * LAST stderr line is a one-line reason naming the member. Exit codes: 0 succeeded; 1 failed (or the
  * backend is unavailable); 2 bad usage or a refused RunSpec (`spec error: <path>: <reason>` lines);
  * 128 + signal number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
@@ -401,10 +403,33 @@ async function runLocked(plan: RunPlan, io: CliIo): Promise<number> {
     for (const signal of handled) process.off(signal, onSignal);
     progress.stop();
   }
-  return report(result, spec, runDir, io);
+  const reportPath = await writeRunReport(runDir, io);
+  return report(result, spec, runDir, reportPath, io);
 }
 
-function report(result: RunResult, spec: CompiledRunSpec, runDir: string, io: CliIo): number {
+/** The file name of the HTML report `cohort run` writes into the run directory. */
+export const RUN_REPORT_FILE = "report.html";
+
+/**
+ * Writes `<runDir>/report.html` (./core/ledger-report.ts) once the run's completion is written, on every
+ * outcome. A failure (the ledger cannot be read, a full disk) is one `cohort: report not written: <reason>`
+ * line on stderr and never changes the run's outcome or exit code.
+ *
+ * @param runDir - absolute path of the run directory
+ * @returns the report's absolute path, or `null` when it was not written
+ */
+async function writeRunReport(runDir: string, io: CliIo): Promise<string | null> {
+  const file = path.join(runDir, RUN_REPORT_FILE);
+  try {
+    await writeFileAtomic(file, renderReport(await loadRunView(runDir)));
+    return file;
+  } catch (error) {
+    io.stderr.write(`cohort: report not written: ${wellFormed(error instanceof Error ? error.message : String(error))}\n`);
+    return null;
+  }
+}
+
+function report(result: RunResult, spec: CompiledRunSpec, runDir: string, reportPath: string | null, io: CliIo): number {
   const summary = {
     runId: result.runId,
     outcome: result.outcome,
@@ -412,6 +437,7 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, io: Cl
     readyCount: result.readyCount,
     timeToReadyMs: result.timeToReadyMs,
     ledgerPath: runDir,
+    reportPath,
     firstFailure: result.firstFailure,
   };
   // wellFormedValue: a lone surrogate (half of a character cut upstream) is written as U+FFFD, never as `\udXXX`.

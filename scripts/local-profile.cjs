@@ -29,7 +29,7 @@
  *   assumed this machine's CPUs and memory per kind node); otherwise it fails before the ClusterQueue exists.
  * - `run-forget`: the delete step of the summary; removes the run's ledger when keepLedgers is false.
  * - `run-summary`: waits for the runtime Job to finish, then prints the runtime's one-line JSON summary (from
- *   the Job's log) with `ledgerPath` mapped from the node path to the host path, after checking that the
+ *   the Job's log) with `ledgerPath` and `reportPath` mapped from the node path to the host path, after checking that the
  *   ledger's `completion.json` is on the host.
  *
  * Environment (all steps): COHORT_KIND_BIN/URL/SHA256, COHORT_KUBECTL_BIN/URL/SHA256 (pinned in stacks/pins.ts).
@@ -467,7 +467,11 @@ async function runSummary() {
     if (!fs.existsSync(path.join(hostLedger, "completion.json"))) {
       throw new StepError(`the ledger ${hostLedger} has no completion.json on the host: is the artifacts directory mounted into the kind nodes?`);
     }
-    process.stdout.write(`${JSON.stringify({ ...summary, ledgerPath: hostLedger })}\n`);
+    // reportPath (the run's report.html, absent from an older runtime's summary) is mapped the same way; a path
+    // outside the mounted directory has no host path and becomes null.
+    const report = typeof summary.reportPath === "string" ? summary.reportPath : null;
+    const hostReport = report !== null && report.startsWith(`${nodeRoot}/`) ? path.join(hostRoot, path.relative(nodeRoot, report)) : null;
+    process.stdout.write(`${JSON.stringify({ ...summary, ledgerPath: hostLedger, reportPath: hostReport })}\n`);
   });
 }
 

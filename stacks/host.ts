@@ -92,8 +92,8 @@ export function buildHost(ctx: ProfileContext): StackOutputs {
     fallbackRuntimeBundlePath: bundleSource,
   });
   const runOutputs: pulumi.Output<RunOutputs> = pulumi
-    .all([run.runId, run.outcome, run.size, run.readyCount, run.timeToReadyMs, run.ledgerPath, run.firstFailure, run.specSha256])
-    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath, firstFailure, specSha256]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, firstFailure, specSha256 }));
+    .all([run.runId, run.outcome, run.size, run.readyCount, run.timeToReadyMs, run.ledgerPath, run.firstFailure, run.specSha256, run.reportPath])
+    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath, firstFailure, specSha256, reportPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, firstFailure, specSha256, reportPath }));
   return { profile: "host", artifactRoot: hostProfile.artifactRoot, run: runOutputs };
 }
 

@@ -854,8 +854,8 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     }),
   });
   const runOutputs: pulumi.Output<RunOutputs> = pulumi
-    .all([run.runId, run.outcome, run.size, run.readyCount, run.timeToReadyMs, run.ledgerPath])
-    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath }));
+    .all([run.runId, run.outcome, run.size, run.readyCount, run.timeToReadyMs, run.ledgerPath, run.reportPath])
+    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath }));
   return {
     profile: "local",
     artifactRoot: artifactsDir,

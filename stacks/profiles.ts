@@ -33,6 +33,8 @@ export interface RunOutputs {
   readonly firstFailure?: { readonly member: string; readonly reason: string } | null;
   /** `host`: SHA-256 of the canonical RunSpec, equal to the ledger manifest's `specSha256`. */
   readonly specSha256?: string;
+  /** Absolute path of the run's HTML report (`report.html` in the ledger directory); `null` when it was not written. */
+  readonly reportPath: string | null;
 }
 
 /** Queue names of cluster profiles. */

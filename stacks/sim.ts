@@ -410,8 +410,8 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     { dependsOn: [credentials, localQueue, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, pool.ready] },
   );
   const runOutputs: pulumi.Output<RunOutputs> = pulumi
-    .all([cohort.runId, cohort.outcome, cohort.size, cohort.readyCount, cohort.timeToReadyMs, cohort.ledgerPath])
-    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath }));
+    .all([cohort.runId, cohort.outcome, cohort.size, cohort.readyCount, cohort.timeToReadyMs, cohort.ledgerPath, cohort.reportPath])
+    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath }));
   return {
     profile: "sim",
     artifactRoot: config.artifactRoot,

@@ -56,9 +56,11 @@ Runs the cohort a RunSpec describes: admission, members started in dependency or
 teardown in reverse dependency order. The ledger goes to DIR/<run id>/ (manifest.json,
 records.ndjson, completion.json; members/<member>/output.log). Progress goes to stderr (a bar on a
 terminal, else lines such as \`startup: started 12/200 ready 8/200\`); exactly one JSON line goes to
-stdout once the run directory exists:
-  {"runId","outcome","size","readyCount","timeToReadyMs","ledgerPath","firstFailure"}
-On failure the last stderr line is a one-line reason naming the member.
+stdout once the run directory exists, after DIR/<run id>/report.html (the \`ledger report\` HTML) is
+written on every outcome:
+  {"runId","outcome","size","readyCount","timeToReadyMs","ledgerPath","reportPath","firstFailure"}
+(reportPath is null when the report could not be written; that is noted on stderr and changes neither
+the outcome nor the exit code). On failure the last stderr line is a one-line reason naming the member.
 
 Flags:
   --spec FILE|-             the RunSpec (YAML or JSON; \`-\` reads it from stdin); required

@@ -30,8 +30,24 @@ export interface RunMarkers {
   readonly admittedMs?: number;
   readonly rosterReadyMs?: number;
   readonly holdStartedMs?: number;
+  readonly holdEndedMs?: number;
   readonly teardownStartedMs?: number;
   readonly finishedMs?: number;
+}
+
+/**
+ * What a member's records say beyond {@link TimelineMember} (all ms from run start, `elapsedMs` of the record),
+ * for the report's phases: restart attempts, liveness failure, stopping.
+ */
+export interface MemberEvents {
+  /** First `member-started` (the first attempt; `TimelineMember.startedMs` is the last). */
+  readonly firstStartedMs?: number;
+  /** Each `member-restarted`, in order: `attempt` is the attempt it begins (2, 3, ...). */
+  readonly restarts: readonly { readonly atMs: number; readonly attempt: number; readonly previousReason: string }[];
+  /** First `member-unhealthy`: its liveness probe failed `failureThreshold` times in a row. */
+  readonly unhealthy?: { readonly atMs: number; readonly lastError: string };
+  /** First `member-stopping` (teardown asked it to stop). */
+  readonly stoppingMs?: number;
 }
 
 /** Everything the reports render. */
@@ -50,6 +66,8 @@ export interface RunView {
   readonly timeToReadyMs: number | null;
   /** First `member-failed` of each member that has one (secondary failures included). */
   readonly failures: ReadonlyMap<string, MemberFailure>;
+  /** Restarts, liveness failure and stopping of each member that has any record (by member id). */
+  readonly events: ReadonlyMap<string, MemberEvents>;
   /** The run's first failure: completion.firstFailure, else the last `run-failed` record; `null` if none. */
   readonly firstFailure: { readonly member: string | null; readonly reason: string } | null;
   readonly markers: RunMarkers;
@@ -72,13 +90,39 @@ export async function loadRunView(runDir: string): Promise<RunView> {
     verification = { ok: false, error: (error as Error).message };
   }
   const { manifest, records, completion } = await readForView(runDir);
+  return runViewOf(manifest, records, completion, verification);
+}
+
+/**
+ * The pure part of {@link loadRunView}: a run's view from its parsed ledger (no file is read).
+ * @param manifest - manifest.json, parsed
+ * @param records - records.ndjson in order (complete lines only)
+ * @param completion - completion.json, or `null` when there is none
+ * @param verification - what `verifyLedger` said
+ */
+export function runViewOf(manifest: LedgerManifest, records: readonly LedgerRecord[], completion: Completion | null, verification: Verification): RunView {
   const timeline = timelineOf(manifest.spec, records);
 
   const failures = new Map<string, MemberFailure>();
   const markers: { -readonly [K in keyof RunMarkers]: RunMarkers[K] } = {};
   let runFailed: { member: string | null; reason: string } | null = null;
   let readyRecords = 0;
+  type Mutable = { firstStartedMs?: number; restarts: { atMs: number; attempt: number; previousReason: string }[]; unhealthy?: { atMs: number; lastError: string }; stoppingMs?: number };
+  const events = new Map<string, Mutable>();
+  const eventsOf = (member: string): Mutable => {
+    let e = events.get(member);
+    if (e === undefined) events.set(member, (e = { restarts: [] }));
+    return e;
+  };
   for (const r of records) {
+    if (typeof r.member === "string") {
+      const e = eventsOf(r.member);
+      if (r.kind === "member-started") e.firstStartedMs ??= r.elapsedMs;
+      else if (r.kind === "member-restarted")
+        e.restarts.push({ atMs: r.elapsedMs, attempt: typeof r.attempt === "number" ? r.attempt : e.restarts.length + 2, previousReason: typeof r.previousReason === "string" ? r.previousReason : "" });
+      else if (r.kind === "member-unhealthy") e.unhealthy ??= { atMs: r.elapsedMs, lastError: typeof r.lastError === "string" ? r.lastError : "" };
+      else if (r.kind === "member-stopping") e.stoppingMs ??= r.elapsedMs;
+    }
     switch (r.kind) {
       case "member-failed":
         if (typeof r.member === "string" && !failures.has(r.member))
@@ -98,6 +142,9 @@ export async function loadRunView(runDir: string): Promise<RunView> {
         break;
       case "hold-started":
         markers.holdStartedMs ??= r.elapsedMs;
+        break;
+      case "hold-ended":
+        markers.holdEndedMs ??= r.elapsedMs;
         break;
       case "teardown-started":
         markers.teardownStartedMs ??= r.elapsedMs;
@@ -120,6 +167,7 @@ export async function loadRunView(runDir: string): Promise<RunView> {
     readyCount: num(completion?.readyCount) ?? readyRecords,
     timeToReadyMs: num(completion?.timeToReadyMs) ?? null,
     failures,
+    events,
     firstFailure: completion?.firstFailure ?? runFailed,
     markers,
     lastMs: records.at(-1)?.elapsedMs ?? 0,

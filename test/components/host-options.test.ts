@@ -92,6 +92,8 @@ describe("host profile options reach the children", () => {
       ledgerPath: path.join(artifactRoot, "lab-20261130T080000Z-000001"),
       firstFailure: null,
       specSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+      // The mocked runtime prints an older summary (no reportPath): the output says null.
+      reportPath: null,
     });
   });
 });

@@ -26,6 +26,7 @@ const summary = {
   readyCount: 3,
   timeToReadyMs: 15234,
   ledgerPath: "",
+  reportPath: "",
   firstFailure: null,
 };
 
@@ -34,6 +35,7 @@ const artifactRoot = path.join(projectDir, "ledgers");
 const bundleBytes = "// stand-in for dist/cohort.cjs\n";
 const bundleSha = createHash("sha256").update(bundleBytes).digest("hex");
 summary.ledgerPath = path.join(artifactRoot, summary.runId);
+summary.reportPath = path.join(summary.ledgerPath, "report.html");
 
 /** Resolves an Output's value (mocks are not in preview, so every value is known). */
 function valueOf<T>(output: pulumi.Output<T> | pulumi.Input<T> | undefined): Promise<T> {
@@ -210,6 +212,7 @@ describe("host profile component graph", () => {
       timeToReadyMs: 15234,
       ledgerPath: summary.ledgerPath,
       firstFailure: null,
+      reportPath: summary.reportPath,
       specSha256: resolvedSpec.specSha256,
     });
   });
@@ -226,6 +229,7 @@ describe("host profile component graph", () => {
       ledgerPath: summary.ledgerPath,
       firstFailure: null,
       specSha256: resolvedSpec.specSha256,
+      reportPath: summary.reportPath,
     });
     expect(stack.kubeContext).toBeUndefined();
     expect(stack.kubeconfig).toBeUndefined();

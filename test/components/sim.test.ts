@@ -30,6 +30,7 @@ const summary = {
   readyCount: 100,
   timeToReadyMs: 2345,
   ledgerPath: path.join(artifactRoot, "society-20261130T080000Z-a1b2c3"),
+  reportPath: path.join(artifactRoot, "society-20261130T080000Z-a1b2c3", "report.html"),
   firstFailure: null,
 };
 const simSummary = {
@@ -186,7 +187,7 @@ describe("sim profile graph", () => {
   it("exports the CI contract: run, kube context, kubeconfig (secret), queues", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(outputs.profile).toBe("sim");
-    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 100, readyCount: 100, timeToReadyMs: 2345, ledgerPath: summary.ledgerPath });
+    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 100, readyCount: 100, timeToReadyMs: 2345, ledgerPath: summary.ledgerPath, reportPath: summary.reportPath });
     expect(await valueOf(outputs.kubeContext)).toBe("cohort-lab-sim");
     expect(await pulumi.isSecret(outputs.kubeconfig!)).toBe(true);
     expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });

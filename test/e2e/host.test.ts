@@ -67,6 +67,7 @@ interface RunOut {
   readyCount: number;
   timeToReadyMs: number;
   ledgerPath: string;
+  reportPath: string | null;
 }
 interface Outputs {
   profile: string;
@@ -174,6 +175,9 @@ describe("host profile, real engine", () => {
     expect(o.run.size).toBe(4);
     expect(o.run.readyCount).toBe(o.run.size);
     expect(o.run.ledgerPath).toBe(path.join(artifactRoot, o.run.id));
+    // The runtime wrote the HTML report beside the ledger; the output names it.
+    expect(o.run.reportPath).toBe(path.join(o.run.ledgerPath, "report.html"));
+    expect(readFileSync(o.run.reportPath!, "utf8")).toContain(`<code>${o.run.id}</code>`);
     expect(o.run.timeToReadyMs).toBeGreaterThan(0);
 
     const verify = await ledgerVerify(o.run.ledgerPath);

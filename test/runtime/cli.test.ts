@@ -120,8 +120,9 @@ describe("cohort CLI (bundled)", () => {
     expect(lines[1]).toBe("");
     const summary = JSON.parse(lines[0]!);
     const runDir = onlyRunDir(artifacts);
-    expect(Object.keys(summary)).toEqual(["runId", "outcome", "size", "readyCount", "timeToReadyMs", "ledgerPath", "firstFailure"]);
-    expect(summary).toMatchObject({ outcome: "succeeded", size: 4, readyCount: 4, ledgerPath: runDir, firstFailure: null });
+    expect(Object.keys(summary)).toEqual(["runId", "outcome", "size", "readyCount", "timeToReadyMs", "ledgerPath", "reportPath", "firstFailure"]);
+    expect(summary).toMatchObject({ outcome: "succeeded", size: 4, readyCount: 4, ledgerPath: runDir, reportPath: path.join(runDir, "report.html"), firstFailure: null });
+    expect(fs.readFileSync(summary.reportPath, "utf8")).toMatch(/^<!doctype html>/);
     expect(summary.runId).toMatch(/^ok-\d{8}T\d{6}Z-[0-9a-f]{6}$/);
     expect(path.basename(runDir)).toBe(summary.runId);
     expect(summary.timeToReadyMs).toBeGreaterThan(0);

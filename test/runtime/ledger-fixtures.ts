@@ -3,7 +3,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll } from "vitest";
-import { LedgerWriter, type LedgerWriterOptions, type LedgerManifest } from "../../runtime/core/ledger";
+import { LedgerWriter, type Completion, type LedgerManifest, type LedgerRecord, type LedgerWriterOptions } from "../../runtime/core/ledger";
 
 const roots: string[] = [];
 afterAll(() => {
@@ -94,4 +94,74 @@ export function allFileContents(dir: string): Array<{ file: string; text: string
     out.push({ file, text: fs.readFileSync(file).toString("utf8") });
   }
   return out;
+}
+
+/**
+ * A synthetic, succeeded run of `n` members (router-0 <- agent-0..agent-(n-3) <- ui-0) for rendering tests: the
+ * parsed ledger parts `runViewOf` takes (records are not hash-chained; nothing is written). Times in ms from
+ * run start: agent-i starts at 10 + i % 97 and is ready 200 + (i * 37) % 500 ms later; agent-5 is the latest
+ * (so the critical path is router-0 -> agent-5 -> ui-0), agent-1 and agent-2 are restarted once; hold 1000 ms.
+ */
+export function syntheticRun(n: number): { manifest: LedgerManifest; records: LedgerRecord[]; completion: Completion } {
+  const agents = n - 2;
+  const spec = {
+    apiVersion: "cohort-lab/v1",
+    kind: "Cohort",
+    name: "big",
+    roles: [
+      { name: "router", replicas: 1, app: { command: ["router"] } },
+      { name: "agent", replicas: agents, needs: ["router"], app: { command: ["agent"] } },
+      { name: "ui", replicas: 1, needs: ["agent"], app: { command: ["ui"] } },
+    ],
+  };
+  const records: LedgerRecord[] = [];
+  const add = (elapsedMs: number, kind: string, fields: Record<string, unknown> = {}): void => {
+    records.push({ seq: records.length + 1, at: new Date(Date.UTC(2026, 0, 2) + elapsedMs).toISOString(), elapsedMs, kind, prev: "", ...fields });
+  };
+  add(0, "run-started");
+  add(1, "roster-admitted");
+  add(2, "member-scheduled", { member: "router-0" });
+  add(3, "member-started", { member: "router-0" });
+  add(8, "member-ready", { member: "router-0" });
+  const readyAt = (i: number): number => (i === 5 ? 900 : 10 + (i % 97) + 200 + ((i * 37) % 500));
+  let last = 0;
+  for (let i = 0; i < agents; i++) {
+    const m = `agent-${i}`;
+    const start = 10 + (i % 97);
+    add(9, "member-scheduled", { member: m });
+    add(start, "member-started", { member: m });
+    if (i === 1 || i === 2) {
+      add(start + 50, "member-restarted", { member: m, attempt: 2, maxAttempts: 3, previousReason: `member ${m} exited before it was ready (exit code 1)` });
+      add(start + 51, "member-started", { member: m, attempt: 2 });
+    }
+    add(readyAt(i), "member-ready", { member: m });
+    last = Math.max(last, readyAt(i));
+  }
+  add(last + 1, "member-scheduled", { member: "ui-0" });
+  add(last + 2, "member-started", { member: "ui-0" });
+  add(last + 20, "member-ready", { member: "ui-0" });
+  const ready = last + 20;
+  add(ready, "roster-ready", { readyCount: n, timeToReadyMs: ready - 1 });
+  add(ready + 1, "hold-started", { holdMs: 1000 });
+  add(ready + 1001, "hold-ended");
+  add(ready + 1002, "teardown-started");
+  const members = ["ui-0", ...Array.from({ length: agents }, (_, i) => `agent-${i}`), "router-0"];
+  members.forEach((m, k) => add(ready + 1003 + k * 0.1, "member-stopping", { member: m }));
+  members.forEach((m, k) => add(ready + 1100 + k * 0.1, "member-stopped", { member: m }));
+  add(ready + 1300, "teardown-finished");
+  add(ready + 1301, "run-finished", { outcome: "succeeded" });
+  const manifest = { ...manifestFor(spec), runId: "big-20260102T030405Z-000001", specSha256: "0".repeat(64) };
+  const completion: Completion = {
+    outcome: "succeeded",
+    firstFailure: null,
+    records: records.length,
+    recordsSha256: "0".repeat(64),
+    manifestSha256: "0".repeat(64),
+    phasesMs: { admission: 1, startup: ready - 1, hold: 1000, teardown: 300 },
+    completedAt: "2026-01-02T03:04:10.000Z",
+    size: n,
+    readyCount: n,
+    timeToReadyMs: ready - 1,
+  };
+  return { manifest, records, completion };
 }

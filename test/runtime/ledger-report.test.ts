@@ -9,7 +9,10 @@ import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
+import { COLLAPSE_MEMBERS, COLLAPSE_ROLE_MEMBERS, renderReport } from "../../runtime/core/ledger-report";
 import { ledgerTimeline } from "../../runtime/core/ledger-show";
+import { runViewOf } from "../../runtime/core/ledger-view";
+import { syntheticRun } from "./ledger-fixtures";
 import { processesOfRun, tempDir } from "./process-helpers";
 
 let bundle = "";
@@ -78,7 +81,7 @@ const records = (runDir: string) =>
     .map((l) => JSON.parse(l) as { kind: string; member?: string; elapsedMs: number; reason?: string; outputTail?: string });
 
 describe("cohort ledger report / junit on real runs", () => {
-  let success: { runDir: string };
+  let success: { runDir: string; exit: Exit };
   let failure: { runDir: string; exit: Exit };
 
   beforeAll(async () => {
@@ -99,6 +102,34 @@ describe("cohort ledger report / junit on real runs", () => {
       ],
     });
   }, 120_000);
+
+  it("cohort run writes report.html beside the ledger on every outcome; the summary's reportPath names it", () => {
+    for (const [run, outcome] of [[success, "succeeded"], [failure, "failed"]] as const) {
+      const summary = JSON.parse(run.exit.stdout.trim()) as { outcome: string; ledgerPath: string; reportPath: string | null };
+      expect(summary.outcome).toBe(outcome);
+      expect(summary.reportPath).toBe(path.join(run.runDir, "report.html"));
+      const html = fs.readFileSync(summary.reportPath!, "utf8");
+      expect(html).toContain(`<span class="badge ${outcome}" id="outcome">${outcome}</span>`);
+      // Written after completion.json: the report shows the completed run, not an unfinished one.
+      expect(html).not.toContain('id="unfinished"');
+      expect(run.exit.stderr).not.toContain("report not written");
+    }
+  });
+
+  it("a report that cannot be written is noted on stderr and changes neither the outcome nor the exit code", async () => {
+    // The member blocks the report's name with a non-empty directory (its cwd is <runDir>/members/<member>).
+    const blocker = { command: ["sh", "-c", "mkdir -p ../../report.html/blocked && echo ready && exec sleep 1000"], port: false };
+    const { exit, runDir } = await runCohort({ name: "blocked", roles: [{ name: "solo", app: blocker, readiness: onLog }] });
+    expect(fs.statSync(path.join(runDir, "report.html")).isDirectory()).toBe(true);
+    expect(exit.code, exit.stderr).toBe(0);
+    const summary = JSON.parse(exit.stdout.trim()) as { outcome: string; reportPath: string | null };
+    expect(summary).toMatchObject({ outcome: "succeeded", reportPath: null });
+    const lines = exit.stderr.trimEnd().split("\n");
+    expect(lines.some((l) => /^cohort: report not written: /.test(l))).toBe(true);
+    // The last stderr line is still the run's own one-line result.
+    expect(lines.at(-1)).toMatch(/^cohort: run blocked-\S+ succeeded: 1\/1 ready/);
+    expect((await cohort(["ledger", "verify", runDir])).code).toBe(0);
+  });
 
   it("report: default DIR/report.html, self-contained, the run's identity, one Gantt row per member, the critical path marked", async () => {
     const r = await cohort(["ledger", "report", success.runDir]);
@@ -141,9 +172,9 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(html).toContain(`<p><b>web-2</b>: member web-2 exited before it was ready (exit code 3)`);
     expect(html).toContain("&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; ]]&gt;");
     expect(html).not.toMatch(/<script/i);
-    expect(html).toMatch(/<g class="row failed" data-member="web-2">/);
+    expect(html).toMatch(/<g class="row failed" data-member="web-2" data-starts="1">/);
     // `late` was never started: a row with no bar.
-    expect(html).toMatch(/<g class="row" data-member="late-0"><text[^>]*>late-0<\/text><\/g>/);
+    expect(html).toMatch(/<g class="row" data-member="late-0" data-starts="0"><text[^>]*>late-0<\/text><\/g>/);
   });
 
   it("junit: one testcase per member (classname = role, time = start -> ready), failures with reason and tail, never-started skipped; valid XML despite control characters", async () => {
@@ -248,6 +279,79 @@ describe("cohort ledger report / junit on real runs", () => {
     await cohort(["ledger", "junit", copy]);
     const suite = parseXml(path.join(copy, "junit.xml")).children[0]!;
     expect(suite.children.find((c) => c.attrs.name === "ledger")?.children[0]?.tag).toBe("error");
+  });
+
+  it("report: restart attempts, a liveness failure, held, stopping and stopped in the timeline of a real run", async () => {
+    // flaky-0 exits 1 on its first start and is restarted; gate-0 closes its listener during the hold (liveness).
+    const closes = `const s=require("net").createServer().listen(+process.env.COHORT_PORT,"127.0.0.1");setTimeout(()=>s.close(),1500);setInterval(()=>{},1e6)`;
+    const { exit, runDir } = await runCohort({
+      name: "phases",
+      hold: "20s",
+      roles: [
+        { name: "peer", replicas: 2, app: member("0.1"), readiness: onLog },
+        {
+          name: "flaky",
+          app: { command: ["sh", "-c", "if [ -e once ]; then sleep 0.2; echo ready; exec sleep 1000; fi; : > once; exit 1"], port: false },
+          readiness: onLog,
+          restart: { attempts: 1, backoff: "100ms" },
+        },
+        { name: "gate", app: { command: [process.execPath, "-e", closes] }, readiness: { tcp: {} }, liveness: { period: "150ms", failureThreshold: 2 } },
+      ],
+    });
+    expect(exit.code, exit.stderr).toBe(1);
+    const recs = records(runDir);
+    expect(recs.filter((r) => r.kind === "member-restarted").map((r) => r.member)).toEqual(["flaky-0"]);
+    expect(recs.filter((r) => r.kind === "member-unhealthy").map((r) => r.member)).toEqual(["gate-0"]);
+    const html = fs.readFileSync(path.join(runDir, "report.html"), "utf8");
+    const row = (m: string): string => html.match(new RegExp(`<g class="row[^"]*" data-member="${m}"[^]*?</g>`))![0];
+    expect(row("flaky-0")).toContain('data-starts="2"');
+    expect(row("flaky-0")).toMatch(/<rect class="retried"[^>]*><title>flaky-0 attempt 1 failed: exited before it was ready \(exit code 1\)<\/title>/);
+    expect(row("flaky-0")).toMatch(/<rect class="restart"[^>]*><title>flaky-0 restart attempt 2 at /);
+    expect(row("gate-0")).toMatch(/^<g class="row failed"/);
+    expect(row("gate-0")).toMatch(/<rect class="unhealthy"[^>]*><title>gate-0 unhealthy at [\d.]+ ms \(liveness probe\)/);
+    expect(row("gate-0")).toContain('<rect class="failed-after-ready"');
+    for (const m of ["peer-0", "peer-1", "flaky-0", "gate-0"]) {
+      expect(row(m)).toContain('<rect class="held"');
+      expect(row(m)).toContain('<rect class="stopping"');
+      expect(row(m)).toContain('<rect class="stopped"');
+    }
+    expect(html).toContain('data-marker="hold ended"');
+    // Per role: failed, restarted, unhealthy counts.
+    expect(html).toMatch(/<tr><td>flaky<\/td><td class="n">1<\/td><td class="n">1<\/td><td class="n">0<\/td><td class="n">1<\/td><td class="n">0<\/td>/);
+    expect(html).toMatch(/<tr><td>gate<\/td><td class="n">1<\/td><td class="n">1<\/td><td class="n">1<\/td><td class="n">0<\/td><td class="n">1<\/td>/);
+    // Small runs are never collapsed.
+    expect(html).not.toContain('class="role-row"');
+  }, 60_000);
+
+  it("report at 1,000 members: each role with many members is one row, the critical path still drawn member by member, every member in a <details> table", () => {
+    const { manifest, records: recs, completion } = syntheticRun(1000);
+    const view = runViewOf(manifest, recs, completion, { ok: true, report: { runId: manifest.runId, records: recs.length, complete: true, outcome: "succeeded" } as never });
+    expect(view.timeline.criticalPath.members).toEqual(["router-0", "agent-5", "ui-0"]);
+    const html = renderReport(view);
+    const roleRows = [...html.matchAll(/<g class="role-row" data-role="([^"]+)" data-members="(\d+)" data-failed="(\d+)" data-restarted="(\d+)"/g)].map((m) => [m[1], m[2], m[3], m[4]]);
+    expect(roleRows).toEqual([["agent", "998", "0", "2"]]);
+    // Roles of one member stay rows; of agent only the critical path's member is drawn alone.
+    const rows = [...html.matchAll(/<g class="row( crit)?[^"]*" data-member="([^"]+)"/g)].map((m) => [m[2], m[1] !== undefined]);
+    expect(rows).toEqual([["router-0", true], ["agent-5", true], ["ui-0", true]]);
+    // The role row's label and tooltip carry the counts and the min/median/max of the phase boundaries.
+    expect(html).toContain(">agent ×998</text>");
+    expect(html).toContain(">998/998 ready, 2 restarted</text>");
+    expect(html).toMatch(/agent: 998 members, 998 ready, 0 failed, 2 restarted, 0 unhealthy \(ms from run start\)\nscheduled \(998\): min 9\.0 ms, median 9\.0 ms, max 9\.0 ms\nstarted \(998\): min 10\.0 ms, median [\d.]+ ms, max 106\.0 ms\nready \(998\): min [\d.]+ ms, median [\d.]+ ms, max 900\.0 ms/);
+    expect(html).toContain('<p id="collapsed">');
+    // The SVG stays small: 3 member rows and one role row, not 1,000 rows.
+    const svgHeight = Number(html.match(/<svg [^>]*height="(\d+)"/)![1]);
+    expect(svgHeight).toBeLessThan(200);
+    // The table: one <details> per role, 1,000 member rows in all.
+    expect([...html.matchAll(/<details class="role" data-role="([^"]+)"/g)].map((m) => m[1])).toEqual(["router", "agent", "ui"]);
+    expect(html.match(/<tr class="member[^"]*" data-member=/g)).toHaveLength(1000);
+    expect(html).toContain("<summary>agent: 998 members, 998 ready; critical path: agent-5</summary>");
+
+    // At the thresholds (a role of 100 in a run of 102) nothing collapses: one row per member.
+    const small = syntheticRun(COLLAPSE_ROLE_MEMBERS + 2);
+    const at = renderReport(runViewOf(small.manifest, small.records, small.completion, { ok: true, report: {} as never }));
+    expect(at).not.toContain('class="role-row"');
+    expect(at.match(/<g class="row[^"]*" data-member=/g)).toHaveLength(COLLAPSE_ROLE_MEMBERS + 2);
+    expect(COLLAPSE_MEMBERS).toBe(200);
   });
 
   it("refuses a directory without a ledger (exit 1) and a missing DIR (usage, exit 2)", async () => {

@@ -185,11 +185,18 @@ describe("parseRunSummary (CohortRun outputs from the runtime's stdout)", () => 
     readyCount: 4,
     timeToReadyMs: 15234,
     ledgerPath: "/repo/artifacts/society-20261130T080000Z-a1b2c3",
+    reportPath: "/repo/artifacts/society-20261130T080000Z-a1b2c3/report.html",
     firstFailure: null,
   };
 
   it("parses the one JSON line", () => {
     expect(parseRunSummary(JSON.stringify(summary))).toEqual(summary);
+  });
+
+  it("parses an older summary without reportPath (and a null one) as reportPath null", () => {
+    const { reportPath: _dropped, ...older } = summary;
+    expect(parseRunSummary(JSON.stringify(older))).toEqual({ ...older, reportPath: null });
+    expect(parseRunSummary(JSON.stringify({ ...summary, reportPath: null }))).toEqual({ ...older, reportPath: null });
   });
 
   it("takes the last non-empty line", () => {
@@ -199,8 +206,9 @@ describe("parseRunSummary (CohortRun outputs from the runtime's stdout)", () => 
   it.each<[string, string, string]>([
     ["no output", "", "the cohort runtime printed no summary line on stdout"],
     ["not JSON", "hello", "the cohort runtime's summary line is not JSON: hello"],
-    ["a bad outcome", JSON.stringify({ ...summary, outcome: "ok" }), `the cohort runtime's summary has no valid "outcome": ${JSON.stringify({ ...summary, outcome: "ok" })}`],
-    ["a relative ledger path", JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }), `the cohort runtime's summary has no valid "ledgerPath": ${JSON.stringify({ ...summary, ledgerPath: "artifacts/x" })}`],
+    ["a bad outcome", JSON.stringify({ ...summary, outcome: "ok" }), `the cohort runtime's summary has no valid "outcome": ${JSON.stringify({ ...summary, outcome: "ok" }).slice(0, 200)}`],
+    ["a relative ledger path", JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }), `the cohort runtime's summary has no valid "ledgerPath": ${JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }).slice(0, 200)}`],
+    ["a relative report path", JSON.stringify({ ...summary, reportPath: "x/report.html" }), `the cohort runtime's summary has no valid "reportPath": ${JSON.stringify({ ...summary, reportPath: "x/report.html" }).slice(0, 200)}`],
   ])("refuses %s", (_what, stdout, message) => {
     expect(() => parseRunSummary(stdout)).toThrow(message);
   });

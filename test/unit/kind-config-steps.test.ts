@@ -307,7 +307,7 @@ describe("capacity-check", () => {
 
 describe("run-summary", () => {
   const runId = "society-20261130T080000Z-a1b2c3";
-  const summary = { runId, outcome: "succeeded", size: 9, readyCount: 9, timeToReadyMs: 1234, ledgerPath: `/var/lib/cohort-lab-artifacts/${runId}`, firstFailure: null };
+  const summary = { runId, outcome: "succeeded", size: 9, readyCount: 9, timeToReadyMs: 1234, ledgerPath: `/var/lib/cohort-lab-artifacts/${runId}`, reportPath: `/var/lib/cohort-lab-artifacts/${runId}/report.html`, firstFailure: null };
   const base = {
     COHORT_KUBECONFIG: "# cluster kind\n",
     COHORT_NAMESPACE: "society-0123456789",
@@ -323,7 +323,19 @@ describe("run-summary", () => {
     fs.writeFileSync(path.join(host, runId, "completion.json"), "{}");
     const r = step("run-summary", { ...base, COHORT_ARTIFACTS_DIR: host, FAKE_JOB_LOG: `started 9/9 ready 9/9\n${JSON.stringify(summary)}\n` });
     expect([r.status, r.stderr]).toEqual([0, ""]);
-    expect(JSON.parse(r.stdout)).toEqual({ ...summary, ledgerPath: path.join(host, runId) });
+    expect(JSON.parse(r.stdout)).toEqual({ ...summary, ledgerPath: path.join(host, runId), reportPath: path.join(host, runId, "report.html") });
+  });
+
+  it("keeps reportPath null when the runtime wrote no report, or printed an older summary without the field", () => {
+    const host = path.join(tmp, "artifacts");
+    fs.mkdirSync(path.join(host, runId), { recursive: true });
+    fs.writeFileSync(path.join(host, runId, "completion.json"), "{}");
+    const { reportPath: _dropped, ...older } = summary;
+    for (const printed of [{ ...summary, reportPath: null }, older]) {
+      const r = step("run-summary", { ...base, COHORT_ARTIFACTS_DIR: host, FAKE_JOB_LOG: `${JSON.stringify(printed)}\n` });
+      expect([r.status, r.stderr]).toEqual([0, ""]);
+      expect(JSON.parse(r.stdout)).toEqual({ ...older, ledgerPath: path.join(host, runId), reportPath: null });
+    }
   });
 
   it("fails with the runtime's last line when the Job failed", () => {
