@@ -91,9 +91,17 @@ export function buildHost(ctx: ProfileContext): StackOutputs {
     keepLedgers: config.keepLedgers,
     fallbackRuntimeBundlePath: bundleSource,
   });
-  const runOutputs: pulumi.Output<RunOutputs> = pulumi
-    .all([run.runId, run.outcome, run.size, run.readyCount, run.timeToReadyMs, run.ledgerPath, run.firstFailure, run.specSha256, run.reportPath])
-    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath, firstFailure, specSha256, reportPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, firstFailure, specSha256, reportPath }));
+  const runOutputs: pulumi.Output<RunOutputs> = pulumi.all({
+    id: run.runId,
+    outcome: run.outcome,
+    size: run.size,
+    readyCount: run.readyCount,
+    timeToReadyMs: run.timeToReadyMs,
+    ledgerPath: run.ledgerPath,
+    firstFailure: run.firstFailure,
+    specSha256: run.specSha256,
+    reportPath: run.reportPath,
+  });
   return { profile: "host", artifactRoot: hostProfile.artifactRoot, run: runOutputs };
 }
 
