@@ -91,7 +91,7 @@ export function buildHost(ctx: ProfileContext): StackOutputs {
     keepLedgers: config.keepLedgers,
     fallbackRuntimeBundlePath: bundleSource,
   });
-  const runOutputs: pulumi.Output<RunOutputs> = pulumi.all({
+  const runOutputs: pulumi.Output<RunOutputs> = pulumi.output({
     id: run.runId,
     outcome: run.outcome,
     size: run.size,
