@@ -111,7 +111,7 @@ describe("CohortRun step 'cohort run'", () => {
   it("with COHORT_STATUS_FD (the provider's status pipe) the runtime gets --progress-fd with that number", () => {
     const r = step(COHORT_RUN_STEPS.create, { COHORT_STATUS_FD: "3" }, "{}");
     expect(r.status).toBe(0);
-    expect(calls()[0]?.argv).toEqual(["run", "--spec", "-", "--artifacts", "/artifacts", "--profile", "host", "--backend", "process", "--progress-fd", "3"]);
+    expect(runArgv(calls()[0]?.argv ?? [])).toEqual(["run", "--spec", "<spec>", "--artifacts", artifacts, "--profile", "host", "--backend", "process", "--progress-fd", "3", "--lock", "--watch-pid", "<pid>", "--watch-pid", "<pid>"]);
   });
 
   it("leaves no temp file behind", () => {
