@@ -558,13 +558,17 @@ async function runProgress() {
   // The Job cannot be read for this long (API gone, Job never created): give up rather than hold `pulumi up`.
   const giveUpMs = Number(process.env.COHORT_FOLLOW_GIVE_UP_MS || 30_000);
   let broken = false;
+  /** @type {import("node:child_process").ChildProcess | undefined} */
+  let follower;
   /** @param {string} line */
   const emit = (line) => {
     if (broken) return;
     try {
       fs.writeSync(fd, `${line}\n`);
     } catch {
-      broken = true; // the reader went away: nothing else to do
+      // The reader went away (`pulumi up` interrupted): nobody to show progress to, stop following.
+      broken = true;
+      follower?.kill("SIGTERM");
     }
   };
   await withKubeconfigAsync(kubeconfig, async (file) => {
@@ -574,12 +578,10 @@ async function runProgress() {
     let lines = 0;
     let lastError = "";
     let noted = false;
-    /** @type {import("node:child_process").ChildProcess | undefined} */
-    let follower;
     // The Job's state, every 2 s: the stream can outlive the Job (a pod the API never reports terminated).
     const watchJob = async () => {
       let lastSeen = Date.now();
-      while (finished === undefined && Date.now() < deadline) {
+      while (finished === undefined && Date.now() < deadline && !broken) {
         const r = await runAsync(kubectl, [...base, "--request-timeout=20s", "get", "job", job, "-o", "json"]);
         if (r.status !== 0 && Date.now() - lastSeen > giveUpMs) {
           finished = "unreachable";

@@ -248,6 +248,22 @@ describe("run-progress, the step", () => {
     expect(r.ms).toBeLessThan(lines(ok.log).length * 10 + 8000);
   }, 60_000);
 
+  it("stops following when the status pipe's reader goes away (an interrupted `pulumi up`)", async () => {
+    const state = fs.mkdtempSync(path.join(tmp, "state-"));
+    const started = Date.now();
+    const child = spawn(process.execPath, [SCRIPT, "run-progress"], {
+      env: { PATH: process.env.PATH, HOME: tmp, FAKE_STATE: state, FAKE_LOG: path.join(tmp, "ok", "pod.log"), FAKE_LINE_DELAY_MS: "600", FAKE_HANG: "1", COHORT_KIND_BIN: kubectl, COHORT_KIND_URL: "", COHORT_KIND_SHA256: kubectlSha, COHORT_KUBECTL_BIN: kubectl, COHORT_KUBECTL_URL: "", COHORT_KUBECTL_SHA256: kubectlSha, COHORT_KUBECONFIG: "# cluster kind\n", COHORT_NAMESPACE: "ns", COHORT_JOB: "cohort-run", COHORT_CONTAINER: "runtime", COHORT_WAIT_MS: "60000", COHORT_STATUS_FD: "3" },
+      stdio: ["ignore", "pipe", "pipe", "pipe"],
+    });
+    const pipe = child.stdio[3] as NodeJS.ReadableStream & { destroy: () => void };
+    // Close the reading end after the first line.
+    pipe.once("data", () => pipe.destroy());
+    const code = await new Promise((resolve) => child.on("close", resolve));
+    expect(code).toBe(0);
+    // Well before the fake log's end (~6 s) and the Job's completion: it did not keep following.
+    expect(Date.now() - started).toBeLessThan(600 * lines(ok.log).length);
+  }, 60_000);
+
   it("an unreachable API: one note on stderr, nothing on fd 3 or stdout, exit 0 after the give-up time", async () => {
     const r = await follow({ FAKE_UNREACHABLE: "1", COHORT_FOLLOW_GIVE_UP_MS: "1500" });
     expect([r.code, r.stdout, r.status]).toEqual([0, "", []]);
