@@ -184,7 +184,7 @@ export function shellQuote(text: string): string {
 }
 
 /** The command line of one step of scripts/local-profile.cjs (run with `dir` = the project directory). */
-export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-forget" | "capacity-check" | "load-images"): string {
+export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-progress" | "run-forget" | "capacity-check" | "load-images"): string {
   return `${shellQuote(nodePath)} scripts/local-profile.cjs ${step}`;
 }
 

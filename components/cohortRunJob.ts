@@ -13,14 +13,21 @@
  * - Triggers: the Job object's hash (spec, bundle, image, namespace), so a new run replaces the summary too.
  * - Delete (destroy, replacement): with `keepLedgers: false` the run's ledger directory on the host is removed
  *   (scripts/local-profile.cjs `run-forget`, from the stored summary); by default ledgers are kept.
- * - Progress: while pulumi-kubernetes awaits the Job, `pulumi up` shows only the Job's and Pod's status it reports;
- *   the runtime's progress lines stay in the Pod's log (not streamed, unlike the `process` executor's status pipe).
+ * - Progress: `<name>-progress`, a Command on the host (scripts/local-profile.cjs `run-progress`) created in
+ *   parallel with the Job (it depends on what the Job depends on, not on the Job, so the engine runs it while
+ *   pulumi-kubernetes awaits the Job). It follows the runtime container's log (`kubectl logs -f`; in the pod the
+ *   runtime has no `--progress-fd` and writes its progress lines to stderr) and writes each progress line to the
+ *   command provider's status pipe (`COHORT_STATUS_FD=3`, as the `process` executor does): `pulumi up` shows
+ *   them as ephemeral info on the `-progress` row and stores none of them (its stdout stays empty). It exits 0
+ *   when the Job is Complete or Failed (at most 2 s later), never fails `pulumi up` (a follower that cannot reach
+ *   the log prints one note and exits 0), has the same triggers as the summary (a new run replaces it) and does
+ *   nothing on delete. With the upstream command provider fd 3 is not open: it notes that and exits at once.
  */
 import { createHash } from "node:crypto";
 import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { parseRunSummary, type CohortExecution, type ExecutionPlan } from "./CohortRun.js";
+import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan } from "./CohortRun.js";
 import { createObject } from "./k8sObject.js";
 import { stepCommand } from "./KindCluster.js";
 import { RUNTIME_NAMES } from "./manifests/runtime.js";
@@ -53,8 +60,8 @@ function digest(value: unknown): string {
 /**
  * Returns the executor function to pass as `CohortRunArgs.executor`.
  *
- * Children it creates under the CohortRun: `<name>:<ns>/cohort-run` (`kubernetes:batch/v1:Job`) and
- * `<name>-summary` (`command:local:Command`).
+ * Children it creates under the CohortRun: `<name>:<ns>/cohort-run` (`kubernetes:batch/v1:Job`),
+ * `<name>-progress` and `<name>-summary` (`command:local:Command`).
  */
 export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: ExecutionPlan, parent: pulumi.Resource) => CohortExecution {
   return (plan, parent) => {
@@ -66,6 +73,28 @@ export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: E
       dependsOn: [...args.runtime.resources, ...args.dependsOn],
       customTimeouts: { create: `${deadline + 120}s`, update: `${deadline + 120}s` },
     });
+    const triggers = [digest(job), plan.specSha256];
+    const logAccess = {
+      ...args.toolEnvironment,
+      COHORT_KUBECONFIG: pulumi.secret(args.kubeconfig),
+      COHORT_NAMESPACE: args.runtime.namespaceName,
+      COHORT_JOB: RUNTIME_NAMES.job,
+      COHORT_CONTAINER: RUNTIME_NAMES.container,
+      COHORT_WAIT_MS: String((deadline + 120) * 1000),
+    };
+    // The follower: same dependencies as the Job but not the Job itself, so it runs while the Job is awaited.
+    new command.local.Command(
+      `${plan.name}-progress`,
+      {
+        create: stepCommand(args.nodePath, "run-progress"),
+        dir: args.projectDir,
+        // The status pipe (fd 3) of the substitute command provider: lines shown on this row, stored nowhere.
+        environment: { ...logAccess, [STATUS_FD_ENV]: "3" },
+        triggers,
+        logging: "stderr",
+      },
+      { parent, dependsOn: [...args.runtime.resources, ...args.dependsOn] },
+    );
     const summary = new command.local.Command(
       `${plan.name}-summary`,
       {
@@ -74,17 +103,12 @@ export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: E
         delete: stepCommand(args.nodePath, "run-forget"),
         dir: args.projectDir,
         environment: {
-          ...args.toolEnvironment,
-          COHORT_KUBECONFIG: pulumi.secret(args.kubeconfig),
-          COHORT_NAMESPACE: args.runtime.namespaceName,
-          COHORT_JOB: RUNTIME_NAMES.job,
-          COHORT_CONTAINER: RUNTIME_NAMES.container,
+          ...logAccess,
           COHORT_ARTIFACTS_DIR: args.artifactsDir,
           COHORT_ARTIFACTS_NODE_PATH: args.artifactsNodePath,
-          COHORT_WAIT_MS: String((deadline + 120) * 1000),
           COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
         },
-        triggers: [digest(job), plan.specSha256],
+        triggers,
         addPreviousOutputInEnv: true,
         logging: "stderr",
       },

@@ -31,6 +31,10 @@
  * - `run-summary`: waits for the runtime Job to finish, then prints the runtime's one-line JSON summary (from
  *   the Job's log) with `ledgerPath` and `reportPath` mapped from the node path to the host path, after checking that the
  *   ledger's `completion.json` is on the host.
+ * - `run-progress`: the progress follower of the runtime Job: follows the runtime container's log
+ *   (`kubectl logs -f`) while the Job runs and writes each of the runtime's progress lines (not the JSON summary,
+ *   not member output) to fd 3, the command provider's status pipe; exits 0 when the Job finished. Never fails:
+ *   anything in its way is one note on stderr and exit 0.
  *
  * Environment (all steps): COHORT_KIND_BIN/URL/SHA256, COHORT_KUBECTL_BIN/URL/SHA256 (pinned in stacks/pins.ts).
  * See each step for the rest. Exit status 0 on success, 1 on a refusal or failure (message on stderr), 2 on usage.
@@ -476,6 +480,192 @@ async function runSummary() {
 }
 
 /**
+ * Whether a line of the runtime's stderr (what the Job's log holds, stdout and stderr interleaved) is one of its
+ * progress lines (runtime/cli.ts `ProgressReporter`): `<phase>: started S/N ready R/N…`, `failed: <member>: …`,
+ * or a note `cohort: SIGTERM: …`. Not the JSON summary, not the closing `cohort: run … succeeded` line, not the
+ * member output the runtime quotes on a failure (`  | …`), not anything else the runtime or Node prints.
+ *
+ * @param {string} line
+ */
+function isProgressLine(line) {
+  return (
+    /^(admission|startup|hold|teardown|done): started \d+\/\d+ ready \d+\/\d+/.test(line) ||
+    /^failed: [^\s:]+: /.test(line) ||
+    /^cohort: SIG[A-Z]+(:| again)/.test(line)
+  );
+}
+
+/**
+ * Splits a stream of text into progress lines: `push(chunk)` returns the complete progress lines it finished.
+ *
+ * @returns {{ push: (chunk: string) => string[], end: () => string[] }}
+ */
+function progressFilter() {
+  let pending = "";
+  /** @param {string[]} lines */
+  const keep = (lines) => lines.map((l) => l.replace(/\r$/, "")).filter(isProgressLine);
+  return {
+    push(chunk) {
+      const parts = (pending + chunk).split("\n");
+      pending = parts.pop() ?? "";
+      return keep(parts);
+    },
+    end() {
+      const rest = pending;
+      pending = "";
+      return rest === "" ? [] : keep([rest]);
+    },
+  };
+}
+
+/** Grace after the Job finished for the log stream to deliver its last lines (ms). */
+const FOLLOW_GRACE_MS = 2000;
+
+/**
+ * `run-progress`: follows the runtime container's log while the Job runs and writes every progress line to
+ * fd 3 (COHORT_STATUS_FD, the substitute command provider's status pipe: ephemeral info on the row, stored
+ * nowhere). Returns when the Job is Complete/Failed (after at most {@link FOLLOW_GRACE_MS} for the stream to
+ * drain), when the stream ended with the container, or at COHORT_WAIT_MS. `kubectl logs -f` fails until the
+ * runtime container started (no pod yet, init container running): it is retried every second; after lines
+ * arrived, a retry asks for new lines only (`--tail=0`). Never fails `pulumi up`: a missing status pipe, tool,
+ * or API (the Job unreadable for 30 s, COHORT_FOLLOW_GIVE_UP_MS) is one note on stderr and exit 0. Stdout stays
+ * empty.
+ *
+ * Environment: COHORT_KUBECONFIG, COHORT_NAMESPACE, COHORT_JOB, COHORT_CONTAINER, COHORT_WAIT_MS, COHORT_STATUS_FD.
+ */
+async function runProgress() {
+  const { spawn } = require("node:child_process");
+  const fd = Number(process.env.COHORT_STATUS_FD ?? "");
+  try {
+    if (!Number.isInteger(fd) || fd < 3) throw new Error("COHORT_STATUS_FD is not set");
+    // A pipe or socket the provider opened, not a descriptor Node opened for itself in its place.
+    const st = fs.fstatSync(fd);
+    if (!st.isFIFO() && !st.isSocket()) throw new Error(`fd ${fd} is not a pipe`);
+  } catch {
+    log("no status pipe (COHORT_STATUS_FD): the runtime's progress is in the Job's log only");
+    return;
+  }
+  let kubectl;
+  let ns, job, container, waitMs, kubeconfig;
+  try {
+    ({ kubectl } = await tools());
+    ns = env("COHORT_NAMESPACE");
+    job = env("COHORT_JOB");
+    container = env("COHORT_CONTAINER");
+    waitMs = Number(env("COHORT_WAIT_MS"));
+    kubeconfig = env("COHORT_KUBECONFIG");
+  } catch (err) {
+    log(`progress not shown: ${err instanceof Error ? err.message : String(err)}`);
+    return;
+  }
+  const deadline = Date.now() + waitMs;
+  // The Job cannot be read for this long (API gone, Job never created): give up rather than hold `pulumi up`.
+  const giveUpMs = Number(process.env.COHORT_FOLLOW_GIVE_UP_MS || 30_000);
+  let broken = false;
+  /** @type {import("node:child_process").ChildProcess | undefined} */
+  let follower;
+  /** @param {string} line */
+  const emit = (line) => {
+    if (broken) return;
+    try {
+      fs.writeSync(fd, `${line}\n`);
+    } catch {
+      // The reader went away (`pulumi up` interrupted): nobody to show progress to, stop following.
+      broken = true;
+      follower?.kill("SIGTERM");
+    }
+  };
+  await withKubeconfigAsync(kubeconfig, async (file) => {
+    const base = ["--kubeconfig", file, "--namespace", ns];
+    /** @type {string | undefined} */
+    let finished;
+    let lines = 0;
+    let lastError = "";
+    let noted = false;
+    // The Job's state, every 2 s: the stream can outlive the Job (a pod the API never reports terminated).
+    const watchJob = async () => {
+      let lastSeen = Date.now();
+      while (finished === undefined && Date.now() < deadline && !broken) {
+        const r = await runAsync(kubectl, [...base, "--request-timeout=20s", "get", "job", job, "-o", "json"]);
+        if (r.status !== 0 && Date.now() - lastSeen > giveUpMs) {
+          finished = "unreachable";
+          log(`progress not shown: kubectl get job ${ns}/${job} failed for ${Math.round(giveUpMs / 1000)} s: ${tail(r.stderr, 1)}`);
+          noted = true;
+          break;
+        }
+        if (r.status === 0) {
+          lastSeen = Date.now();
+          try {
+            const conditions = JSON.parse(r.stdout).status?.conditions ?? [];
+            const done = conditions.find((/** @type {any} */ c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+            if (done !== undefined) finished = done.type;
+          } catch {
+            // keep polling
+          }
+        }
+        if (finished === undefined) await sleep(2000);
+      }
+      // Job finished (or the deadline passed): the stream gets a moment to deliver its last lines, then ends.
+      finished ??= "deadline";
+      if (follower !== undefined) {
+        const child = follower;
+        setTimeout(() => child.kill("SIGTERM"), FOLLOW_GRACE_MS).unref();
+      }
+    };
+    const watching = watchJob();
+    while (finished === undefined && Date.now() < deadline && !broken) {
+      const args = [...base, "logs", "--follow", `job/${job}`, "-c", container, "--pod-running-timeout=5s", ...(lines > 0 ? ["--tail=0"] : [])];
+      const child = spawn(kubectl, args, { stdio: ["ignore", "pipe", "pipe"] });
+      follower = child;
+      const filter = progressFilter();
+      let stderr = "";
+      child.stdout.setEncoding("utf8");
+      child.stdout.on("data", (/** @type {string} */ chunk) => {
+        for (const line of filter.push(chunk)) {
+          lines += 1;
+          emit(line);
+        }
+      });
+      child.stderr.setEncoding("utf8");
+      child.stderr.on("data", (/** @type {string} */ chunk) => (stderr += chunk));
+      const code = await new Promise((resolve) => {
+        child.on("error", (err) => resolve(`could not start: ${err.message}`));
+        child.on("close", (status) => resolve(status));
+      });
+      for (const line of filter.end()) emit(line);
+      follower = undefined;
+      if (code === 0) {
+        lastError = "";
+        break; // the container terminated: the stream ended
+      }
+      lastError = typeof code === "string" ? code : tail(stderr, 1);
+      if (typeof code === "string") break;
+      if (finished === undefined) await sleep(1000);
+    }
+    finished ??= "";
+    await watching;
+    if (lines === 0 && lastError !== "" && !noted) log(`no progress from ${ns}/job/${job}: ${lastError}`);
+  });
+}
+
+/**
+ * Runs a program without blocking the event loop (the log stream keeps flowing).
+ *
+ * @param {string} file
+ * @param {readonly string[]} args
+ * @returns {Promise<{ status: number, stdout: string, stderr: string }>}
+ */
+function runAsync(file, args) {
+  const { execFile } = require("node:child_process");
+  return new Promise((resolve) => {
+    execFile(file, args, { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const status = err === null ? 0 : typeof (/** @type {any} */ (err).code) === "number" ? /** @type {any} */ (err).code : 1;
+      resolve({ status, stdout: stdout ?? "", stderr: stderr ?? "" });
+    });
+  });
+}
+
+/**
  * A Kubernetes quantity (the forms kubelet reports: `8`, `7800m`, `32779524Ki`, `110`) times `scale`, rounded up.
  *
  * @param {string} text
@@ -561,7 +751,7 @@ async function runForget() {
   log(`removed the ledger ${target} (keepLedgers is false)`);
 }
 
-const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "run-forget": runForget, "capacity-check": capacityCheck, "load-images": loadImages };
+const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "run-forget": runForget, "run-progress": runProgress, "capacity-check": capacityCheck, "load-images": loadImages };
 
 /**
  * `load-images`: makes every image of `COHORT_IMAGES` (JSON `[{ ref: "repo:tag", digest: "sha256:…", archive }]`)
@@ -627,7 +817,16 @@ async function main() {
   await STEPS[/** @type {keyof typeof STEPS} */ (step)]();
 }
 
-main().catch((err) => {
-  process.stderr.write(`${PREFIX} ${err instanceof StepError ? err.message : err && err.stack ? err.stack : String(err)}\n`);
-  process.exit(1);
-});
+module.exports = { isProgressLine, progressFilter };
+
+if (require.main === module) {
+  main().catch((err) => {
+    if (process.argv[2] === "run-progress") {
+      // The follower never fails `pulumi up`: one note, exit 0.
+      process.stderr.write(`${PREFIX} progress not shown: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(0);
+    }
+    process.stderr.write(`${PREFIX} ${err instanceof StepError ? err.message : err && err.stack ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}

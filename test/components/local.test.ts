@@ -273,6 +273,43 @@ describe("local profile graph", () => {
     ]);
   });
 
+  it("follows the Job's progress: `cohort-progress` runs beside the Job (same dependencies, not the Job), with the summary's triggers and the status pipe", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const job = byType("kubernetes:batch/v1:Job")[0]!;
+    const follower = find(regs, "command:local:Command", "cohort-progress");
+    const summaryCommand = find(regs, "command:local:Command", "cohort-summary");
+    // Under the CohortRun, like the Job and the summary.
+    expect(follower.parent).toBe(find(regs, "cohortlab:runtime:CohortRun", "cohort").urn);
+    expect(follower.parent).toBe(job.parent);
+    // Not after the Job (the engine would run it only once the Job is complete), and nothing waits for it.
+    expect(follower.dependencies).not.toContain(job.urn);
+    expect(regs.filter((r) => r.dependencies.includes(follower.urn))).toEqual([]);
+    // Everything the Job waits for, so it starts with the Job: the per-run objects and the controllers.
+    // (plus the kind cluster Command, whose stdout is the kubeconfig in its environment, as for the summary).
+    expect(follower.dependencies).toEqual(expect.arrayContaining([...job.dependencies]));
+    const kindCommand = find(regs, "command:local:Command", "local-kind").urn;
+    expect(follower.dependencies.filter((d) => !job.dependencies.includes(d))).toEqual(job.dependencies.includes(kindCommand) ? [] : [kindCommand]);
+    const runtimeComponent = find(regs, "cohortlab:runtime:Runtime", "runtime").urn;
+    const runNamespace = regs.find((r) => r.parent === runtimeComponent && r.type === "kubernetes:core/v1:Namespace")!;
+    expect(follower.dependencies).toContain(runNamespace.urn);
+    // A new run (new Job) replaces it too.
+    expect(follower.inputs.triggers).toEqual(summaryCommand.inputs.triggers);
+    expect((follower.inputs.triggers as unknown[]).length).toBe(2);
+    expect(follower.inputs.create).toBe(`'${process.execPath}' scripts/local-profile.cjs run-progress`);
+    expect(follower.inputs.delete).toBeUndefined();
+    expect(follower.inputs.update).toBeUndefined();
+    // The kubeconfig is a secret: the mocks see the whole map wrapped in Pulumi's secret marker.
+    const unwrap = (v: unknown) => ((v as { value?: unknown }).value ?? v) as Record<string, string>;
+    const env = unwrap(follower.inputs.environment);
+    const summaryEnv = unwrap(summaryCommand.inputs.environment);
+    expect(env.COHORT_STATUS_FD).toBe("3");
+    for (const key of ["COHORT_KUBECONFIG", "COHORT_NAMESPACE", "COHORT_JOB", "COHORT_CONTAINER", "COHORT_WAIT_MS", "COHORT_KUBECTL_BIN"]) expect(env[key], key).toBe(summaryEnv[key]);
+    expect([env.COHORT_JOB, env.COHORT_CONTAINER]).toEqual(["cohort-run", "runtime"]);
+    // The summary has no status pipe: its stdout is the run's outputs.
+    expect(summaryEnv.COHORT_STATUS_FD).toBeUndefined();
+    expect(follower.inputs.logging).toBe("stderr");
+  });
+
   it("fills roles without an image with the runtime's Node image and mounts the artifacts directory into every kind node", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const cm = regs.find((r) => r.type === "kubernetes:core/v1:ConfigMap" && r.name.startsWith("runtime:") && r.name.endsWith("/cohort-runtime"))!;

@@ -180,6 +180,9 @@ describe("sim profile graph", () => {
     expect(env.COHORT_BACKEND).toBe("kubernetes");
     expect(env.COHORT_PROFILE).toBe("sim");
     expect(env.COHORT_BACKEND_CONFIG).toBe(path.join(stateDir, "runs", "ns", "backend.json"));
+    // Live progress in `pulumi up` (issue #16): the process executor's status pipe, as on `host`; no follower needed.
+    expect(env.COHORT_STATUS_FD).toBe("3");
+    expect(regs.filter((r) => r.name.endsWith("-progress"))).toEqual([]);
     const cohortComponent = find(regs, "cohortlab:runtime:CohortRun", "cohort");
     expect(cohortComponent.dependencies).toEqual(expect.arrayContaining([creds.urn, command("sim-kueue").urn, command("sim-agent-sandbox").urn, command("agents-ready").urn]));
   });

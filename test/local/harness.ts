@@ -31,6 +31,8 @@ export interface PulumiResult {
   readonly stdout: string;
   readonly all: string;
   readonly ms: number;
+  /** With `timedLines`: every line of `all` with the wall-clock time (ms) it arrived; otherwise empty. */
+  readonly lines: readonly { readonly at: number; readonly text: string }[];
 }
 
 /** A free loopback TCP port (bind test on 127.0.0.1). */
@@ -79,10 +81,28 @@ export class LocalProject {
   }
 
   /** Runs `pulumi <args>` through the launcher in the project directory. */
-  async pulumi(args: readonly string[], options: { signalWhen?: () => Promise<boolean>; signal?: NodeJS.Signals } = {}): Promise<PulumiResult> {
+  async pulumi(args: readonly string[], options: { signalWhen?: () => Promise<boolean>; signal?: NodeJS.Signals; timedLines?: boolean } = {}): Promise<PulumiResult> {
     const started = performance.now();
     const { execa } = await loadExeca();
-    const sub = execa("npm", ["run", "-s", "pulumi", "--", "-C", this.projectDir, ...args], { cwd: PROJECT_DIR, env: this.env, reject: false, all: true, stdin: "ignore" });
+    const timed = options.timedLines === true;
+    const sub = execa("npm", ["run", "-s", "pulumi", "--", "-C", this.projectDir, ...args], { cwd: PROJECT_DIR, env: this.env, reject: false, all: true, stdin: "ignore", buffer: !timed });
+    // timedLines: the output is read here as it arrives (no buffering by execa), each line with its arrival time.
+    const lines: { at: number; text: string }[] = [];
+    let out = "";
+    if (timed) {
+      let pending = "";
+      sub.all!.setEncoding("utf8");
+      sub.all!.on("data", (d: string) => {
+        const parts = (pending + d).split("\n");
+        pending = parts.pop()!;
+        for (const text of parts) lines.push({ at: Date.now(), text });
+      });
+      sub.all!.on("end", () => {
+        if (pending !== "") lines.push({ at: Date.now(), text: pending });
+      });
+      sub.stdout!.setEncoding("utf8");
+      sub.stdout!.on("data", (d: string) => (out += d));
+    }
     if (options.signalWhen !== undefined) {
       const when = options.signalWhen;
       let done = false;
@@ -99,12 +119,13 @@ export class LocalProject {
       })();
     }
     const r = await sub;
-    return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), all: String(r.all), ms: performance.now() - started };
+    if (timed) return { exitCode: r.exitCode ?? -1, stdout: out, all: lines.map((l) => l.text).join("\n"), ms: performance.now() - started, lines };
+    return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), all: String(r.all), ms: performance.now() - started, lines };
   }
 
   /** Like {@link pulumi}, and throws with the diagnostics when the command fails. */
-  async ok(args: readonly string[]): Promise<PulumiResult> {
-    const r = await this.pulumi(args);
+  async ok(args: readonly string[], options: { timedLines?: boolean } = {}): Promise<PulumiResult> {
+    const r = await this.pulumi(args, options);
     if (r.exitCode !== 0) {
       const diagnostics = r.all.indexOf("Diagnostics:");
       throw new Error(`pulumi ${args.join(" ")} exited ${r.exitCode}:\n${(diagnostics >= 0 ? r.all.slice(diagnostics) : r.all).slice(-8000)}`);

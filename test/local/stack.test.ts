@@ -9,7 +9,8 @@
  * port taken, naming it; a foreign cluster of the same name, left untouched; a cluster `<name>1` does not make
  * `<name>` exist); the sample roster of Pulumi.local.yaml (1 router + 8 agents) admitted by Kueue as one gang and
  * Ready, outputs and a verified ledger; a second `up` that changes nothing; a member image that does not exist
- * (the run fails fast, naming the member and the image); `kind delete cluster` by hand, then `destroy` completes
+ * (the run fails fast, naming the member and the image); the runtime's progress lines on the `cohort-progress`
+ * row of `pulumi up` while the Job runs, naming members, stored nowhere; `kind delete cluster` by hand, then `destroy` completes
  * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context. Wall times are printed.
  *
  * Skipped, with the reason, when the Docker engine, the built tools, node image, images or manifests are missing.
@@ -111,7 +112,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
   }, 600_000);
 
   it("up: 3 nodes, Kueue, Agent Sandbox, Temporal, the sample roster admitted as one gang and Ready; outputs; verified ledger", async () => {
-    const up = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview"]);
+    const up = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview"], { timedLines: true });
     timings.upCold = up.ms;
     const o = (await project.outputs()) as {
       profile: string;
@@ -143,11 +144,36 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     expect(records.filter((r) => r.kind === "member-ready")).toHaveLength(9);
     // The decoy `<name>1` did not make `<name>` exist, and is untouched.
     expect(kindContainers(`${name}1`)).toEqual([decoy]);
+
+    // Live progress: the follower's row showed the runtime's progress lines from the Job's log, naming members,
+    // while the run went on (the sample holds 10 s after all are ready: well before completion.json was written).
+    const rows = up.lines.filter((l) => /command:local:Command\s+cohort-progress\s+creating/.test(l.text) && /(startup|hold|teardown|done): started \d+\/9/.test(l.text));
+    process.stderr.write(`[local progress] ${rows.length} progress rows:\n${rows.map((l) => l.text).join("\n")}\n`);
+    const naming = rows.filter((l) => /\((ready|waiting): [^)]*(router-0|agent-\d)/.test(l.text));
+    expect(naming.length, up.all.slice(-6000)).toBeGreaterThan(0);
+    const completedAt = Date.parse((JSON.parse(readFileSync(path.join(o.run.ledgerPath, "completion.json"), "utf8")) as { completedAt: string }).completedAt);
+    expect(completedAt - naming[0]!.at).toBeGreaterThan(5000);
+    // It started with the Job and ended with it (Job polled every 2 s, 2 s grace): it did not hold the up.
+    const createdAfter = (re: RegExp) => Number(up.lines.map((l) => re.exec(l.text)?.[1]).find((x) => x !== undefined) ?? NaN);
+    const jobSeconds = createdAfter(/kubernetes:batch\/v1:Job\s+\S+\s+created \((\d+)s\)/);
+    const followerSeconds = createdAfter(/command:local:Command\s+cohort-progress\s+created \((\d+)s\)/);
+    process.stderr.write(`[local progress] Job created after ${jobSeconds} s, cohort-progress after ${followerSeconds} s\n`);
+    expect(followerSeconds).toBeLessThanOrEqual(jobSeconds + 6);
+    // Ephemeral: the follower stored none of it (stdout empty, stderr at most one note), nor did any resource.
+    const state = (await project.ok(["stack", "export", "--stack", "local"])).stdout;
+    const follower = (JSON.parse(state) as { deployment: { resources: { urn: string; outputs?: { stdout?: string; stderr?: string } }[] } }).deployment.resources.find((x) => x.urn.endsWith("::cohort-progress"));
+    expect(follower, "no cohort-progress resource in the state").toBeDefined();
+    expect(follower!.outputs?.stdout ?? "").toBe("");
+    expect((follower!.outputs?.stderr ?? "").trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
+    expect(state).not.toContain("startup: started");
   }, 900_000);
 
   it("a second up changes nothing", async () => {
     const r = await project.ok(["preview", "--stack", "local", "--expect-no-changes"]);
     timings.previewNoChanges = r.ms;
+    // And an up: nothing runs again (the progress follower's triggers are stable too).
+    const again = await project.ok(["up", "--yes", "--stack", "local", "--skip-preview", "--expect-no-changes"]);
+    timings.upNoChanges = again.ms;
   }, 600_000);
 
   it("pulumi up interrupted during the run (SIGINT), then up again: one run, nothing left beside it", async () => {
