@@ -419,8 +419,10 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
     if (execution.reason !== undefined) {
       pulumi.all([execution.summary, execution.reason]).apply(([summary, reason]) => {
         if (pulumi.runtime.isDryRun()) return;
-        if (summary.outcome !== "succeeded" || reason.trim() !== "") {
-          void pulumi.log.error(reason.trim() !== "" ? reason.trim() : `cohort: run ${summary.runId} ${summary.outcome}`, this);
+        // `stderr` is unset when the engine (or a mock) reports no value for it.
+        const text = (reason ?? "").trim();
+        if (summary.outcome !== "succeeded" || text !== "") {
+          void pulumi.log.error(text !== "" ? text : `cohort: run ${summary.runId} ${summary.outcome}`, this);
         }
       });
     }
