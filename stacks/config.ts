@@ -354,7 +354,7 @@ function checkCohort(cohortRaw: Record<string, unknown>, stack: string): { reado
       if (cohortRaw[field] !== undefined) {
         issues.push({
           key: configKey(`cohort.${field}`),
-          reason: `cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove cohort.${field} or cohort.roles`,
+          reason: `cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove one: \`${configCommand(stack, `rm --path cohort.${field}`)}\` or \`${configCommand(stack, "rm --path cohort.roles")}\``,
         });
       }
     }

@@ -85,7 +85,7 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
     [
       "size together with roles",
       { cohort: '{"size":3,"roles":[]}' },
-      "cohort-lab:cohort.size: cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove cohort.size or cohort.roles\n" +
+      "cohort-lab:cohort.size: cannot be combined with cohort.roles (a custom roster's size is the sum of its replicas); remove one: `npm run pulumi -- config rm --path cohort.size --stack host` or `npm run pulumi -- config rm --path cohort.roles --stack host`\n" +
         "cohort-lab:cohort.roles: must list at least one role (a cohort of size 0 is refused)",
     ],
     [
