@@ -422,7 +422,10 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
         // `stderr` is unset when the engine (or a mock) reports no value for it.
         const text = (reason ?? "").trim();
         if (summary.outcome !== "succeeded" || text !== "") {
-          void pulumi.log.error(text !== "" ? text : `cohort: run ${summary.runId} ${summary.outcome}`, this);
+          // The report shows the timeline and every failed member's output tail (its path is also the
+          // `run.reportPath` output): named on the same line, so the error stays one line.
+          const where = summary.reportPath !== null ? `; report: ${summary.reportPath}` : `; ledger: ${summary.ledgerPath}`;
+          void pulumi.log.error(`${text !== "" ? text : `cohort: run ${summary.runId} ${summary.outcome}`}${where}`, this);
         }
       });
     }
