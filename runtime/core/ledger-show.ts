@@ -184,8 +184,14 @@ export async function showLedger(runDir: string): Promise<string> {
       ? `outcome ${completion.outcome}; ${records.length} records`
       : `outcome none: no completion.json (crashed or still running); ${records.length} records`,
   );
-  if (completion?.firstFailure)
-    out.push(`first failure: ${completion.firstFailure.member ?? "(run)"}: ${completion.firstFailure.reason}`);
+  if (completion?.firstFailure) {
+    // The reason is its summary line, then the member's output tail (runtime/README.md "CLI"): the tail is
+    // labelled and quoted as `cohort run` quotes it on stderr, so it cannot be read as part of the timeline.
+    const [summary = "", ...tail] = completion.firstFailure.reason.split("\n");
+    out.push(`first failure: ${completion.firstFailure.member ?? "(run)"}: ${summary}`);
+    const lines = tail.filter((line, i) => line !== "" || i < tail.length - 1);
+    if (lines.length > 0) out.push("last output:", ...lines.map((line) => `  | ${line}`));
+  }
   out.push("");
 
   out.push("members (ms from run start):");

@@ -106,13 +106,17 @@ describe("ledger show on a 3-level cohort (router <- agent x2 <- ui)", () => {
       [41, "member-stopped", { member: "router-0" }],
       [41, "teardown-finished"],
     ]);
-    await w.complete({ outcome: "failed", firstFailure: { member: "agent-1", reason: "exited with code 3 before ready" }, phasesMs: { startup: 31, teardown: 10 } });
+    // As the runtime writes it: the summary line, then the member's output tail.
+    await w.complete({ outcome: "failed", firstFailure: { member: "agent-1", reason: "exited with code 3 before ready\nstarting\nboom\n" }, phasesMs: { startup: 31, teardown: 10 } });
 
     expect(await showLedger(dir)).toBe(
       [
         "run society-20260102T030405Z-abc123 (profile host, backend process)",
         "outcome failed; 16 records",
         "first failure: agent-1: exited with code 3 before ready",
+        "last output:",
+        "  | starting",
+        "  | boom",
         "",
         "members (ms from run start):",
         "  MEMBER    ROLE    SCHEDULED  STARTED  READY  STOPPED  FAILED",
