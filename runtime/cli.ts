@@ -503,6 +503,8 @@ class ProgressReporter {
   static readonly MAX_ROLES = 4;
   /** Failure lines printed at most (later failures of the same run are consequences, counted). */
   static readonly MAX_FAILURE_LINES = 3;
+  /** With nothing else to say during start-up or the hold, the line is repeated this often (ms), with the time. */
+  static readonly HEARTBEAT_MS = 10_000;
   private readonly bar: cliProgress.SingleBar | null;
   private readonly size: number;
   /** Every member id in spec order: the waiting list is those not in {@link ready}. */
@@ -511,7 +513,13 @@ class ProgressReporter {
   private readonly roleOf = new Map<string, string>();
   private readonly roles = new Map<string, { size: number; ready: number }>();
   private readonly ready = new Set<string>();
+  /** Members with a `member-started` record: started, so not queued. */
+  private readonly started = new Set<string>();
   private newlyReady: string[] = [];
+  private readonly holdMs: number;
+  private holdStartedAt: number | null = null;
+  private startupStartedAt: number | null = null;
+  private heartbeat: NodeJS.Timeout | null = null;
   private failures = 0;
   private last: RunProgress | null = null;
   private lastLineAt = 0;
@@ -520,9 +528,10 @@ class ProgressReporter {
 
   constructor(
     private readonly out: NodeJS.WritableStream & { isTTY?: boolean },
-    spec: Pick<CompiledRunSpec, "size" | "roles">,
+    spec: Pick<CompiledRunSpec, "size" | "roles"> & Partial<Pick<CompiledRunSpec, "holdMs">>,
   ) {
     this.size = spec.size;
+    this.holdMs = spec.holdMs ?? 0;
     this.members = spec.roles.flatMap((role) => role.members);
     for (const role of spec.roles) {
       this.roles.set(role.name, { size: role.members.length, ready: 0 });
@@ -542,7 +551,8 @@ class ProgressReporter {
   record(kind: string, fields: { member?: string; reason?: unknown; secondary?: unknown } | undefined): void {
     const member = fields?.member;
     if (member === undefined) return;
-    if (kind === "member-ready" && !this.ready.has(member)) {
+    if (kind === "member-started") this.started.add(member);
+    else if (kind === "member-ready" && !this.ready.has(member)) {
       this.ready.add(member);
       this.newlyReady.push(member);
       const role = this.roles.get(this.roleOf.get(member) ?? "");
@@ -559,6 +569,8 @@ class ProgressReporter {
   update(progress: RunProgress): void {
     const phaseChanged = this.last?.phase !== progress.phase;
     this.last = progress;
+    if (phaseChanged && progress.phase === "startup") this.startupStartedAt = Date.now();
+    if (phaseChanged && progress.phase === "hold") this.holdStartedAt = Date.now();
     if (this.bar !== null) {
       this.bar.update(progress.ready, { phase: progress.phase, started: progress.started });
       return;
@@ -578,6 +590,8 @@ class ProgressReporter {
   stop(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    if (this.heartbeat !== null) clearTimeout(this.heartbeat);
+    this.heartbeat = null;
     if (this.bar !== null) this.bar.stop();
     else if (this.last !== null) this.line();
   }
@@ -587,16 +601,36 @@ class ProgressReporter {
     return list.length <= max ? list.join(", ") : `${list.slice(0, max).join(", ")}, +${list.length - max} more`;
   }
 
-  private line(): void {
+  /**
+   * Writes the current line: `<phase>: started S/N ready R/N [<role> r/n, ...] (<details>)`, details being
+   * `ready: <members ready since the last line>`, during start-up `waiting: <started, not ready yet>` and
+   * `queued: <not started yet>` (names once at most {@link MAX_NAMES} members are left, else a count), and
+   * during the hold `<s>s of <s>s left`. A line equal to the previous one is not written. While start-up or
+   * the hold goes on, it is rewritten every {@link HEARTBEAT_MS} with the time (`<s>s in start-up`), so a
+   * quiet minute still shows the run is alive.
+   */
+  private line(heartbeat = false): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    if (this.heartbeat !== null) clearTimeout(this.heartbeat);
+    this.heartbeat = null;
     const p = this.last;
     if (p === null) return;
+    const now = Date.now();
     const details: string[] = [];
     if (this.newlyReady.length > 0) details.push(`ready: ${this.names(this.newlyReady)}`);
     this.newlyReady = [];
-    if (p.phase === "startup" && this.size - this.ready.size <= ProgressReporter.MAX_NAMES && this.ready.size < this.size) {
-      details.push(`waiting: ${this.names(this.members.filter((m) => !this.ready.has(m)))}`);
+    if (p.phase === "startup" && this.ready.size < this.size) {
+      const waiting = this.members.filter((m) => this.started.has(m) && !this.ready.has(m));
+      const queued = this.members.filter((m) => !this.started.has(m) && !this.ready.has(m));
+      const few = waiting.length + queued.length <= ProgressReporter.MAX_NAMES;
+      if (waiting.length > 0) details.push(`waiting: ${this.names(waiting)}`);
+      if (queued.length > 0) details.push(`queued: ${few ? this.names(queued) : queued.length}`);
+      if (heartbeat && this.startupStartedAt !== null) details.push(`${Math.round((now - this.startupStartedAt) / 1000)}s in start-up`);
+    }
+    if (p.phase === "hold" && this.holdStartedAt !== null && this.holdMs > 0) {
+      const left = Math.max(0, Math.ceil((this.holdMs - (now - this.holdStartedAt)) / 1000));
+      details.push(`${left}s of ${Math.round(this.holdMs / 1000)}s left`);
     }
     // With several roles during start-up: the roles not all ready yet, e.g. `; agent 4/8, ui 0/2`.
     const pendingRoles = p.phase === "startup" && this.roles.size > 1 ? [...this.roles].filter(([, r]) => r.ready < r.size) : [];
@@ -611,7 +645,11 @@ class ProgressReporter {
       `${p.phase}: started ${p.started}/${p.size} ready ${p.ready}/${p.size}${roleText}` +
       `${p.phase === "teardown" || p.phase === "done" ? ` stopped ${p.stopped}/${p.started}` : ""}` +
       `${details.length > 0 ? ` (${details.join("; ")})` : ""}`;
-    this.lastLineAt = Date.now();
+    this.lastLineAt = now;
+    if (p.phase === "startup" || p.phase === "hold") {
+      this.heartbeat = setTimeout(() => this.line(true), ProgressReporter.HEARTBEAT_MS);
+      this.heartbeat.unref();
+    }
     if (text === this.lastLine) return;
     this.lastLine = text;
     this.out.write(`${text}\n`);

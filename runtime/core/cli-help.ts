@@ -81,8 +81,9 @@ Flags:
   --queue LOCALQUEUE        kubernetes: the Kueue LocalQueue that admits the roster as one gang
   --progress-fd N           write the progress lines to the open file descriptor N (>= 3) instead of
                             stderr, never as a bar: \`<phase>: started S/N ready R/N [<role> r/n, ...]
-                            (ready: <members just ready>; waiting: <members not ready, once at most 5
-                            remain>)\` at most twice a second, and \`failed: <member>: <reason>\`;
+                            (ready: <members just ready>; waiting: <started, not ready>; queued:
+                            <count, or names once at most 5 remain>)\` at most twice a second, the
+                            hold's time left, every 10 s when quiet, and \`failed: <member>: <reason>\`;
                             stderr keeps the closing line. \`pulumi up\` shows these lines on the
                             CohortRun row this way
   --lock                    hold DIR/.cohort-run.lock for the run: refuse (naming the live run, its pid

@@ -101,13 +101,30 @@ describe("cohort run --progress-fd", () => {
     const waiting = texts.find((t) => /waiting: agent-12, agent-13\)$/.test(t));
     expect(waiting, texts.join("\n")).toMatch(/^startup: started 15\/15 ready 13\/15 \[agent 12\/14\] \(/);
     // Roles not all ready are counted in brackets; once router-0 is ready only agent is left there.
-    expect(texts[0]).toBe("startup: started 0/15 ready 0/15 [router 0/1, agent 0/14]");
+    expect(texts[0]).toBe("startup: started 0/15 ready 0/15 [router 0/1, agent 0/14] (queued: 15)");
+    // `waiting:` names only started members, `queued:` counts (or, when few are left, names) the others.
+    for (const t of texts.filter((x) => x.startsWith("startup:"))) {
+      const started = Number(/started (\d+)\//.exec(t)![1]);
+      const queued = /queued: (\d+)/.exec(t);
+      if (queued !== null) expect(Number(queued[1]), t).toBe(15 - started);
+      else if (started < 15) expect(t, t).toMatch(/queued: [a-z]/);
+    }
+    // The hold says how long it has left.
+    expect(texts.find((t) => t.startsWith("hold:")), texts.join("\n")).toMatch(/\b1s of 1s left\)$/);
     expect(texts.at(-1)).toBe("done: started 15/15 ready 15/15 stopped 15/15");
     // Lines arrive while the run goes (the waiting line more than a second before the process exits).
     expect(out.exitedAt - out.progress.find((l) => l.text === waiting)!.at).toBeGreaterThan(1000);
     // Rate: lines within one phase are >= ~500 ms apart (timer jitter allowed).
     const startup = out.progress.filter((l) => l.text.startsWith("startup:"));
     for (let i = 2; i < startup.length; i++) expect(startup[i]!.at - startup[i - 1]!.at, texts.join("\n")).toBeGreaterThanOrEqual(400);
+  }, 120_000);
+
+  it("a quiet hold is not silent: the line is repeated every 10 s with the time left", async () => {
+    const out = await run({ name: "quiet", hold: "11s", roles: [{ name: "web", app: member("0"), readiness: onLog }] }, tempDir("artifacts"));
+    expect(out.code, out.stderr).toBe(0);
+    const hold = out.progress.filter((l) => l.text.startsWith("hold:"));
+    expect(hold.map((l) => l.text)).toEqual([expect.stringMatching(/^hold: started 1\/1 ready 1\/1 \((ready: web-0; )?11s of 11s left\)$/), "hold: started 1/1 ready 1/1 (1s of 11s left)"]);
+    expect(hold[1]!.at - hold[0]!.at).toBeGreaterThanOrEqual(9_500);
   }, 120_000);
 
   it("a failure: a `failed: <member>: <reason>` line on fd 3; stderr ends with the one-line reason", async () => {
