@@ -125,4 +125,51 @@ describe.each(["v2", "freezer"] as const)("reap and the whole run cgroup (%s)", 
       ["zz", 1],
     ]);
   });
+  it.skipIf(skip)("reap after a SIGKILLed runtime stops a process in the run-level cgroup and one in a sibling cgroup; the sibling is no member", async () => {
+    const h = hierarchy as CgroupHierarchy;
+    const bundle = path.resolve("dist/cohort.cjs");
+    expect(fs.existsSync(bundle), "npm run -s build first").toBe(true);
+    const tag1 = `1000.${process.pid}${counter++}3`;
+    const tag2 = `1000.${process.pid}${counter++}4`;
+    const R = `${h.mount}/${COHORT_CGROUP_DIR}/$COHORT_RUN_ID`;
+    const artifacts = tempDir("artifacts");
+    const spec = path.join(tempDir("spec"), "cohort.json");
+    const script = `setsid env -i sleep ${tag1} & echo $! > ${R}/cgroup.procs; mkdir ${R}/zz; setsid env -i sleep ${tag2} & echo $! > ${R}/zz/cgroup.procs; echo ready; exec sleep 1000`;
+    fs.writeFileSync(
+      spec,
+      JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "escape", hold: "60s", stopGracePeriod: "2s", roles: [{ name: "a", app: { command: sh(script), port: false }, readiness: { log: { pattern: "^ready$" } } }] }),
+    );
+    // launcher=direct: the member is the runtime's own child, so a SIGKILLed runtime leaves it behind.
+    const run = spawn(process.execPath, [bundle, "run", "--spec", spec, "--artifacts", artifacts, "--backend-option", "launcher=direct", "--backend-option", `cgroup=${kind}`], { stdio: "ignore" });
+    cleanups.push(() => run.kill("SIGKILL"));
+    let runDir = "";
+    for (let i = 0; i < 400; i++) {
+      const dirs = fs.existsSync(artifacts) ? fs.readdirSync(artifacts).filter((d) => !d.startsWith(".")) : [];
+      if (dirs.length === 1) {
+        runDir = path.join(artifacts, dirs[0]!);
+        const records = path.join(runDir, "records.ndjson");
+        if (fs.existsSync(records) && fs.readFileSync(records, "utf8").includes('"kind":"hold-started"')) break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    run.kill("SIGKILL");
+    await new Promise((resolve) => run.once("exit", resolve));
+    const runId = path.basename(runDir);
+    const runCgroup = path.join(h.mount, COHORT_CGROUP_DIR, runId);
+    expect(processesWith(tag1)).toHaveLength(1);
+    expect(processesWith(tag2)).toHaveLength(1);
+    const reap = await new Promise<{ code: number | null; stdout: string }>((resolve) => {
+      const child = spawn(process.execPath, [bundle, "reap", runDir, "--grace", "500"], { stdio: ["ignore", "pipe", "inherit"] });
+      let stdout = "";
+      child.stdout.on("data", (chunk) => (stdout += chunk));
+      child.on("close", (code) => resolve({ code, stdout }));
+    });
+    expect(reap.code).toBe(0);
+    const lines = reap.stdout.split("\n").filter((line) => line.includes("(cgroup "));
+    expect(lines.sort()).toEqual([`stopped member ? (cgroup ${runCgroup}, 1 process(es))`, `stopped member ? (cgroup ${runCgroup}/zz, 1 process(es))`]);
+    expect(reap.stdout).not.toMatch(/member zz/);
+    expect(processesWith(tag1)).toEqual([]);
+    expect(processesWith(tag2)).toEqual([]);
+    expect(fs.existsSync(runCgroup)).toBe(false);
+  });
 });
