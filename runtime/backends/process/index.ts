@@ -209,6 +209,8 @@ export class ProcessBackend implements Backend {
   private readonly ports = new PortAllocator();
   private readonly members = new Map<string, RunningMember>();
   private readonly prepared = new Map<string, Promise<void>>();
+  /** close() was called: stopped members' ports are no longer held for a restart. */
+  private closed = false;
   private readonly watcher = new GroupWatcher();
   /** Spawns run one at a time, one per event-loop turn (see {@link ProcessBackend.spawnTurn}). */
   private spawnTail: Promise<void> = Promise.resolve();
@@ -659,6 +661,9 @@ export class ProcessBackend implements Backend {
       async () => {
         liveGroups.delete(member.pgid);
         this.dropCgroup(cgroup);
+        // Keep the member's port reserved until its next start (a restart's backoff), so that no other
+        // process takes it in between; start() releases it right before it spawns, close() at the end.
+        if (member.plan.port > 0 && !this.closed) await this.ports.hold(memberId, member.plan.port).catch(() => false);
         // The member's `exited` event comes before stop() resolves. Its status comes from the launcher; a
         // launcher that stopped answering (SIGSTOPped, wedged) must not hold teardown: once the group is
         // gone, wait at most EXIT_REPORT_WAIT_MS for the status, then report the exit as unknown.
@@ -699,6 +704,7 @@ export class ProcessBackend implements Backend {
    * its process group with `setsid` is out of reach of group signals). Idempotent.
    */
   async close(): Promise<void> {
+    this.closed = true;
     await this.ports.releaseAll();
     const launcher = await this.launcherPromise?.catch(() => null);
     await launcher?.close();
