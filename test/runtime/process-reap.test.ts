@@ -10,6 +10,8 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { cgroupHierarchies, COHORT_CGROUP_DIR, type CgroupHierarchy, type CgroupKind } from "../../runtime/backends/process/cgroup";
 import { reapRun } from "../../runtime/backends/process/reap";
+import { showLedger } from "../../runtime/core/ledger-show";
+import { verifyLedger } from "../../runtime/core/ledger-verify";
 import { httpListener, runCohort, tempDir } from "./process-helpers";
 
 const sh = (script: string) => ["sh", "-c", script];
@@ -108,7 +110,7 @@ describe.each(["v2", "freezer"] as const)("reap and the whole run cgroup (%s)", 
     const tag2 = `1000.${process.pid}${counter++}2`;
     const R = `${h.mount}/${COHORT_CGROUP_DIR}/$COHORT_RUN_ID`;
     const script = `setsid env -i sleep ${tag1} & echo $! > ${R}/cgroup.procs; mkdir ${R}/zz; setsid env -i sleep ${tag2} & echo $! > ${R}/zz/cgroup.procs; exec "$0" "$@"`;
-    const { result, runId, records } = await runCohort(
+    const { result, runId, runDir, records } = await runCohort(
       [{ name: "web", app: { command: sh(script).concat(httpListener()) }, readiness: { http: { path: "/" } } }],
       {},
       { cgroup: kind },
@@ -124,6 +126,9 @@ describe.each(["v2", "freezer"] as const)("reap and the whole run cgroup (%s)", 
       ["", 1],
       ["zz", 1],
     ]);
+    // The run-scope records (no `member`) verify, and no member `zz` shows up in the timeline.
+    expect(await verifyLedger(runDir)).toMatchObject({ ok: true, outcome: "succeeded" });
+    expect(await showLedger(runDir)).not.toMatch(/\bzz\b/);
   });
   it.skipIf(skip)("reap after a SIGKILLed runtime stops a process in the run-level cgroup and one in a sibling cgroup; the sibling is no member", async () => {
     const h = hierarchy as CgroupHierarchy;
