@@ -185,6 +185,28 @@ export class PortAllocator {
   }
 
   /**
+   * Holds `port` for `key` again after its member stopped (the process backend, between two attempts of a
+   * restarted member: nobody else can take the port during the backoff; the next start releases it right
+   * before it spawns). Only a port this allocator handed out; a no-op when `key` already holds one.
+   *
+   * @returns false when the port is not free now (e.g. a process the member left behind holds it): then
+   *   nothing is held and the next attempt may fail with EADDRINUSE, as before
+   * @throws the listen error when it is neither EADDRINUSE nor EACCES (e.g. EMFILE)
+   */
+  async hold(key: string, port: number): Promise<boolean> {
+    if (this.held.has(key)) return this.held.get(key)!.port === port;
+    if (!this.used.has(port)) return false;
+    const held = await listenEverywhere(port);
+    if (held === null) return false;
+    if (this.held.has(key)) {
+      for (const server of held.servers) server.close();
+      return this.held.get(key)!.port === port;
+    }
+    this.held.set(key, held);
+    return true;
+  }
+
+  /**
    * Stops holding `key`'s port so its member can bind it. The port stays allocated (never handed to
    * another key). The socket is closed synchronously (libuv closes the descriptor inside `close()`); the
    * promise resolves when Node confirms it. Idempotent.

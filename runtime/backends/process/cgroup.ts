@@ -28,6 +28,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { isRunId } from "../../core/run-id";
 
 /** The kinds of hierarchy the backend can use. */
 export type CgroupKind = "v2" | "freezer";
@@ -75,9 +76,85 @@ export function cgroupHierarchies(mountsFile = "/proc/self/mounts"): CgroupHiera
   return [...v2, ...freezer];
 }
 
-/** The run's directory in `hierarchy`: `<mount>/cohort/<runId>`. */
+/**
+ * The run's directory in `hierarchy`: `<mount>/cohort/<runId>`.
+ *
+ * @throws {Error} `run id "<runId>" is not a run id ...` when `runId` is not a run id (runtime/core/run-id.ts):
+ *   `../victim` would name another cgroup
+ */
 export function runCgroupDir(hierarchy: CgroupHierarchy, runId: string): string {
+  if (!isRunId(runId)) throw new Error(`run id ${JSON.stringify(runId)} is not a run id (a Kubernetes label value): refusing to derive a cgroup path from it`);
   return path.join(hierarchy.mount, COHORT_CGROUP_DIR, runId);
+}
+
+/**
+ * Checks that cgroup `dir`, resolved (realpath), is strictly inside `<mount>/cohort/` of `hierarchy`: the
+ * only cgroups the backend and `cohort reap` ever kill or remove.
+ *
+ * @returns false when `dir` does not exist (nothing to kill)
+ * @throws {Error} naming `dir` and where it resolves when it is outside `<mount>/cohort/`
+ */
+export function checkInsideCohort(hierarchy: CgroupHierarchy, dir: string): boolean {
+  let real: string;
+  let root: string;
+  try {
+    real = fs.realpathSync(dir);
+  } catch {
+    return false;
+  }
+  try {
+    root = fs.realpathSync(path.join(hierarchy.mount, COHORT_CGROUP_DIR));
+  } catch {
+    root = path.join(hierarchy.mount, COHORT_CGROUP_DIR);
+  }
+  if (!real.startsWith(root + path.sep)) throw new Error(`refusing to kill or remove cgroup ${dir}: it resolves to ${real}, outside ${root}${path.sep}`);
+  return true;
+}
+
+/** One cgroup directory of a run's tree with the live processes directly in it (its own `cgroup.procs`). */
+export interface RunCgroupEntry {
+  /** Path relative to the run's directory: `""` for the run's directory itself, `web-0`, `zz/deeper`. */
+  readonly rel: string;
+  readonly dir: string;
+  readonly pids: readonly number[];
+}
+
+/**
+ * The run's cgroup `runDir` and every descendant cgroup, parents before children, each with the pids
+ * directly in it.
+ *
+ * @returns empty when `runDir` does not exist
+ */
+export function runCgroupTree(runDir: string): RunCgroupEntry[] {
+  const out: RunCgroupEntry[] = [];
+  const walk = (dir: string, rel: string): void => {
+    let text: string;
+    try {
+      text = fs.readFileSync(path.join(dir, "cgroup.procs"), "utf8");
+    } catch {
+      return;
+    }
+    out.push({ rel, dir, pids: text.split("\n").filter((line) => line !== "").map(Number) });
+    let entries: fs.Dirent[];
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const entry of entries) if (entry.isDirectory()) walk(path.join(dir, entry.name), rel === "" ? entry.name : `${rel}/${entry.name}`);
+  };
+  walk(runDir, "");
+  return out;
+}
+
+/**
+ * Who a directory of a run's cgroup tree belongs to: a member when its path relative to the run's
+ * directory is one member id of `roster` (`web-0`), or a descendant of one (`web-0/sub`: the member made
+ * it); else the run (`""`, the run's directory itself, or a sibling such as `zz` that a member created).
+ */
+export function cgroupOwner(rel: string, roster: ReadonlySet<string>): { member: string } | { scope: "run" } {
+  const top = rel.split("/")[0]!;
+  return rel !== "" && roster.has(top) ? { member: top } : { scope: "run" };
 }
 
 /**
@@ -283,18 +360,17 @@ function readControl(file: string): string {
   }
 }
 
-/** Processes of `runId`'s cgroups in every hierarchy mounted here, per member directory (for `cohort reap`). */
-export function runCgroups(runId: string, mountsFile?: string): Array<{ hierarchy: CgroupHierarchy; member: string; dir: string }> {
-  const out: Array<{ hierarchy: CgroupHierarchy; member: string; dir: string }> = [];
+/**
+ * `runId`'s cgroup directories (`<mount>/cohort/<runId>`) in every hierarchy mounted here (for `cohort reap`).
+ *
+ * @throws {Error} when `runId` is not a run id, or a directory resolves outside `<mount>/cohort/`
+ *   ({@link runCgroupDir}, {@link checkInsideCohort})
+ */
+export function runCgroups(runId: string, mountsFile?: string): Array<{ hierarchy: CgroupHierarchy; dir: string }> {
+  const out: Array<{ hierarchy: CgroupHierarchy; dir: string }> = [];
   for (const hierarchy of cgroupHierarchies(mountsFile)) {
     const dir = runCgroupDir(hierarchy, runId);
-    let entries: fs.Dirent[];
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      continue;
-    }
-    for (const entry of entries) if (entry.isDirectory()) out.push({ hierarchy, member: entry.name, dir: path.join(dir, entry.name) });
+    if (checkInsideCohort(hierarchy, dir)) out.push({ hierarchy, dir });
   }
   return out;
 }

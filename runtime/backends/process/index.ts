@@ -41,8 +41,11 @@ import {
   cgroupEmpty,
   cgroupModes,
   cgroupProcs,
+  cgroupOwner,
+  checkInsideCohort,
   createMemberCgroup,
   killCgroup,
+  runCgroupTree,
   openRunCgroups,
   removeCohortDirIfEmpty,
   removeTree,
@@ -131,6 +134,8 @@ const STRAGGLER_GRACE_MS = 2_000;
 const liveGroups = new Set<number>();
 /** Every member cgroup (directory -> kind) of every process backend in this runtime not removed yet. */
 const liveCgroups = new Map<string, CgroupKind>();
+/** Every run cgroup (`<hierarchy>/cohort/<runId>` -> kind) of every process backend in this runtime not removed yet. */
+const liveRunCgroups = new Map<string, CgroupKind>();
 let exitHandlerInstalled = false;
 
 function installExitHandler(): void {
@@ -144,7 +149,8 @@ function installExitHandler(): void {
         // ESRCH: already gone
       }
     }
-    for (const [dir, kind] of liveCgroups) {
+    // The whole run cgroup: also a process a member moved into the run's directory or a sibling cgroup it made.
+    for (const [dir, kind] of [...liveCgroups, ...liveRunCgroups]) {
       try {
         killCgroup(kind, dir, new Set([process.pid]));
       } catch {
@@ -168,6 +174,15 @@ function installExitHandler(): void {
         pending.delete(dir);
       }
       if (pending.size > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2);
+    }
+    for (const [dir, kind] of liveRunCgroups) {
+      if (!cgroupEmpty(kind, dir)) continue;
+      removeTree(dir);
+      try {
+        fs.rmdirSync(path.dirname(dir)); // `cohort/`, unless another run uses it
+      } catch {
+        // not empty, or gone
+      }
     }
   });
 }
@@ -194,6 +209,8 @@ export class ProcessBackend implements Backend {
   private readonly ports = new PortAllocator();
   private readonly members = new Map<string, RunningMember>();
   private readonly prepared = new Map<string, Promise<void>>();
+  /** close() was called: stopped members' ports are no longer held for a restart. */
+  private closed = false;
   private readonly watcher = new GroupWatcher();
   /** Spawns run one at a time, one per event-loop turn (see {@link ProcessBackend.spawnTurn}). */
   private spawnTail: Promise<void> = Promise.resolve();
@@ -453,7 +470,10 @@ export class ProcessBackend implements Backend {
    * @throws {MemberStartError} when the run has cgroups but this member's cannot be made
    */
   private memberCgroup(plan: MemberPlan): { kind: CgroupKind; dir: string } | null {
-    this.runCgroups ??= openRunCgroups(this.options.cgroup ?? "auto", plan.runId, this.options.mountsFile);
+    if (this.runCgroups === null) {
+      this.runCgroups = openRunCgroups(this.options.cgroup ?? "auto", plan.runId, this.options.mountsFile);
+      if (!("unavailable" in this.runCgroups)) liveRunCgroups.set(this.runCgroups.dir, this.runCgroups.hierarchy.kind);
+    }
     if ("unavailable" in this.runCgroups) {
       this.warnOnce("cgroup", `members run without cgroups, in process groups only: ${this.runCgroups.unavailable}; a member's process that leaves its process group (setsid) and its environment (env -i) survives teardown`);
       return null;
@@ -641,6 +661,9 @@ export class ProcessBackend implements Backend {
       async () => {
         liveGroups.delete(member.pgid);
         this.dropCgroup(cgroup);
+        // Keep the member's port reserved until its next start (a restart's backoff), so that no other
+        // process takes it in between; start() releases it right before it spawns, close() at the end.
+        if (member.plan.port > 0 && !this.closed) await this.ports.hold(memberId, member.plan.port).catch(() => false);
         // The member's `exited` event comes before stop() resolves. Its status comes from the launcher; a
         // launcher that stopped answering (SIGSTOPped, wedged) must not hold teardown: once the group is
         // gone, wait at most EXIT_REPORT_WAIT_MS for the status, then report the exit as unknown.
@@ -681,31 +704,61 @@ export class ProcessBackend implements Backend {
    * its process group with `setsid` is out of reach of group signals). Idempotent.
    */
   async close(): Promise<void> {
+    this.closed = true;
     await this.ports.releaseAll();
     const launcher = await this.launcherPromise?.catch(() => null);
     await launcher?.close();
     if (this.runId !== null) await stopRunProcesses(this.runId, STRAGGLER_GRACE_MS);
     const run = this.runCgroups;
-    if (run !== null && !("unavailable" in run)) {
-      // Cgroups still there: members whose stop failed, starts that failed while their child was exiting (a
-      // cgroup cannot be removed while a process, or a zombie, is in it). Kill what is left, wait, remove.
-      const kind = run.hierarchy.kind;
-      const left = fs.existsSync(run.dir) ? fs.readdirSync(run.dir, { withFileTypes: true }).filter((entry) => entry.isDirectory()) : [];
-      await Promise.all(
-        left.map(async (entry) => {
-          const dir = path.join(run.dir, entry.name);
-          const killed = killCgroup(kind, dir, new Set([process.pid, ...(this.launcherPid !== undefined ? [this.launcherPid] : [])]));
-          if (killed > 0) this.record("member-killed", { member: entry.name, signal: "SIGKILL", processes: killed, outsideGroup: null, via: "cgroup" });
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([this.cgroupWatcher.waitEmpty(kind, dir), new Promise((resolve) => (timer = setTimeout(resolve, KILLED_CGROUP_WAIT_MS)))]);
-          clearTimeout(timer);
-          for (let tries = 0; !removeTree(dir) && tries < 100; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
-          liveCgroups.delete(dir);
-        }),
-      );
-      removeTree(run.dir);
+    if (run !== null && !("unavailable" in run)) await this.closeRunCgroup(run);
+  }
+
+  /**
+   * Kills whatever is left in the run's WHOLE cgroup tree `<hierarchy>/cohort/<runId>` (./cgroup.ts
+   * killCgroup on the run's directory: cgroup2 `cgroup.kill` kills every descendant; the v1 freezer freezes
+   * the run's directory, which freezes its descendants, then SIGKILLs every pid below it), waits until it is
+   * empty (at most KILLED_CGROUP_WAIT_MS), and removes the directories deepest first. Left over are members
+   * whose stop failed, starts that failed while their child was exiting, and processes a member (as root)
+   * moved into the run's own directory or into a sibling cgroup it created (`cohort/<runId>/zz`).
+   *
+   * Records `member-killed` per member directory of the roster (members this backend admitted or started)
+   * that held processes, `{member, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup"}`, and per
+   * other directory that did, `{scope: "run", cgroup: <path relative to the run's directory, "" for the run's
+   * own>, signal, processes, outsideGroup: null, via: "cgroup"}` (no `member` field: it is not a member).
+   *
+   * @throws {Error} when the run's directory resolves outside `<hierarchy>/cohort/`, or a control file
+   *   cannot be written (naming it)
+   */
+  private async closeRunCgroup(run: { hierarchy: CgroupHierarchy; dir: string }): Promise<void> {
+    const kind = run.hierarchy.kind;
+    if (!checkInsideCohort(run.hierarchy, run.dir)) {
+      liveRunCgroups.delete(run.dir);
       removeCohortDirIfEmpty(run.hierarchy);
+      return;
     }
+    const exclude = new Set([process.pid, ...(this.launcherPid !== undefined ? [this.launcherPid] : [])]);
+    const roster = new Set([...this.prepared.keys(), ...this.members.keys()]);
+    const perMember = new Map<string, number>();
+    const elsewhere: Array<{ rel: string; processes: number }> = [];
+    for (const entry of runCgroupTree(run.dir)) {
+      const count = entry.pids.filter((pid) => !exclude.has(pid)).length;
+      if (count === 0) continue;
+      const owner = cgroupOwner(entry.rel, roster);
+      if ("member" in owner) perMember.set(owner.member, (perMember.get(owner.member) ?? 0) + count);
+      else elsewhere.push({ rel: entry.rel, processes: count });
+    }
+    if (perMember.size + elsewhere.length > 0) {
+      killCgroup(kind, run.dir, exclude);
+      for (const [member, processes] of perMember) this.record("member-killed", { member, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup" });
+      for (const { rel, processes } of elsewhere) this.record("member-killed", { scope: "run", cgroup: rel, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup" });
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.cgroupWatcher.waitEmpty(kind, run.dir), new Promise((resolve) => (timer = setTimeout(resolve, KILLED_CGROUP_WAIT_MS)))]);
+      clearTimeout(timer);
+    }
+    for (let tries = 0; !removeTree(run.dir) && tries < 100; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (const dir of liveCgroups.keys()) if (dir.startsWith(run.dir + path.sep)) liveCgroups.delete(dir);
+    liveRunCgroups.delete(run.dir);
+    removeCohortDirIfEmpty(run.hierarchy);
   }
 
   /** How members were started (`native` or `perl` launcher, or `direct`), recorded as the run's `backend-stats`. */

@@ -8,15 +8,22 @@
  * - member process groups: every group (from `member-started` records, plus a scan of all processes)
  *   that contains a process whose `/proc/<pid>/environ` holds `COHORT_RUN_ID=<runId>`. A group with
  *   such a process cannot be a recycled pgid (the kernel does not reuse a pid while its group lives).
- * - the run's cgroups, `<hierarchy>/cohort/<runId>/<member>` in every cgroup2 and v1 freezer hierarchy
- *   (./cgroup.ts): whatever is in them is the run's, even a process that dropped its environment
- *   (`env -i`) and left its process group (`setsid`). SIGTERM to each, SIGKILL to the cgroup after the
- *   grace, then the cgroup directories are removed.
+ * - the run's cgroup, `<hierarchy>/cohort/<runId>` with ALL its descendants, in every cgroup2 and v1
+ *   freezer hierarchy (./cgroup.ts): whatever is in it is the run's, even a process that dropped its
+ *   environment (`env -i`) and left its process group (`setsid`), one a member (as root) moved into the run's
+ *   own directory, or one in a sibling cgroup a member created (`cohort/<runId>/zz`). SIGTERM to each, SIGKILL
+ *   to the whole run cgroup after the grace, then the directories are removed, deepest first. A directory is
+ *   reported as a member's only when its name is a member id of the run's roster (`run-started` roles and
+ *   replicas: `<role>-<i>`); anything else is reported as member `?` with `scope: "run"`.
+ * The run id comes from `manifest.json`, a file anyone may write: it must be a run id (runtime/core/run-id.ts),
+ * and every cgroup directory must resolve inside `<hierarchy>/cohort/`, else reap refuses before signalling
+ * anything (`manifest.json runId "../victim" is not a run id`).
  * Idempotent: a second reap finds nothing. Linux only (/proc).
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { CgroupWatcher, cgroupProcs, killCgroup, removeCohortDirIfEmpty, removeTree, runCgroupDir, runCgroups, signalCgroup } from "./cgroup";
+import { isRunId } from "../../core/run-id";
+import { CgroupWatcher, cgroupOwner, cgroupProcs, killCgroup, removeCohortDirIfEmpty, removeTree, runCgroupTree, runCgroups, signalCgroup } from "./cgroup";
 import { HAS_PROC, GroupWatcher, groupMembers, listProcesses, readProcEnviron, readProcStat, signalGroup, type ProcStat } from "./status";
 
 /** What {@link reapRun} did. */
@@ -26,8 +33,12 @@ export interface ReapReport {
   readonly runtime: number | null;
   /** Member groups stopped: member id (or `?` when not in the ledger) and pgid, with their process count. */
   readonly groups: readonly { readonly member: string; readonly pgid: number; readonly processes: number }[];
-  /** Member cgroups found and removed: member id, directory, and the processes that were still in it. */
-  readonly cgroups: readonly { readonly member: string; readonly dir: string; readonly processes: number }[];
+  /**
+   * Cgroups found and removed (see {@link stopRunCgroups}): per member directory (`scope: "member"`, member id,
+   * its processes and its descendants'), and per other directory of the run's tree that held processes
+   * (`scope: "run"`, member `?`: the run's own directory, a sibling cgroup a member created).
+   */
+  readonly cgroups: readonly { readonly member: string; readonly scope: "member" | "run"; readonly dir: string; readonly processes: number }[];
 }
 
 /** Options of {@link reapRun}. */
@@ -84,8 +95,12 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
     throw new Error(`${dir} holds no readable manifest.json: ${(error as Error).message}`);
   }
   if (typeof manifest.runId !== "string" || manifest.runId === "") throw new Error(`${dir}/manifest.json has no runId`);
+  if (!isRunId(manifest.runId)) {
+    throw new Error(`${dir}/manifest.json runId ${JSON.stringify(manifest.runId)} is not a run id (a Kubernetes label value: letters, digits, "-", "_", ".", at most 63 characters); refusing to reap`);
+  }
   const runId = manifest.runId;
   const records = readRecords(dir);
+  const found = runCgroups(runId, options.mountsFile); // throws before any signal when a directory resolves outside cohort/
 
   // 1. The runtime (so it starts nothing more). SIGTERM lets it tear down and complete its ledger.
   let runtime: number | null = null;
@@ -112,24 +127,65 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
     if (record.kind === "member-started" && typeof record.pgid === "number" && typeof record.member === "string") memberOf.set(record.pgid, record.member);
   }
   const stopped = await stopRunProcesses(runId, graceMs, memberOf);
-  const cgroups = await stopRunCgroups(runId, graceMs, options.mountsFile);
+  const cgroups = found.length === 0 ? [] : await stopRunCgroups(runId, graceMs, options.mountsFile, rosterOf(started));
   return { runId, runtime, groups: stopped, cgroups };
 }
 
 /**
- * Stops everything in run `runId`'s cgroups (SIGTERM to each process, SIGKILL to the cgroup after
- * `graceMs`) and removes them, with the run's directory (and `cohort/` when no other run uses it).
+ * Member ids of a `run-started` record: `<role>-<i>` for `i < replicas` of each `roles[]` entry (runtime/core/expand.ts).
  *
- * @returns the member cgroups found, with the number of processes that were in each (0: it was empty)
- * @throws {Error} when a cgroup control file cannot be written (naming it)
+ * @returns empty when there is no such record (then no cgroup is attributed to a member)
  */
-export async function stopRunCgroups(runId: string, graceMs: number, mountsFile?: string): Promise<Array<{ member: string; dir: string; processes: number }>> {
+export function rosterOf(started: Record<string, unknown> | undefined): Set<string> {
+  const roster = new Set<string>();
+  const roles = started?.roles;
+  if (!Array.isArray(roles)) return roster;
+  for (const role of roles as Array<{ name?: unknown; replicas?: unknown }>) {
+    if (typeof role?.name !== "string" || typeof role.replicas !== "number") continue;
+    for (let i = 0; i < role.replicas && i < 100_000; i++) roster.add(`${role.name}-${i}`);
+  }
+  return roster;
+}
+
+/**
+ * Stops everything in run `runId`'s cgroup trees (`<hierarchy>/cohort/<runId>` and all descendants): SIGTERM
+ * to each process, SIGKILL to the whole run cgroup after `graceMs` (./cgroup.ts killCgroup on the run's
+ * directory: cgroup2 `cgroup.kill`, or freezing the run's directory, which freezes its descendants), then
+ * removes the directories deepest first (and `cohort/` when no other run uses it).
+ *
+ * @param roster - member ids of the run; a directory `<member>` (or below it) is reported as that member's,
+ *   any other directory (the run's own, a sibling a member created) as member `?` with `scope: "run"`
+ * @returns one entry per member directory (also when empty) and per other directory that held processes
+ * @throws {Error} when `runId` is not a run id, a directory resolves outside `<hierarchy>/cohort/`, or a
+ *   cgroup control file cannot be written (naming it)
+ */
+export async function stopRunCgroups(
+  runId: string,
+  graceMs: number,
+  mountsFile?: string,
+  roster: ReadonlySet<string> = new Set(),
+): Promise<Array<{ member: string; scope: "member" | "run"; dir: string; processes: number }>> {
   const found = runCgroups(runId, mountsFile);
   const watcher = new CgroupWatcher();
-  const out: Array<{ member: string; dir: string; processes: number }> = [];
+  const out: Array<{ member: string; scope: "member" | "run"; dir: string; processes: number }> = [];
+  const exclude = new Set([process.pid]);
   await Promise.all(
-    found.map(async ({ hierarchy, member, dir }) => {
-      const exclude = new Set([process.pid]);
+    found.map(async ({ hierarchy, dir }) => {
+      const tree = runCgroupTree(dir);
+      // Member entries: one per member directory, its descendants' processes included; others per directory.
+      const entries = new Map<string, { member: string; scope: "member" | "run"; dir: string; processes: number }>();
+      for (const entry of tree) {
+        const owner = cgroupOwner(entry.rel, roster);
+        const count = entry.pids.filter((pid) => !exclude.has(pid)).length;
+        if ("member" in owner) {
+          const key = `m:${owner.member}`;
+          const e = entries.get(key) ?? { member: owner.member, scope: "member" as const, dir: `${dir}/${owner.member}`, processes: 0 };
+          e.processes += count;
+          entries.set(key, e);
+        } else if (count > 0) {
+          entries.set(`r:${entry.rel}`, { member: "?", scope: "run", dir: entry.dir, processes: count });
+        }
+      }
       const processes = cgroupProcs(dir).filter((pid) => !exclude.has(pid)).length;
       if (processes > 0) {
         signalCgroup(dir, "SIGTERM", (pid) => exclude.has(pid));
@@ -142,14 +198,11 @@ export async function stopRunCgroups(runId: string, graceMs: number, mountsFile?
           await Promise.race([empty, new Promise((resolve) => setTimeout(resolve, 5_000))]);
         }
       }
-      removeTree(dir);
-      out.push({ member, dir, processes });
+      for (let tries = 0; !removeTree(dir) && tries < 50; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
+      removeCohortDirIfEmpty(hierarchy);
+      out.push(...entries.values());
     }),
   );
-  for (const { hierarchy } of found) {
-    removeTree(runCgroupDir(hierarchy, runId));
-    removeCohortDirIfEmpty(hierarchy);
-  }
   out.sort((a, b) => a.member.localeCompare(b.member) || a.dir.localeCompare(b.dir));
   return out;
 }
