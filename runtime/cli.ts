@@ -19,6 +19,8 @@
  * backend is unavailable); 2 bad usage or a refused RunSpec (`spec error: <path>: <reason>` lines);
  * 128 + signal number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
  */
+// First import: records the descriptors open at start-up, before the runtime opens any (./core/inherited-fd.ts).
+import { unusableProgressFd } from "./core/inherited-fd";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -221,9 +223,11 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
     },
     0,
   );
+  const pidMax = readPidMax();
   const watchPids = (values["watch-pid"] ?? []).map((raw) => {
-    const pid = Number(raw);
-    if (!Number.isInteger(pid) || pid < 1) throw new UsageError(`run: --watch-pid expects a process id; got "${raw}"`);
+    const pid = /^[1-9][0-9]{0,9}$/.test(raw) ? Number(raw) : NaN;
+    if (!Number.isInteger(pid)) throw new UsageError(`run: --watch-pid expects a process id; got "${raw}"`);
+    if (pid > pidMax) throw new UsageError(`run: --watch-pid ${raw} exceeds the largest process id ${pidMax} (/proc/sys/kernel/pid_max)`);
     return pid;
   });
   if (values.spec === undefined) throw new UsageError("run: --spec FILE (or - for stdin) is required");
@@ -462,16 +466,26 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, report
   return 1;
 }
 
+/** `/proc/sys/kernel/pid_max` (4194304, the kernel's ceiling, when it cannot be read). */
+function readPidMax(): number {
+  try {
+    const n = Number(fs.readFileSync("/proc/sys/kernel/pid_max", "utf8").trim());
+    return Number.isInteger(n) && n > 0 ? n : 4_194_304;
+  } catch {
+    return 4_194_304;
+  }
+}
+
 /**
  * The stream of `--progress-fd N`: progress lines only (never a bar), written asynchronously; a write
- * error (the reader went away) silences it and never fails the run. A descriptor that is not open is
- * reported once on stderr and progress is then dropped.
+ * error (the reader went away) silences it and never fails the run. A descriptor the caller did not hand
+ * over (not open, or one of Node's/libuv's own: rules in ./core/inherited-fd.ts) is reported in one stderr
+ * line, `cohort: --progress-fd N <reason>; progress lines are dropped`, and the run goes on without progress.
  */
 function progressStream(fd: number, io: CliIo): NodeJS.WritableStream & { isTTY?: boolean } {
-  try {
-    fs.fstatSync(fd);
-  } catch {
-    io.stderr.write(`cohort: --progress-fd ${fd} is not an open file descriptor; progress lines are dropped\n`);
+  const unusable = unusableProgressFd(fd);
+  if (unusable !== undefined) {
+    io.stderr.write(`cohort: --progress-fd ${fd} ${unusable}; progress lines are dropped\n`);
     return new Writable({ write: (_chunk, _encoding, callback) => callback() });
   }
   const stream = fs.createWriteStream("", { fd, autoClose: false });

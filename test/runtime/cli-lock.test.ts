@@ -132,4 +132,15 @@ describe("cohort run --watch-pid", () => {
     expect(out.code).toBe(2);
     expect(out.stderr).toContain('cohort: run: --watch-pid expects a process id; got "x"');
   });
+
+  it("refuses pids that are not plain decimal integers, or exceed pid_max, before anything is created", async () => {
+    const pidMax = Number(fs.readFileSync("/proc/sys/kernel/pid_max", "utf8"));
+    for (const raw of ["0x10", "1e3", " 12", "12 ", "+12", "012", "0", String(pidMax + 1)]) {
+      const artifacts = path.join(tempDir("artifacts"), "root");
+      const out = await cohort(["run", "--spec", writeSpec({ name: "bad" }), "--artifacts", artifacts, "--lock", "--watch-pid", raw]);
+      expect(out.code, raw).toBe(2);
+      expect(out.stderr, raw).toMatch(/cohort: run: --watch-pid (expects a process id; got|\d+ exceeds the largest process id)/);
+      expect(fs.existsSync(artifacts), raw).toBe(false);
+    }
+  });
 });
