@@ -37,7 +37,7 @@ import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
-import { acquireRunLock, type HeldRunLock } from "./core/run-lock";
+import { acquireRunLock, takeoverMessage, type HeldRunLock } from "./core/run-lock";
 import { showLedger } from "./core/ledger-show";
 import { renderJunit } from "./core/ledger-junit";
 import { renderReport } from "./core/ledger-report";
@@ -271,9 +271,7 @@ async function takeRunLock(artifacts: string, runId: string, runDir: string, io:
     const reaped = await reapRun(dir);
     return (reaped.runtime === null ? 0 : 1) + reaped.groups.length;
   });
-  if (held.reaped !== null) {
-    io.stderr.write(`cohort: run ${held.reaped.runId} (runtime pid ${held.reaped.pid}) had ended without releasing ${held.path}; stopped ${held.reaped.stopped} process group(s) it left\n`);
-  }
+  if (held.reaped !== null) io.stderr.write(`${takeoverMessage(held.path, held.reaped)}\n`);
   return held;
 }
 
@@ -698,20 +696,41 @@ async function reapCommand(args: readonly string[], io: CliIo): Promise<number> 
   let runDir = positionals[0];
   if (values.artifacts !== undefined) {
     // The run the artifact root's lock names (cohort run --lock), live or not: the host profile's destroy.
-    const { readRunLock, lockHolderAlive, RUN_LOCK_FILE } = await import("./core/run-lock.js");
-    const holder = readRunLock(values.artifacts);
-    if (holder === undefined) {
-      io.stdout.write(`no run holds ${path.join(path.resolve(values.artifacts), RUN_LOCK_FILE)}\n`);
+    const { readRunLock, lockHolderAlive, inspectRunLock, lockIsDirectoryError, RUN_LOCK_FILE } = await import("./core/run-lock.js");
+    const lockPath = path.join(path.resolve(values.artifacts), RUN_LOCK_FILE);
+    const found = inspectRunLock(values.artifacts);
+    if (found.kind === "none") {
+      io.stdout.write(`no run holds ${lockPath}\n`);
       return 0;
     }
+    if (found.kind === "directory") throw lockIsDirectoryError(lockPath);
+    if (found.kind === "unreadable") {
+      // No lock this code wrote (it is created with its content in one link()): nothing it names can be stopped.
+      fs.rmSync(lockPath, { force: true });
+      io.stdout.write(`removed ${lockPath}: it held no readable run lock\n`);
+      return 0;
+    }
+    const { holder } = found;
     runDir = holder.runDir;
     if (!fs.existsSync(path.join(runDir, "manifest.json"))) {
-      if (!lockHolderAlive(holder)) fs.rmSync(path.join(values.artifacts, RUN_LOCK_FILE), { force: true });
-      io.stdout.write(`nothing left running for run ${holder.runId}\n`);
+      if (found.state === "alive") {
+        // A run between taking the lock and writing its manifest: its pid is proven (start time), stop it.
+        try {
+          process.kill(holder.pid, "SIGTERM");
+          io.stdout.write(`stopped runtime pid ${holder.pid} of run ${holder.runId}\n`);
+        } catch {
+          io.stdout.write(`nothing left running for run ${holder.runId}\n`);
+        }
+        return 0;
+      }
+      fs.rmSync(lockPath, { force: true });
+      io.stdout.write(
+        `nothing left running for run ${holder.runId}; removed ${lockPath} (runtime pid ${holder.pid} ${found.state === "ended" ? "had ended" : "now names another process"})\n`,
+      );
       return 0;
     }
     const reaped = await reapRun(runDir, graceMs === undefined ? {} : { graceMs });
-    if (!lockHolderAlive(holder) && readRunLock(values.artifacts)?.runId === holder.runId) fs.rmSync(path.join(values.artifacts, RUN_LOCK_FILE), { force: true });
+    if (!lockHolderAlive(holder) && readRunLock(values.artifacts)?.runId === holder.runId) fs.rmSync(lockPath, { force: true });
     printReaped(reaped, io);
     return 0;
   }
