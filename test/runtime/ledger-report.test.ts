@@ -267,6 +267,29 @@ describe("cohort ledger report / junit on real runs", () => {
     expect([...torn.stdout.matchAll(/<g class="row[^"]*" data-member="(slow-\d)"/g)].map((m) => m[1]).sort()).toEqual(["slow-0", "slow-1"]);
   }, 60_000);
 
+  it("a runtime killed during its FIRST record write (one torn line): torn-final-line at line 1 for verify, report and junit; recover cuts it", async () => {
+    const copy = path.join(tempDir("torn1"), path.basename(success.runDir));
+    fs.cpSync(success.runDir, copy, { recursive: true });
+    fs.rmSync(path.join(copy, "completion.json"));
+    const file = path.join(copy, "records.ndjson");
+    const first = fs.readFileSync(file).subarray(0, fs.readFileSync(file).indexOf(0x0a));
+    const cut = Math.min(300, first.length - 1);
+    fs.writeFileSync(file, first.subarray(0, cut)); // `head -c 300` of a one-line ledger
+    const verify = await cohort(["ledger", "verify", copy]);
+    expect(verify.code).toBe(1);
+    expect(verify.stderr).toContain(`torn-final-line at line 1: the final line has no terminating newline (${cut} bytes from offset 0)`);
+    const report = await cohort(["ledger", "report", copy, "--out", "-"]);
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toMatch(/<p id="verify" class="bad">does NOT verify: ledger \S+: torn-final-line at line 1:/);
+    const junit = await cohort(["ledger", "junit", copy, "--out", "-"]);
+    expect(junit.code, junit.stderr).toBe(0);
+    expect(junit.stdout).toContain("torn-final-line at line 1");
+    const recover = await cohort(["ledger", "recover", copy]);
+    expect(recover.code, recover.stderr).toBe(0);
+    expect(recover.stdout).toContain(`recovered: cut a torn final line (${cut} bytes`);
+    expect((await cohort(["ledger", "verify", copy])).code).toBe(0);
+  }, 60_000);
+
   it("a ledger that does not verify: the report and junit say so (a `ledger` error testcase)", async () => {
     const copy = path.join(tempDir("tampered"), path.basename(success.runDir));
     fs.cpSync(success.runDir, copy, { recursive: true });
