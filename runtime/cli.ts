@@ -19,7 +19,9 @@
  * backend is unavailable); 2 bad usage or a refused RunSpec (`spec error: <path>: <reason>` lines);
  * 128 + signal number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
  */
-// First import: records the descriptors open at start-up, before the runtime opens any (./core/inherited-fd.ts).
+// First import: under Node < 22, one stderr line and exit 1 (./core/require-node.ts).
+import "./core/require-node";
+// Next: records the descriptors open at start-up, before the runtime opens any (./core/inherited-fd.ts).
 import { unusableProgressFd } from "./core/inherited-fd";
 import * as fs from "node:fs";
 import * as os from "node:os";
