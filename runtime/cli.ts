@@ -665,14 +665,21 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
       }
       case "report":
       case "junit": {
+        const out = (values as { out?: string }).out ?? path.join(dir, sub === "report" ? "report.html" : "junit.xml");
+        checkOutPath(sub, out);
         const view = await loadRunView(dir);
         const text = sub === "report" ? renderReport(view) : renderJunit(view, os.hostname());
-        const out = (values as { out?: string }).out ?? path.join(dir, sub === "report" ? "report.html" : "junit.xml");
         if (out === "-") {
           io.stdout.write(text);
           return 0;
         }
-        await writeFileAtomic(path.resolve(out), text);
+        try {
+          await writeFileAtomic(path.resolve(out), text);
+        } catch (error) {
+          const e = error as NodeJS.ErrnoException;
+          // One line; writeFileAtomic has removed its temp file.
+          throw new CohortError("write-failed", `cannot write ${path.resolve(out)}: ${e.code ?? e.message}`);
+        }
         const status = view.verification.ok ? outcomeText(view) : `${outcomeText(view)}; the ledger does NOT verify`;
         io.stdout.write(`wrote ${path.resolve(out)} (run ${view.manifest.runId}: ${status})\n`);
         return 0;
@@ -687,6 +694,24 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
     }
     throw error;
   }
+}
+
+/**
+ * `ledger report|junit --out PATH`: `-` (stdout) or a file path. An empty path, or one that names an existing
+ * directory or ends with `/`, is a usage error naming `--out` (the atomic write would otherwise put its temp file
+ * beside the directory and rename it onto it).
+ * @throws {UsageError}
+ */
+function checkOutPath(sub: string, out: string): void {
+  if (out === "") throw new UsageError(`ledger ${sub}: --out expects a file path or - (stdout); got ""`);
+  if (out === "-") return;
+  let isDir = out.endsWith("/");
+  try {
+    isDir ||= fs.statSync(out).isDirectory();
+  } catch {
+    // not there yet: the write creates it (or says why it cannot)
+  }
+  if (isDir) throw new UsageError(`ledger ${sub}: --out ${out} is a directory; name a file in it, e.g. --out ${path.join(out, sub === "report" ? "report.html" : "junit.xml")}`);
 }
 
 async function reapCommand(args: readonly string[], io: CliIo): Promise<number> {

@@ -384,4 +384,25 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(r.stderr).toMatch(/^cohort: ledger report failed: ledger \S+: manifest-missing/);
     expect((await cohort(["ledger", "junit"])).code).toBe(2);
   });
+
+  it("--out: a directory or an empty path is a usage error naming --out; an unwritable target one line naming it; no temp file left", async () => {
+    const outDir = tempDir("outdir");
+    const rootTemps = () => fs.readdirSync("/").filter((f) => f.includes(".tmp-"));
+    const before = rootTemps();
+    for (const sub of ["report", "junit"]) {
+      for (const out of [outDir, `${outDir}/`, "/tmp"]) {
+        const r = await cohort(["ledger", sub, success.runDir, "--out", out]);
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr.split("\n")[0]).toBe(`cohort: ledger ${sub}: --out ${out} is a directory; name a file in it, e.g. --out ${path.join(out, sub === "report" ? "report.html" : "junit.xml")}`);
+      }
+      const empty = await cohort(["ledger", sub, success.runDir, "--out", ""]);
+      expect(empty.code).toBe(2);
+      expect(empty.stderr.split("\n")[0]).toBe(`cohort: ledger ${sub}: --out expects a file path or - (stdout); got ""`);
+      const denied = await cohort(["ledger", sub, success.runDir, "--out", "/proc/x"]);
+      expect(denied.code).toBe(1);
+      expect(denied.stderr).toMatch(new RegExp(`^cohort: ledger ${sub} failed: cannot write /proc/x: E[A-Z]+\n$`));
+    }
+    expect(fs.readdirSync(outDir)).toEqual([]);
+    expect(rootTemps()).toEqual(before);
+  });
 });
