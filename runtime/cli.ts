@@ -47,7 +47,7 @@ import { loadRunView, outcomeText } from "./core/ledger-view";
 import { writeFileAtomic } from "./core/atomic";
 import { Scheduler, type LedgerSink, type RunProgress, type RunResult } from "./core/scheduler";
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
-import { wellFormed, wellFormedValue } from "./core/text";
+import { escapeControls, wellFormed, wellFormedValue } from "./core/text";
 import packageJson from "../package.json";
 
 /** The runtime's version (package.json). */
@@ -460,7 +460,8 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, report
     }
     lines.push(`cohort: run ${result.runId} failed: ${first}`);
   }
-  for (const line of lines) io.stderr.write(`${wellFormed(line)}\n`);
+  // escapeControls: the quoted output tail holds the member's raw bytes (ESC sequences, NUL, CR): `\xHH` on the terminal.
+  for (const line of lines) io.stderr.write(`${escapeControls(wellFormed(line))}\n`);
   if (result.outcome === "succeeded") return result.ledgerError === null ? 0 : 1;
   if (result.outcome === "interrupted") return 128 + (SIGNAL_NUMBERS[result.interruptedBy ?? ""] ?? 15);
   return 1;

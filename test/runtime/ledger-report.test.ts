@@ -177,6 +177,21 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(html).toMatch(/<g class="row" data-member="late-0" data-starts="0"><text[^>]*>late-0<\/text><\/g>/);
   });
 
+  it("control characters in a member's output (NUL, ESC, CR) reach neither the terminal nor report.html raw: both show them as \\xHH", async () => {
+    const { exit, runDir } = await runCohort({
+      name: "ctl",
+      roles: [{ name: "web", app: { command: ["sh", "-c", String.raw`printf 'a\000b\033[31mred\033[0m\tc\rd\n'; exit 3`], port: false }, readiness: onLog }],
+    });
+    expect(exit.code).toBe(1);
+    // eslint-disable-next-line no-control-regex
+    const raw = /[\u0000-\u0008\u000b-\u001f\u007f]/;
+    expect(exit.stderr).not.toMatch(raw);
+    expect(exit.stderr).toContain("  | a\\x00b\\x1b[31mred\\x1b[0m\tc\\x0dd");
+    const html = fs.readFileSync(path.join(runDir, "report.html"), "utf8");
+    expect(html).not.toMatch(raw);
+    expect(html).toContain("a\\x00b\\x1b[31mred\\x1b[0m\tc\\x0dd");
+  }, 60_000);
+
   it("junit: one testcase per member (classname = role, time = start -> ready), failures with reason and tail, never-started skipped; valid XML despite control characters", async () => {
     const out = path.join(tempDir("out"), "junit.xml");
     const r = await cohort(["ledger", "junit", failure.runDir, "--out", out]);
