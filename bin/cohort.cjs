@@ -13,8 +13,9 @@ if (!fs.existsSync(bundle)) {
   process.stderr.write(`cohort: ${bundle} does not exist; build it with \`npm run build\` (scripts/bundle.mjs)\n`);
   process.exit(1);
 }
-const major = Number(process.versions.node.split(".")[0]);
-if (major < 22) {
+// The version check the bundle's entry makes too (runtime/core/require-node.ts).
+const { nodeTooOld } = require("../runtime/node-version.cjs");
+if (nodeTooOld()) {
   let node = "";
   try {
     node = fs.readFileSync(path.join(dist, "cohort.node"), "utf8").trim();

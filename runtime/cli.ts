@@ -19,6 +19,10 @@
  * backend is unavailable); 2 bad usage or a refused RunSpec (`spec error: <path>: <reason>` lines);
  * 128 + signal number when interrupted (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
  */
+// First import: under Node < 22, one stderr line and exit 1 (./core/require-node.ts).
+import "./core/require-node";
+// Next: records the descriptors open at start-up, before the runtime opens any (./core/inherited-fd.ts).
+import { unusableProgressFd } from "./core/inherited-fd";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -35,7 +39,7 @@ import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
-import { acquireRunLock, type HeldRunLock } from "./core/run-lock";
+import { acquireRunLock, takeoverMessage, type HeldRunLock } from "./core/run-lock";
 import { showLedger } from "./core/ledger-show";
 import { renderJunit } from "./core/ledger-junit";
 import { renderReport } from "./core/ledger-report";
@@ -43,7 +47,7 @@ import { loadRunView, outcomeText } from "./core/ledger-view";
 import { writeFileAtomic } from "./core/atomic";
 import { Scheduler, type LedgerSink, type RunProgress, type RunResult } from "./core/scheduler";
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
-import { wellFormed, wellFormedValue } from "./core/text";
+import { escapeControls, wellFormed, wellFormedValue } from "./core/text";
 import packageJson from "../package.json";
 
 /** The runtime's version (package.json). */
@@ -221,9 +225,11 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
     },
     0,
   );
+  const pidMax = readPidMax();
   const watchPids = (values["watch-pid"] ?? []).map((raw) => {
-    const pid = Number(raw);
-    if (!Number.isInteger(pid) || pid < 1) throw new UsageError(`run: --watch-pid expects a process id; got "${raw}"`);
+    const pid = /^[1-9][0-9]{0,9}$/.test(raw) ? Number(raw) : NaN;
+    if (!Number.isInteger(pid)) throw new UsageError(`run: --watch-pid expects a process id; got "${raw}"`);
+    if (pid > pidMax) throw new UsageError(`run: --watch-pid ${raw} exceeds the largest process id ${pidMax} (/proc/sys/kernel/pid_max)`);
     return pid;
   });
   if (values.spec === undefined) throw new UsageError("run: --spec FILE (or - for stdin) is required");
@@ -267,9 +273,7 @@ async function takeRunLock(artifacts: string, runId: string, runDir: string, io:
     const reaped = await reapRun(dir);
     return (reaped.runtime === null ? 0 : 1) + reaped.groups.length;
   });
-  if (held.reaped !== null) {
-    io.stderr.write(`cohort: run ${held.reaped.runId} (runtime pid ${held.reaped.pid}) had ended without releasing ${held.path}; stopped ${held.reaped.stopped} process group(s) it left\n`);
-  }
+  if (held.reaped !== null) io.stderr.write(`${takeoverMessage(held.path, held.reaped)}\n`);
   return held;
 }
 
@@ -456,22 +460,33 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, report
     }
     lines.push(`cohort: run ${result.runId} failed: ${first}`);
   }
-  for (const line of lines) io.stderr.write(`${wellFormed(line)}\n`);
+  // escapeControls: the quoted output tail holds the member's raw bytes (ESC sequences, NUL, CR): `\xHH` on the terminal.
+  for (const line of lines) io.stderr.write(`${escapeControls(wellFormed(line))}\n`);
   if (result.outcome === "succeeded") return result.ledgerError === null ? 0 : 1;
   if (result.outcome === "interrupted") return 128 + (SIGNAL_NUMBERS[result.interruptedBy ?? ""] ?? 15);
   return 1;
 }
 
+/** `/proc/sys/kernel/pid_max` (4194304, the kernel's ceiling, when it cannot be read). */
+function readPidMax(): number {
+  try {
+    const n = Number(fs.readFileSync("/proc/sys/kernel/pid_max", "utf8").trim());
+    return Number.isInteger(n) && n > 0 ? n : 4_194_304;
+  } catch {
+    return 4_194_304;
+  }
+}
+
 /**
  * The stream of `--progress-fd N`: progress lines only (never a bar), written asynchronously; a write
- * error (the reader went away) silences it and never fails the run. A descriptor that is not open is
- * reported once on stderr and progress is then dropped.
+ * error (the reader went away) silences it and never fails the run. A descriptor the caller did not hand
+ * over (not open, or one of Node's/libuv's own: rules in ./core/inherited-fd.ts) is reported in one stderr
+ * line, `cohort: --progress-fd N <reason>; progress lines are dropped`, and the run goes on without progress.
  */
 function progressStream(fd: number, io: CliIo): NodeJS.WritableStream & { isTTY?: boolean } {
-  try {
-    fs.fstatSync(fd);
-  } catch {
-    io.stderr.write(`cohort: --progress-fd ${fd} is not an open file descriptor; progress lines are dropped\n`);
+  const unusable = unusableProgressFd(fd);
+  if (unusable !== undefined) {
+    io.stderr.write(`cohort: --progress-fd ${fd} ${unusable}; progress lines are dropped\n`);
     return new Writable({ write: (_chunk, _encoding, callback) => callback() });
   }
   const stream = fs.createWriteStream("", { fd, autoClose: false });
@@ -689,14 +704,21 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
       }
       case "report":
       case "junit": {
+        const out = (values as { out?: string }).out ?? path.join(dir, sub === "report" ? "report.html" : "junit.xml");
+        checkOutPath(sub, out);
         const view = await loadRunView(dir);
         const text = sub === "report" ? renderReport(view) : renderJunit(view, os.hostname());
-        const out = (values as { out?: string }).out ?? path.join(dir, sub === "report" ? "report.html" : "junit.xml");
         if (out === "-") {
           io.stdout.write(text);
           return 0;
         }
-        await writeFileAtomic(path.resolve(out), text);
+        try {
+          await writeFileAtomic(path.resolve(out), text);
+        } catch (error) {
+          const e = error as NodeJS.ErrnoException;
+          // One line; writeFileAtomic has removed its temp file.
+          throw new CohortError("write-failed", `cannot write ${path.resolve(out)}: ${e.code ?? e.message}`);
+        }
         const status = view.verification.ok ? outcomeText(view) : `${outcomeText(view)}; the ledger does NOT verify`;
         io.stdout.write(`wrote ${path.resolve(out)} (run ${view.manifest.runId}: ${status})\n`);
         return 0;
@@ -713,6 +735,24 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
   }
 }
 
+/**
+ * `ledger report|junit --out PATH`: `-` (stdout) or a file path. An empty path, or one that names an existing
+ * directory or ends with `/`, is a usage error naming `--out` (the atomic write would otherwise put its temp file
+ * beside the directory and rename it onto it).
+ * @throws {UsageError}
+ */
+function checkOutPath(sub: string, out: string): void {
+  if (out === "") throw new UsageError(`ledger ${sub}: --out expects a file path or - (stdout); got ""`);
+  if (out === "-") return;
+  let isDir = out.endsWith("/");
+  try {
+    isDir ||= fs.statSync(out).isDirectory();
+  } catch {
+    // not there yet: the write creates it (or says why it cannot)
+  }
+  if (isDir) throw new UsageError(`ledger ${sub}: --out ${out} is a directory; name a file in it, e.g. --out ${path.join(out, sub === "report" ? "report.html" : "junit.xml")}`);
+}
+
 async function reapCommand(args: readonly string[], io: CliIo): Promise<number> {
   const withArtifacts = args.includes("--artifacts");
   const { positionals, values } = parse(args, { grace: { type: "string" }, artifacts: { type: "string" } }, withArtifacts ? 0 : 1);
@@ -722,20 +762,41 @@ async function reapCommand(args: readonly string[], io: CliIo): Promise<number> 
   let runDir = positionals[0];
   if (values.artifacts !== undefined) {
     // The run the artifact root's lock names (cohort run --lock), live or not: the host profile's destroy.
-    const { readRunLock, lockHolderAlive, RUN_LOCK_FILE } = await import("./core/run-lock.js");
-    const holder = readRunLock(values.artifacts);
-    if (holder === undefined) {
-      io.stdout.write(`no run holds ${path.join(path.resolve(values.artifacts), RUN_LOCK_FILE)}\n`);
+    const { readRunLock, lockHolderAlive, inspectRunLock, lockIsDirectoryError, RUN_LOCK_FILE } = await import("./core/run-lock.js");
+    const lockPath = path.join(path.resolve(values.artifacts), RUN_LOCK_FILE);
+    const found = inspectRunLock(values.artifacts);
+    if (found.kind === "none") {
+      io.stdout.write(`no run holds ${lockPath}\n`);
       return 0;
     }
+    if (found.kind === "directory") throw lockIsDirectoryError(lockPath);
+    if (found.kind === "unreadable") {
+      // No lock this code wrote (it is created with its content in one link()): nothing it names can be stopped.
+      fs.rmSync(lockPath, { force: true });
+      io.stdout.write(`removed ${lockPath}: it held no readable run lock\n`);
+      return 0;
+    }
+    const { holder } = found;
     runDir = holder.runDir;
     if (!fs.existsSync(path.join(runDir, "manifest.json"))) {
-      if (!lockHolderAlive(holder)) fs.rmSync(path.join(values.artifacts, RUN_LOCK_FILE), { force: true });
-      io.stdout.write(`nothing left running for run ${holder.runId}\n`);
+      if (found.state === "alive") {
+        // A run between taking the lock and writing its manifest: its pid is proven (start time), stop it.
+        try {
+          process.kill(holder.pid, "SIGTERM");
+          io.stdout.write(`stopped runtime pid ${holder.pid} of run ${holder.runId}\n`);
+        } catch {
+          io.stdout.write(`nothing left running for run ${holder.runId}\n`);
+        }
+        return 0;
+      }
+      fs.rmSync(lockPath, { force: true });
+      io.stdout.write(
+        `nothing left running for run ${holder.runId}; removed ${lockPath} (runtime pid ${holder.pid} ${found.state === "ended" ? "had ended" : "now names another process"})\n`,
+      );
       return 0;
     }
     const reaped = await reapRun(runDir, graceMs === undefined ? {} : { graceMs });
-    if (!lockHolderAlive(holder) && readRunLock(values.artifacts)?.runId === holder.runId) fs.rmSync(path.join(values.artifacts, RUN_LOCK_FILE), { force: true });
+    if (!lockHolderAlive(holder) && readRunLock(values.artifacts)?.runId === holder.runId) fs.rmSync(lockPath, { force: true });
     printReaped(reaped, io);
     return 0;
   }

@@ -25,10 +25,14 @@
  */
 import { outcomeText, type RunView } from "./ledger-view";
 import type { TimelineMember } from "./ledger-show";
+import { escapeControls } from "./text";
 
-/** Escapes `& < > " '` for HTML text and attribute values. */
+/**
+ * Escapes `& < > " '` for HTML text and attribute values, and writes C0 control characters other than tab and
+ * newline (and DEL) as the visible `\xHH` ({@link escapeControls}): member output holds ESC and NUL bytes.
+ */
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+  return escapeControls(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
 }
 
 const fmtMs = (v: number | undefined | null): string => (v === undefined || v === null ? "–" : v >= 10_000 ? `${(v / 1000).toFixed(1)} s` : `${v.toFixed(1)} ms`);

@@ -73,6 +73,20 @@ export function hasLoneSurrogate(text: string): boolean {
 
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
+/** C0 control characters other than tab and newline, and DEL. */
+const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
+
+/**
+ * `text` with every C0 control character except tab (U+0009) and newline (U+000A), and DEL (U+007F), written
+ * as the visible escape `\xHH` (ESC is `\x1b`, NUL `\x00`, CR `\x0d`), so that member output quoted on a
+ * terminal or in a report cannot move the cursor, recolour, retitle or clear it. A backslash already in the text
+ * is left as it is. Text without such characters is returned unchanged (same string).
+ * Example: `escapeControls("\u001b[31mred")` is the 10 characters `\x1b[31mred`.
+ */
+export function escapeControls(text: string): string {
+  return text.replace(CONTROLS, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, "0")}`);
+}
+
 /**
  * `text` with every lone surrogate replaced by U+FFFD (what `String.prototype.toWellFormed` does, and
  * what a UTF-8 encoder writes for one); well-formed text is returned unchanged (same string).

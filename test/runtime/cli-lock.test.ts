@@ -76,7 +76,7 @@ describe("cohort run --lock", () => {
     expect(refused.code).toBe(1);
     expect(refused.stdout).toBe("");
     expect(refused.stderr.trimEnd().split("\n").at(-1)).toBe(
-      `cohort: refused: run ${live.runId} (runtime pid ${live.pid}) is still running under ${artifacts} (lock ${path.join(artifacts, ".cohort-run.lock")}); wait for it to end, or stop it with \`npx cohort reap ${live.runDir}\``,
+      `cohort: refused: run ${live.runId} (runtime pid ${live.pid}) is still running under ${artifacts} (lock ${path.join(artifacts, ".cohort-run.lock")}); wait for it to end, or stop it with \`npx cohort reap --artifacts ${artifacts}\``,
     );
     expect(fs.readdirSync(artifacts).filter((d) => d.startsWith("locked-"))).toEqual([live.runId]);
 
@@ -107,6 +107,53 @@ describe("cohort run --lock", () => {
   }, 120_000);
 });
 
+describe("cohort run --lock: stale and foreign locks", () => {
+  const lockOf = (artifacts: string) => path.join(artifacts, ".cohort-run.lock");
+  const spec = () => writeSpec({ name: "edge", hold: "0s" });
+
+  it("an unreadable (garbage) lock is taken over with a note on stderr; reap --artifacts removes one", async () => {
+    const artifacts = tempDir("artifacts");
+    fs.writeFileSync(lockOf(artifacts), "{not json");
+    const out = await cohort(["run", "--spec", spec(), "--artifacts", artifacts, "--lock"]);
+    expect(out.code, out.stderr).toBe(0);
+    expect(out.stderr).toContain(`cohort: ${lockOf(artifacts)} held no readable run lock (not written by a cohort run); took it over`);
+    expect(fs.existsSync(lockOf(artifacts))).toBe(false);
+    fs.writeFileSync(lockOf(artifacts), "");
+    const reap = await cohort(["reap", "--artifacts", artifacts]);
+    expect(reap.code, reap.stderr).toBe(0);
+    expect(reap.stdout).toBe(`removed ${lockOf(artifacts)}: it held no readable run lock\n`);
+    expect(fs.existsSync(lockOf(artifacts))).toBe(false);
+  }, 60_000);
+
+  it("a lock naming a live unrelated pid without startTicks is stale: taken over (pid now names another process); reap --artifacts removes it", async () => {
+    for (const startTicks of [undefined, 1]) {
+      const artifacts = tempDir("artifacts");
+      const lock = { runId: "ghost", runDir: path.join(artifacts, "ghost"), pid: 1, ...(startTicks === undefined ? {} : { startTicks }), createdAt: "2026-01-01T00:00:00Z" };
+      fs.writeFileSync(lockOf(artifacts), JSON.stringify(lock));
+      const reap = await cohort(["reap", "--artifacts", artifacts]);
+      expect(reap.code, reap.stderr).toBe(0);
+      expect(reap.stdout).toBe(`nothing left running for run ghost; removed ${lockOf(artifacts)} (runtime pid 1 now names another process)\n`);
+      expect(fs.existsSync(lockOf(artifacts))).toBe(false);
+      fs.writeFileSync(lockOf(artifacts), JSON.stringify(lock));
+      const out = await cohort(["run", "--spec", spec(), "--artifacts", artifacts, "--lock"]);
+      expect(out.code, out.stderr).toBe(0);
+      expect(out.stderr).toContain(`cohort: run ghost did not release ${lockOf(artifacts)} and its runtime pid 1 now names another process; took it over, stopped 0 process group(s) it left`);
+      expect(out.stderr).not.toContain("had ended");
+      expect(fs.readdirSync(artifacts).filter((f) => f.includes("stale") || f.includes(".tmp-"))).toEqual([]);
+    }
+  }, 60_000);
+
+  it("a directory at the lock path is refused clearly and nothing is left behind", async () => {
+    const artifacts = tempDir("artifacts");
+    fs.mkdirSync(lockOf(artifacts));
+    const out = await cohort(["run", "--spec", spec(), "--artifacts", artifacts, "--lock"]);
+    expect(out.code).toBe(1);
+    expect(out.stderr.trimEnd().split("\n").at(-1)).toBe(`cohort: ${lockOf(artifacts)} is a directory, not a run lock; remove it`);
+    expect(fs.readdirSync(artifacts)).toEqual([".cohort-run.lock"]);
+    expect(fs.readdirSync(lockOf(artifacts))).toEqual([]);
+  }, 60_000);
+});
+
 describe("cohort run --watch-pid", () => {
   it("ends the run as interrupted (SIGHUP, exit 129), members stopped, when the watched process is gone", async () => {
     const artifacts = tempDir("artifacts");
@@ -131,5 +178,16 @@ describe("cohort run --watch-pid", () => {
     const out = await cohort(["run", "--spec", writeSpec({ name: "bad" }), "--artifacts", tempDir("artifacts"), "--watch-pid", "x"]);
     expect(out.code).toBe(2);
     expect(out.stderr).toContain('cohort: run: --watch-pid expects a process id; got "x"');
+  });
+
+  it("refuses pids that are not plain decimal integers, or exceed pid_max, before anything is created", async () => {
+    const pidMax = Number(fs.readFileSync("/proc/sys/kernel/pid_max", "utf8"));
+    for (const raw of ["0x10", "1e3", " 12", "12 ", "+12", "012", "0", String(pidMax + 1)]) {
+      const artifacts = path.join(tempDir("artifacts"), "root");
+      const out = await cohort(["run", "--spec", writeSpec({ name: "bad" }), "--artifacts", artifacts, "--lock", "--watch-pid", raw]);
+      expect(out.code, raw).toBe(2);
+      expect(out.stderr, raw).toMatch(/cohort: run: --watch-pid (expects a process id; got|\d+ exceeds the largest process id)/);
+      expect(fs.existsSync(artifacts), raw).toBe(false);
+    }
   });
 });

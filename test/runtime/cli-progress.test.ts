@@ -151,4 +151,31 @@ describe("cohort run --progress-fd", () => {
     expect(code).toBe(2);
     expect(stderr).toContain("--progress-fd expects an open file descriptor number >= 3");
   });
+
+  // Fds 3..~20 of a Node process are libuv's own (epoll, eventfd, io_uring, internal pipes): a --progress-fd N the
+  // caller never opened must not be written (fd 14/19 crashed the runtime with SIGSEGV; 3 and 8 corrupted it).
+  for (const fd of [14, 19, 8, 3]) {
+    it(`--progress-fd ${fd} that the caller did not open: one stderr note, the run completes, its ledger verifies`, async () => {
+      const file = path.join(tempDir("spec"), "cohort.json");
+      fs.writeFileSync(file, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: `badfd-${fd}`, stopGracePeriod: "2s", roles: [{ name: "agent", replicas: 2, app: member("0"), readiness: onLog }] }));
+      const artifacts = tempDir("a");
+      const exec = (args: string[]) =>
+        new Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }>((resolve) => {
+          const child = spawn(process.execPath, [bundle, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+          let stdout = "";
+          let stderr = "";
+          child.stdout.on("data", (d) => (stdout += d));
+          child.stderr.on("data", (d) => (stderr += d));
+          child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+        });
+      const out = await exec(["run", "--spec", file, "--artifacts", artifacts, "--progress-fd", String(fd)]);
+      expect(out.signal).toBeNull();
+      expect(out.code).toBe(0);
+      expect(out.stderr).toMatch(new RegExp(`^cohort: --progress-fd ${fd} .*; progress lines are dropped$`, "m"));
+      const summary = JSON.parse(out.stdout) as { outcome: string; ledgerPath: string };
+      expect(summary.outcome).toBe("succeeded");
+      const verify = await exec(["ledger", "verify", summary.ledgerPath]);
+      expect(verify.code).toBe(0);
+    }, 60_000);
+  }
 });

@@ -3,7 +3,7 @@
  * node_modules), run with plain `node` as a real child process. Covers the summary line and exit codes,
  * spec errors, SIGTERM mid-start, `reap` after a SIGKILLed runtime, and ledger verify/show/recover.
  */
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -90,6 +90,22 @@ function onlyRunDir(artifacts: string): string {
 }
 
 describe("cohort CLI (bundled)", () => {
+  it.runIf(fs.existsSync("/usr/bin/node") && Number(spawnSync("/usr/bin/node", ["-p", "process.versions.node.split('.')[0]"], { encoding: "utf8" }).stdout) < 22)(
+    "under Node < 22 (the system /usr/bin/node) the bundle says it needs Node >= 22, exit 1, and creates nothing",
+    () => {
+      const artifacts = path.join(tempDir("old-node"), "a");
+      const spec = path.join(tempDir("spec"), "s.json");
+      fs.writeFileSync(spec, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "old", roles: [{ name: "w", app: { command: ["true"], port: false } }] }));
+      for (const args of [[], ["run", "--spec", spec, "--artifacts", artifacts], ["ledger", "verify", artifacts]]) {
+        const out = spawnSync("/usr/bin/node", [bundle, ...args], { encoding: "utf8" });
+        expect(out.status, args.join(" ")).toBe(1);
+        expect(out.stdout).toBe("");
+        expect(out.stderr).toMatch(/^cohort: needs Node >= 22 \(this is v\d+\.\d+\.\d+\); run it with Node >= 22, or through bin\/cohort\.cjs \(npx cohort\), which uses the Node the build recorded in dist\/cohort\.node\n$/);
+      }
+      expect(fs.existsSync(artifacts)).toBe(false);
+    },
+  );
+
   it("refuses a cycle with its full path, exit 2, before any side effect", async () => {
     const artifacts = tempDir("artifacts");
     const spec = writeSpec({ name: "cyc", roles: [quick("a", { needs: ["b"] }), quick("b", { needs: ["c"] }), quick("c", { needs: ["a"] })] });

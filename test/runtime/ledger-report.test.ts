@@ -177,6 +177,21 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(html).toMatch(/<g class="row" data-member="late-0" data-starts="0"><text[^>]*>late-0<\/text><\/g>/);
   });
 
+  it("control characters in a member's output (NUL, ESC, CR) reach neither the terminal nor report.html raw: both show them as \\xHH", async () => {
+    const { exit, runDir } = await runCohort({
+      name: "ctl",
+      roles: [{ name: "web", app: { command: ["sh", "-c", String.raw`printf 'a\000b\033[31mred\033[0m\tc\rd\n'; exit 3`], port: false }, readiness: onLog }],
+    });
+    expect(exit.code).toBe(1);
+    // eslint-disable-next-line no-control-regex
+    const raw = /[\u0000-\u0008\u000b-\u001f\u007f]/;
+    expect(exit.stderr).not.toMatch(raw);
+    expect(exit.stderr).toContain("  | a\\x00b\\x1b[31mred\\x1b[0m\tc\\x0dd");
+    const html = fs.readFileSync(path.join(runDir, "report.html"), "utf8");
+    expect(html).not.toMatch(raw);
+    expect(html).toContain("a\\x00b\\x1b[31mred\\x1b[0m\tc\\x0dd");
+  }, 60_000);
+
   it("junit: one testcase per member (classname = role, time = start -> ready), failures with reason and tail, never-started skipped; valid XML despite control characters", async () => {
     const out = path.join(tempDir("out"), "junit.xml");
     const r = await cohort(["ledger", "junit", failure.runDir, "--out", out]);
@@ -265,6 +280,29 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(torn.code, torn.stderr).toBe(0);
     expect(torn.stdout).toMatch(/<p id="verify" class="bad">does NOT verify: ledger \S+: torn-final-line at line \d+/);
     expect([...torn.stdout.matchAll(/<g class="row[^"]*" data-member="(slow-\d)"/g)].map((m) => m[1]).sort()).toEqual(["slow-0", "slow-1"]);
+  }, 60_000);
+
+  it("a runtime killed during its FIRST record write (one torn line): torn-final-line at line 1 for verify, report and junit; recover cuts it", async () => {
+    const copy = path.join(tempDir("torn1"), path.basename(success.runDir));
+    fs.cpSync(success.runDir, copy, { recursive: true });
+    fs.rmSync(path.join(copy, "completion.json"));
+    const file = path.join(copy, "records.ndjson");
+    const first = fs.readFileSync(file).subarray(0, fs.readFileSync(file).indexOf(0x0a));
+    const cut = Math.min(300, first.length - 1);
+    fs.writeFileSync(file, first.subarray(0, cut)); // `head -c 300` of a one-line ledger
+    const verify = await cohort(["ledger", "verify", copy]);
+    expect(verify.code).toBe(1);
+    expect(verify.stderr).toContain(`torn-final-line at line 1: the final line has no terminating newline (${cut} bytes from offset 0)`);
+    const report = await cohort(["ledger", "report", copy, "--out", "-"]);
+    expect(report.code, report.stderr).toBe(0);
+    expect(report.stdout).toMatch(/<p id="verify" class="bad">does NOT verify: ledger \S+: torn-final-line at line 1:/);
+    const junit = await cohort(["ledger", "junit", copy, "--out", "-"]);
+    expect(junit.code, junit.stderr).toBe(0);
+    expect(junit.stdout).toContain("torn-final-line at line 1");
+    const recover = await cohort(["ledger", "recover", copy]);
+    expect(recover.code, recover.stderr).toBe(0);
+    expect(recover.stdout).toContain(`recovered: cut a torn final line (${cut} bytes`);
+    expect((await cohort(["ledger", "verify", copy])).code).toBe(0);
   }, 60_000);
 
   it("a ledger that does not verify: the report and junit say so (a `ledger` error testcase)", async () => {
@@ -360,5 +398,26 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^cohort: ledger report failed: ledger \S+: manifest-missing/);
     expect((await cohort(["ledger", "junit"])).code).toBe(2);
+  });
+
+  it("--out: a directory or an empty path is a usage error naming --out; an unwritable target one line naming it; no temp file left", async () => {
+    const outDir = tempDir("outdir");
+    const rootTemps = () => fs.readdirSync("/").filter((f) => f.includes(".tmp-"));
+    const before = rootTemps();
+    for (const sub of ["report", "junit"]) {
+      for (const out of [outDir, `${outDir}/`, "/tmp"]) {
+        const r = await cohort(["ledger", sub, success.runDir, "--out", out]);
+        expect(r.code, r.stderr).toBe(2);
+        expect(r.stderr.split("\n")[0]).toBe(`cohort: ledger ${sub}: --out ${out} is a directory; name a file in it, e.g. --out ${path.join(out, sub === "report" ? "report.html" : "junit.xml")}`);
+      }
+      const empty = await cohort(["ledger", sub, success.runDir, "--out", ""]);
+      expect(empty.code).toBe(2);
+      expect(empty.stderr.split("\n")[0]).toBe(`cohort: ledger ${sub}: --out expects a file path or - (stdout); got ""`);
+      const denied = await cohort(["ledger", sub, success.runDir, "--out", "/proc/x"]);
+      expect(denied.code).toBe(1);
+      expect(denied.stderr).toMatch(new RegExp(`^cohort: ledger ${sub} failed: cannot write /proc/x: E[A-Z]+\n$`));
+    }
+    expect(fs.readdirSync(outDir)).toEqual([]);
+    expect(rootTemps()).toEqual(before);
   });
 });
