@@ -40,6 +40,7 @@ import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger";
 import { recoverLedger, verifyLedger } from "./core/ledger-verify";
 import { acquireRunLock, takeoverMessage, type HeldRunLock } from "./core/run-lock";
+import { isRunId } from "./core/run-id";
 import { showLedger } from "./core/ledger-show";
 import { renderJunit } from "./core/ledger-junit";
 import { renderReport } from "./core/ledger-report";
@@ -252,7 +253,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   }
   const spec = loadRunSpec(text);
   const runId = values["run-id"] ?? newRunId(spec.name);
-  if (!/^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/.test(runId) || runId.length > 63) {
+  if (!isRunId(runId)) {
     throw new UsageError(`run: --run-id must be a Kubernetes label value (letters, digits, "-", "_", ".", at most 63 characters); got "${runId}"`);
   }
   const runDir = path.resolve(values.artifacts, runId);

@@ -4,7 +4,7 @@
  * its cgroups (`<hierarchy>/cohort/<runId>`, runtime/backends/process/cgroup.ts) and its Kubernetes labels,
  * so one that is not a label value (`../victim`, `a/b`, `.`) must never reach a path.
  *
- * This is the `--run-id` rule of `cohort run` (runtime/cli.ts), which should call {@link isRunId} too.
+ * The one check of a run id: `cohort run --run-id` (runtime/cli.ts), `reap` and the cgroup paths use it.
  */
 
 /** Longest run id (a Kubernetes label value). */
