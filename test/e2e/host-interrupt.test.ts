@@ -211,7 +211,7 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
     const second = await pulumi(["up", "--yes", "--skip-preview", "--stack", "host2"]);
     expect(second.exitCode).not.toBe(0);
     expect(second.all).toContain(`cohort: refused: run ${runId} (runtime pid ${lock.pid}) is still running under ${artifactRoot}`);
-    expect(second.all).toContain(`npx cohort reap ${runDir}`);
+    expect(second.all).toContain(`npx cohort reap --artifacts ${artifactRoot}`);
     expect(readdirSync(artifactRoot).filter((d) => d.startsWith("second-"))).toEqual([]);
 
     const cli = procs().filter((p) => (p.cmdline.split(" ")[0] ?? "").endsWith("/pulumi") && p.cmdline.includes(" up ") && p.cmdline.includes(projectDir));
