@@ -8,14 +8,12 @@ import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { tempDir } from "./process-helpers";
+import { buildBundle, tempDir } from "./process-helpers";
 
 let bundle = "";
 
 beforeAll(async () => {
-  const { bundle: build } = await import("../../scripts/bundle.mjs");
-  const built = await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") });
-  bundle = built.outfile;
+  bundle = await buildBundle();
 }, 300_000);
 
 interface Line {

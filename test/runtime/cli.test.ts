@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { cgroupHierarchies } from "../../runtime/backends/process/cgroup";
-import { processesOfRun, tempDir } from "./process-helpers";
+import { buildBundle, processesOfRun, tempDir } from "./process-helpers";
 
 /** Live pids whose command line contains `marker` (/proc/<pid>/cmdline). */
 function pidsWith(marker: string): number[] {
@@ -28,13 +28,8 @@ function pidsWith(marker: string): number[] {
 let bundle = "";
 
 beforeAll(async () => {
-  const { bundle: build } = await import("../../scripts/bundle.mjs");
-  const built = await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") });
-  // Ship it alone: a directory with nothing but the file and the member launcher built beside it.
-  bundle = path.join(tempDir("shipped"), "cohort.cjs");
-  fs.copyFileSync(built.outfile, bundle);
-  fs.copyFileSync(built.launcher.file, path.join(path.dirname(bundle), "cohort-launcher"));
-  fs.chmodSync(path.join(path.dirname(bundle), "cohort-launcher"), 0o755);
+  // Shipped alone: a directory with nothing but the bundle and the member launcher built beside it.
+  bundle = await buildBundle({ shipped: true });
 }, 300_000);
 
 interface Exit {

@@ -17,7 +17,7 @@ import { ledgerTimeline } from "../../runtime/core/ledger-show";
 import { runViewOf } from "../../runtime/core/ledger-view";
 import { chromiumMissingReason, findChromium, openPage, type Page } from "./chromium-cdp";
 import { syntheticRun } from "./ledger-fixtures";
-import { tempDir } from "./process-helpers";
+import { buildBundle, tempDir } from "./process-helpers";
 
 const chromium = findChromium();
 if (chromium === null) console.warn(`ledger-report-chromium: skipped: ${chromiumMissingReason}`);
@@ -30,8 +30,7 @@ describe.skipIf(chromium === null)("the report in headless Chromium", () => {
   let page: Page;
 
   beforeAll(async () => {
-    const { bundle: build } = await import("../../scripts/bundle.mjs");
-    const bundle = (await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") })).outfile;
+    const bundle = await buildBundle();
     const artifacts = tempDir("artifacts");
     const spec = path.join(tempDir("spec"), "cohort.json");
     fs.writeFileSync(

@@ -13,13 +13,12 @@ import { COLLAPSE_MEMBERS, COLLAPSE_ROLE_MEMBERS, renderReport } from "../../run
 import { ledgerTimeline } from "../../runtime/core/ledger-show";
 import { runViewOf } from "../../runtime/core/ledger-view";
 import { syntheticRun } from "./ledger-fixtures";
-import { processesOfRun, tempDir } from "./process-helpers";
+import { buildBundle, processesOfRun, tempDir } from "./process-helpers";
 
 let bundle = "";
 
 beforeAll(async () => {
-  const { bundle: build } = await import("../../scripts/bundle.mjs");
-  bundle = (await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") })).outfile;
+  bundle = await buildBundle();
 }, 300_000);
 
 interface Exit {

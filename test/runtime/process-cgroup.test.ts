@@ -8,9 +8,9 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { cgroupHierarchies, COHORT_CGROUP_DIR, type CgroupKind } from "../../runtime/backends/process/cgroup";
+import { cgroupHierarchies, COHORT_CGROUP_DIR } from "../../runtime/backends/process/cgroup";
 import { liveMemberCgroups } from "../../runtime/backends/process/index";
-import { httpListener, runCohort, tempDir } from "./process-helpers";
+import { httpListener, runCohort, tempDir, usableCgroupHierarchy } from "./process-helpers";
 
 const sh = (script: string) => ["sh", "-c", script];
 
@@ -37,26 +37,11 @@ function leftoverCgroups(runId: string): string[] {
     .filter((dir) => fs.existsSync(dir));
 }
 
-/** Why cgroup tests cannot run here, or null. Probes by creating (and removing) a cgroup in each hierarchy. */
-function cgroupSkipReason(kind: CgroupKind): string | null {
-  if (process.platform !== "linux") return `cgroups are Linux only (this is ${process.platform})`;
-  if (process.getuid?.() !== 0) return "not root: cannot create cgroups";
-  const hierarchy = cgroupHierarchies().find((h) => h.kind === kind);
-  if (hierarchy === undefined) return `no writable ${kind} hierarchy is mounted`;
-  const probe = path.join(hierarchy.mount, `cohort-test-probe-${process.pid}`);
-  try {
-    fs.mkdirSync(probe);
-    fs.rmdirSync(probe);
-  } catch (error) {
-    return `cannot create a cgroup in ${hierarchy.mount}: ${(error as Error).message}`;
-  }
-  return null;
-}
-
 let counter = 0;
 const marker = () => `${process.pid}${String(counter++).padStart(3, "0")}`;
 describe.each(["v2", "freezer"] as const)("member cgroups (%s)", (kind) => {
-  const skip = cgroupSkipReason(kind);
+  const usable = usableCgroupHierarchy(kind);
+  const skip = typeof usable === "string" ? usable : null;
   if (skip !== null) console.log(`skipping the ${kind} cgroup tests: ${skip}`);
 
   it.skipIf(skip !== null).each(["native", "perl", "direct"] as const)(

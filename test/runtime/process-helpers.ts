@@ -5,6 +5,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
+import { cgroupHierarchies, type CgroupHierarchy, type CgroupKind } from "../../runtime/backends/process/cgroup";
 import { ProcessBackend } from "../../runtime/backends/process/index";
 import { groupAlive, listProcesses, readProcEnviron } from "../../runtime/backends/process/status";
 import { LedgerWriter, readLedger } from "../../runtime/core/ledger";
@@ -25,6 +26,41 @@ export function httpListener(delayMs = 0, extra = ""): string[] {
 
 export function tempDir(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), `cohort-${prefix}-`));
+}
+
+/**
+ * Builds the runtime bundle (`dist/cohort.cjs` as `npm run build` makes it, scripts/bundle.mjs) into a temp
+ * directory and returns the bundle's path. `shipped: true` copies it alone, with the member launcher beside it,
+ * into a directory holding nothing else: the way the cluster profiles ship it.
+ */
+export async function buildBundle(options: { readonly shipped?: boolean } = {}): Promise<string> {
+  const { bundle: build } = await import("../../scripts/bundle.mjs");
+  const built = await build({ outfile: path.join(tempDir("bundle"), "cohort.cjs") });
+  if (options.shipped !== true) return built.outfile;
+  const shipped = path.join(tempDir("shipped"), "cohort.cjs");
+  fs.copyFileSync(built.outfile, shipped);
+  fs.copyFileSync(built.launcher.file, path.join(path.dirname(shipped), "cohort-launcher"));
+  fs.chmodSync(path.join(path.dirname(shipped), "cohort-launcher"), 0o755);
+  return shipped;
+}
+
+/**
+ * The cgroup hierarchy of `kind` the cgroup tests can use here, or the reason they cannot (to print when they
+ * are skipped): Linux, root, the hierarchy mounted and writable (probed by creating and removing a cgroup).
+ */
+export function usableCgroupHierarchy(kind: CgroupKind): CgroupHierarchy | string {
+  if (process.platform !== "linux") return `cgroups are Linux only (this is ${process.platform})`;
+  if (process.getuid?.() !== 0) return "not root: cannot create cgroups";
+  const hierarchy = cgroupHierarchies().find((h) => h.kind === kind);
+  if (hierarchy === undefined) return `no writable ${kind} hierarchy is mounted`;
+  const probe = path.join(hierarchy.mount, `cohort-test-probe-${process.pid}`);
+  try {
+    fs.mkdirSync(probe);
+    fs.rmdirSync(probe);
+  } catch (error) {
+    return `cannot create a cgroup in ${hierarchy.mount}: ${(error as Error).message}`;
+  }
+  return hierarchy;
 }
 
 /** Processes on this host started with COHORT_RUN_ID=<runId> (not zombies). Linux. */

@@ -8,11 +8,11 @@ import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { cgroupHierarchies, COHORT_CGROUP_DIR, type CgroupHierarchy, type CgroupKind } from "../../runtime/backends/process/cgroup";
+import { COHORT_CGROUP_DIR, type CgroupHierarchy } from "../../runtime/backends/process/cgroup";
 import { reapRun } from "../../runtime/backends/process/reap";
 import { showLedger } from "../../runtime/core/ledger-show";
 import { verifyLedger } from "../../runtime/core/ledger-verify";
-import { httpListener, runCohort, tempDir } from "./process-helpers";
+import { httpListener, runCohort, tempDir, usableCgroupHierarchy } from "./process-helpers";
 
 const sh = (script: string) => ["sh", "-c", script];
 
@@ -38,20 +38,6 @@ function processesWith(marker: string): number[] {
   return out;
 }
 
-function usable(kind: CgroupKind): CgroupHierarchy | string {
-  if (process.platform !== "linux") return `cgroups are Linux only (this is ${process.platform})`;
-  if (process.getuid?.() !== 0) return "not root: cannot create cgroups";
-  const hierarchy = cgroupHierarchies().find((h) => h.kind === kind);
-  if (hierarchy === undefined) return `no writable ${kind} hierarchy is mounted`;
-  const probe = path.join(hierarchy.mount, `cohort-test-probe-${process.pid}`);
-  try {
-    fs.mkdirSync(probe);
-    fs.rmdirSync(probe);
-  } catch (error) {
-    return `cannot create a cgroup in ${hierarchy.mount}: ${(error as Error).message}`;
-  }
-  return hierarchy;
-}
 
 const cleanups: Array<() => void> = [];
 afterEach(() => {
@@ -66,7 +52,7 @@ afterEach(() => {
 
 let counter = 0;
 describe.each(["v2", "freezer"] as const)("reap and the whole run cgroup (%s)", (kind) => {
-  const hierarchy = usable(kind);
+  const hierarchy = usableCgroupHierarchy(kind);
   const skip = typeof hierarchy === "string";
   if (skip) console.log(`skipping the ${kind} reap tests: ${hierarchy}`);
 
