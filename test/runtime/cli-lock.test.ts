@@ -3,11 +3,11 @@
  * process that started it is gone), with the shipped bundle as a real child process, as the host profile's
  * step script runs it. `reap --artifacts` stops the run the lock names.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { buildBundle, processesOfRun, tempDir } from "./process-helpers";
+import { buildBundle, processesOfRun, runBundle, tempDir, type CliExit } from "./process-helpers";
 
 let bundle = "";
 
@@ -16,26 +16,9 @@ beforeAll(async () => {
   bundle = await buildBundle({ shipped: true });
 }, 300_000);
 
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
+type Exit = CliExit;
 
-function cohort(args: string[], onStart?: (child: ReturnType<typeof spawn>) => void): Promise<Exit> {
-  return new Promise((resolve) => {
-    const { COHORT_LAUNCHER: _fromConfig, ...env } = process.env;
-    const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), env, stdio: ["pipe", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    child.stdin.end("");
-    onStart?.(child);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-}
+const cohort = (args: string[], onStart?: (child: ChildProcess) => void): Promise<Exit> => runBundle(bundle, args, { onStart });
 
 function writeSpec(spec: object): string {
   const file = path.join(tempDir("spec"), "cohort.json");

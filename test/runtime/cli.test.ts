@@ -3,12 +3,12 @@
  * node_modules), run with plain `node` as a real child process. Covers the summary line and exit codes,
  * spec errors, SIGTERM mid-start, `reap` after a SIGKILLed runtime, and ledger verify/show/recover.
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { cgroupHierarchies } from "../../runtime/backends/process/cgroup";
-import { buildBundle, processesOfRun, tempDir } from "./process-helpers";
+import { buildBundle, processesOfRun, runBundle, tempDir, type CliExit } from "./process-helpers";
 
 /** Live pids whose command line contains `marker` (/proc/<pid>/cmdline). */
 function pidsWith(marker: string): number[] {
@@ -32,29 +32,9 @@ beforeAll(async () => {
   bundle = await buildBundle({ shipped: true });
 }, 300_000);
 
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
+type Exit = CliExit;
 
-function cohort(args: string[], options: { stdin?: string; env?: Record<string, string>; onStart?: (child: ReturnType<typeof spawn>) => void } = {}): Promise<Exit> {
-  return new Promise((resolve) => {
-    // Without COHORT_LAUNCHER (vitest.config.mts sets it for runtime code run from source): the bundle finds
-    // the launcher beside itself, as when shipped.
-    const { COHORT_LAUNCHER: _fromConfig, ...inherited } = process.env;
-    const env = { ...inherited, ...options.env };
-    const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), env, stdio: ["pipe", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (chunk) => (stdout += chunk));
-    child.stderr.on("data", (chunk) => (stderr += chunk));
-    child.stdin.end(options.stdin ?? "");
-    options.onStart?.(child);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-}
+const cohort = (args: string[], options: Parameters<typeof runBundle>[2] = {}): Promise<Exit> => runBundle(bundle, args, options);
 
 function writeSpec(spec: object): string {
   const file = path.join(tempDir("spec"), "cohort.json");

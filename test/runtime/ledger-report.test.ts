@@ -5,7 +5,7 @@
  * (the timeline and critical path of `ledgerTimeline`, the records, completion.json). The JUnit XML is parsed by
  * Python's expat (strict XML 1.0: it refuses control characters and bad escapes).
  */
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -13,7 +13,7 @@ import { COLLAPSE_MEMBERS, COLLAPSE_ROLE_MEMBERS, renderReport } from "../../run
 import { ledgerTimeline } from "../../runtime/core/ledger-show";
 import { runViewOf } from "../../runtime/core/ledger-view";
 import { syntheticRun } from "./ledger-fixtures";
-import { buildBundle, processesOfRun, tempDir } from "./process-helpers";
+import { buildBundle, processesOfRun, runBundle, tempDir, type CliExit } from "./process-helpers";
 
 let bundle = "";
 
@@ -21,26 +21,11 @@ beforeAll(async () => {
   bundle = await buildBundle();
 }, 300_000);
 
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  stdout: string;
-  stderr: string;
-}
+type Exit = CliExit;
 
-function cohort(args: string[], onStart?: (child: ReturnType<typeof spawn>) => void): Promise<Exit> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [bundle, ...args], { stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    onStart?.(child);
-    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
-  });
-}
+const cohort = (args: string[], onStart?: (child: ChildProcess) => void): Promise<Exit> => runBundle(bundle, args, { onStart });
 
-async function runCohort(spec: object, onStart?: (child: ReturnType<typeof spawn>, artifacts: string) => void): Promise<{ exit: Exit; runDir: string }> {
+async function runCohort(spec: object, onStart?: (child: ChildProcess, artifacts: string) => void): Promise<{ exit: Exit; runDir: string }> {
   const artifacts = tempDir("artifacts");
   const file = path.join(tempDir("spec"), "cohort.json");
   fs.writeFileSync(file, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", stopGracePeriod: "2s", ...spec }));

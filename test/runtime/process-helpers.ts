@@ -2,6 +2,7 @@
  * Helpers for the process-backend tests: run a cohort in-process with the REAL scheduler, process
  * backend and ledger writer (real child processes), and find processes a run left behind.
  */
+import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -42,6 +43,39 @@ export async function buildBundle(options: { readonly shipped?: boolean } = {}):
   fs.copyFileSync(built.launcher.file, path.join(path.dirname(shipped), "cohort-launcher"));
   fs.chmodSync(path.join(path.dirname(shipped), "cohort-launcher"), 0o755);
   return shipped;
+}
+
+/** How a `cohort` CLI process ended, with everything it printed. */
+export interface CliExit {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs the bundle at `bundle` ({@link buildBundle}) as the `cohort` CLI with `args`, from the bundle's directory
+ * and without COHORT_LAUNCHER (vitest.config.mts sets it for runtime code run from source): the bundle finds the
+ * member launcher beside itself, as when shipped. `stdin` is written and closed (default: empty); `env` is
+ * added to this process's environment; `onStart` gets the child as soon as it is spawned (to signal it).
+ */
+export function runBundle(
+  bundle: string,
+  args: readonly string[],
+  options: { stdin?: string; env?: Record<string, string>; onStart?: (child: ChildProcess) => void } = {},
+): Promise<CliExit> {
+  return new Promise((resolve) => {
+    const { COHORT_LAUNCHER: _fromConfig, ...inherited } = process.env;
+    const env = { ...inherited, ...options.env };
+    const child = spawn(process.execPath, [bundle, ...args], { cwd: path.dirname(bundle), env, stdio: ["pipe", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (chunk) => (stdout += chunk));
+    child.stderr.on("data", (chunk) => (stderr += chunk));
+    child.stdin.end(options.stdin ?? "");
+    options.onStart?.(child);
+    child.on("close", (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
 }
 
 /**
