@@ -14,11 +14,12 @@
  *   period). @default "on,off"
  * - BENCH_KEEP=1 keeps the artifacts.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { readLedger } from "../runtime/core/ledger";
+import { runCohortCli } from "./cohort-cli";
 
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-liveness-"));
 
@@ -88,16 +89,7 @@ async function runOnce(bundle: string, command: string[], size: number, hold: st
   };
   const specFile = path.join(WORK, `spec-${size}-${mode}.json`);
   fs.writeFileSync(specFile, JSON.stringify(spec));
-  const started = performance.now();
-  const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, [bundle, "run", "--spec", specFile, "--artifacts", path.join(WORK, "artifacts")], { stdio: ["ignore", "pipe", "pipe"] });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (chunk) => (out += chunk));
-    child.stderr.on("data", (chunk) => (err += chunk));
-    child.on("close", (exitCode) => resolve({ code: exitCode, stdout: out, stderr: err }));
-  });
-  const wallMs = performance.now() - started;
+  const { code, stdout, stderr, wallMs } = await runCohortCli(bundle, ["run", "--spec", specFile, "--artifacts", path.join(WORK, "artifacts")]);
   if (code !== 0) throw new Error(`${size} members, mode ${mode}: cohort run exited ${code}\n${stderr.split("\n").slice(-15).join("\n")}`);
   const summary = JSON.parse(stdout) as { timeToReadyMs: number; ledgerPath: string };
   const { records, completion } = await readLedger(summary.ledgerPath);

@@ -24,13 +24,14 @@
  * Env: BENCH_BASELINE=0 skips (2); BENCH_RSS_MEMBERS (default 1000); BENCH_KEEP=1 keeps the artifacts;
  * BENCH_LAUNCHER=perl|direct|auto (default auto) picks how the process backend forks members.
  */
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { Launcher } from "../runtime/backends/process/launcher";
 import { criticalPath } from "../runtime/core/graph";
 import { LedgerWriter, readLedger, type LedgerRecord } from "../runtime/core/ledger";
+import { runCohortCli } from "./cohort-cli";
 
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-startup-"));
 const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
@@ -127,19 +128,8 @@ async function runCli(bundle: string, spec: object, label: string): Promise<CliR
   const specFile = path.join(WORK, `${label}.json`);
   fs.writeFileSync(specFile, JSON.stringify(spec));
   const artifacts = path.join(WORK, "artifacts");
-  const started = performance.now();
-  const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const launcher = process.env.BENCH_LAUNCHER ?? "auto";
-    const child = spawn(process.execPath, [bundle, "run", "--spec", specFile, "--artifacts", artifacts, "--backend-option", `launcher=${launcher}`], {
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let out = "";
-    let err = "";
-    child.stdout.on("data", (chunk) => (out += chunk));
-    child.stderr.on("data", (chunk) => (err += chunk));
-    child.on("close", (exitCode) => resolve({ code: exitCode, stdout: out, stderr: err }));
-  });
-  const wallMs = performance.now() - started;
+  const launcher = process.env.BENCH_LAUNCHER ?? "auto";
+  const { code, stdout, stderr, wallMs } = await runCohortCli(bundle, ["run", "--spec", specFile, "--artifacts", artifacts, "--backend-option", `launcher=${launcher}`]);
   if (code !== 0) throw new Error(`${label}: cohort run exited ${code}\n${stderr.split("\n").slice(-15).join("\n")}`);
   const summary = JSON.parse(stdout) as CliRun["summary"];
   const { records, completion } = await readLedger(summary.ledgerPath);
