@@ -11,12 +11,13 @@
  *
  * Needs the toolchain (`npm run toolchain`); it fails, not skips, without it.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_DIR } from "../../stacks/config";
+import { copyProject } from "./project";
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-host-config-"));
 const projectDir = path.join(tmp, "project");
@@ -64,11 +65,7 @@ function diagnostics(all: string): string {
 }
 
 beforeAll(async () => {
-  mkdirSync(projectDir, { recursive: true });
-  const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
-  writeFileSync(path.join(projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
-  writeFileSync(path.join(projectDir, "Pulumi.host.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.host.yaml")));
-  symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
+  copyProject(projectDir, ["host"]);
   mkdirSync(path.join(tmp, "state"));
   await ok(["stack", "select", "--create", "host"]);
   await config("artifactRoot", artifactRoot);

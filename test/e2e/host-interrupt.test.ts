@@ -13,12 +13,13 @@
  *   and the next `up` runs it again.
  */
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_DIR } from "../../stacks/config";
+import { copyProject } from "./project";
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-int-"));
 const projectDir = path.join(tmp, "project");
@@ -107,12 +108,8 @@ async function outputs(stack = "host"): Promise<{ run: Record<string, unknown> }
 
 beforeAll(async () => {
   if (!existsSync(path.join(PROJECT_DIR, "dist", "cohort.cjs"))) throw new Error("dist/cohort.cjs is missing: run `npm run build` before the e2e tests");
-  mkdirSync(projectDir, { recursive: true });
+  copyProject(projectDir, ["host"]);
   mkdirSync(tmpdir);
-  const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
-  writeFileSync(path.join(projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
-  writeFileSync(path.join(projectDir, "Pulumi.host.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.host.yaml")));
-  symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
   mkdirSync(path.join(tmp, "state"));
   await ok(["stack", "select", "--create", "host"]);
   await ok(["config", "set", "--stack", "host", "artifactRoot", artifactRoot]);

@@ -7,12 +7,13 @@
  * streamed output against completion.json's completedAt), are not stored in the state, and that a failed run
  * fails `up` with the one-line reason and no progress dump in the error.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_DIR } from "../../stacks/config";
+import { copyProject } from "./project";
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-progress-"));
 const projectDir = path.join(tmp, "project");
@@ -52,11 +53,7 @@ const onLog = { log: { pattern: "^ready$" } };
 
 beforeAll(async () => {
   if (!existsSync(path.join(PROJECT_DIR, "dist", "cohort.cjs"))) throw new Error("dist/cohort.cjs is missing: run `npm run build` before the e2e tests");
-  mkdirSync(projectDir, { recursive: true });
-  const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
-  writeFileSync(path.join(projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
-  writeFileSync(path.join(projectDir, "Pulumi.host.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.host.yaml")));
-  symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
+  copyProject(projectDir, ["host"]);
   mkdirSync(path.join(tmp, "state"));
   await ok(["stack", "select", "--create", "host"]);
   await ok(["config", "set", "--stack", "host", "artifactRoot", artifactRoot]);

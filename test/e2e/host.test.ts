@@ -12,12 +12,13 @@
  *
  * Needs the toolchain (`npm run toolchain`) and the bundle (`npm run build`); it fails, not skips, without them.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_DIR } from "../../stacks/config";
+import { copyProject } from "./project";
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-host-"));
 const projectDir = path.join(tmp, "project");
@@ -121,11 +122,7 @@ async function stackResources(): Promise<string[]> {
 beforeAll(async () => {
   const bundle = path.join(PROJECT_DIR, "dist", "cohort.cjs");
   if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` before the e2e tests`);
-  mkdirSync(projectDir, { recursive: true });
-  const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
-  writeFileSync(path.join(projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
-  writeFileSync(path.join(projectDir, "Pulumi.host.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.host.yaml")));
-  symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
+  copyProject(projectDir, ["host"]);
   mkdirSync(path.join(tmp, "state"));
   await ok(["stack", "select", "--create", "host"]);
   await config("artifactRoot", artifactRoot);

@@ -17,11 +17,12 @@
  * Needs the toolchain (`npm run toolchain -- default manifests`) and the bundle (`npm run build`); it fails,
  * not skips, without them.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { beforeAll, afterAll, describe, expect, it } from "vitest";
 import { PROJECT_DIR } from "../../stacks/config";
+import { copyProject } from "./project";
 import { loadExeca } from "../../scripts/lib/process";
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-local-"));
@@ -64,11 +65,7 @@ interface PreviewJson {
 beforeAll(async () => {
   const bundle = path.join(PROJECT_DIR, "dist", "cohort.cjs");
   if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` before the e2e tests`);
-  mkdirSync(projectDir, { recursive: true });
-  const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
-  writeFileSync(path.join(projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
-  writeFileSync(path.join(projectDir, "Pulumi.local.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.local.yaml")));
-  symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
+  copyProject(projectDir, ["local"]);
   mkdirSync(path.join(tmp, "state"));
   await ok(["stack", "select", "--create", "local"]);
   await ok(["config", "set", "--stack", "local", "artifactRoot", artifactRoot]);
