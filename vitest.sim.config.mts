@@ -1,6 +1,6 @@
 import { defineConfig } from "vitest/config";
 
-// The opt-in sim tier (`npm run test:sim`): tests against a real control plane (scripts/sim, test/sim/harness.ts).
+// The opt-in sim tier (`npm run test:sim`): tests against a real control plane (simctl/, test/sim/harness.ts).
 // Files run one at a time: each starts its own etcd, kube-apiserver, controller-manager, scheduler, kwok and
 // controllers, which on a 2-core machine must not compete with another file's.
 export default defineConfig({

@@ -3,7 +3,7 @@
  * Docker engine (a three-node kind cluster from the node image built here, Kueue, Agent Sandbox and Temporal from
  * the images built here), for the shipped 9-member roster and a 50-member roster, then `pulumi destroy`; and, in
  * the same run, the same rosters on the `sim` profile's control plane with kwok nodes (the runtime bundle out of
- * cluster, scripts/sim/cohort.ts), so the difference between simulated and real nodes shows as a ratio.
+ * cluster, simctl/cohort.ts), so the difference between simulated and real nodes shows as a ratio.
  *
  * Printed:
  * - build times of the node image and the project images: the cold build each stamp recorded (`buildSeconds`),
@@ -26,10 +26,10 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { loadExeca } from "../scripts/lib/process";
-import { readStamp } from "../scripts/lib/stamp";
-import { cacheRoot } from "../scripts/lib/paths";
+import { readStamp } from "../common/stamp";
+import { cacheRoot } from "../common/paths";
 import { localBuildMissing } from "../scripts/local/readiness";
-import { runCohortOnSim } from "../scripts/sim/cohort";
+import { runCohortOnSim } from "../simctl/cohort";
 import { PROJECT_DIR } from "../stacks/config";
 import { freePort, LocalProject } from "../test/local/harness";
 import { simUnavailableReason, startSim } from "../test/sim/harness";

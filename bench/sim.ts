@@ -1,7 +1,7 @@
 /**
  * Scale benchmark of the `sim` profile (`npm run bench:sim`): the shipped runtime bundle, out of cluster, against
  * a real control plane with kwok nodes and the real Kueue and Agent Sandbox controllers (the path of
- * `pulumi up --stack sim`, scripts/sim/cohort.ts), for 100 and 1,000 members, with no simulated start-up delay
+ * `pulumi up --stack sim`, simctl/cohort.ts), for 100 and 1,000 members, with no simulated start-up delay
  * and with a simulated delay of 2 s ± 1 s (kwok pod-ready stage: 1 s + U[0, 2 s)).
  *
  * The roster is flat (one role, no `needs`), so the ideal time from admission to all ready is the slowest
@@ -26,8 +26,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import type { LedgerRecord } from "../runtime/core/ledger";
-import { runCohortOnSim, type SimRunResult } from "../scripts/sim/cohort";
-import { simStatus } from "../scripts/sim/cluster";
+import { runCohortOnSim, type SimRunResult } from "../simctl/cohort";
+import { simStatus } from "../simctl/cluster";
 import { PROJECT_DIR } from "../stacks/config";
 import { simUnavailableReason, startSim } from "../test/sim/harness";
 

@@ -1,3 +1,3 @@
 /** Package components: cohort-lab's Pulumi ComponentResources, one class per file (STYLE.md §1). */
-export * from "./CohortRun.js";
-export * from "./HostProfile.js";
+export * from "./run/CohortRun.js";
+export * from "./host/HostProfile.js";

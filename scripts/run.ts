@@ -36,9 +36,9 @@
 import { spawn } from "node:child_process";
 import * as fs from "node:fs";
 import { ensureBackendDir, resolveToolchain, toolchainEnv, ToolchainError, type Toolchain } from "./lib/env";
-import { toolchain as pins } from "../stacks/pins";
+import { toolchain as pins } from "../common/pins";
 import { nodeMajor } from "./lib/node-tool";
-import { envNames } from "./lib/paths";
+import { envNames } from "../common/paths";
 import { parsePulumiArgs } from "./lib/pulumi-args";
 import { exitLike, forwardSignals, reexecUnder } from "./lib/process";
 import { findProject as findProjectForHintDir, missingStackHint, pendingCreateHints, stackArgument, staleLockHints, teeStderr } from "./lib/pulumi-host";

@@ -1,6 +1,6 @@
 /**
  * The `local-apps` tool set (`npm run toolchain -- local-apps`): the images the `local` (kind) profile runs, built
- * offline from binaries in the tool cache (scripts/local/app-images.ts has the recipes and `findAppImages()`,
+ * offline from binaries in the tool cache (components/kind/app-images.ts has the recipes and `findAppImages()`,
  * scripts/local/app-images/build.ts the builders):
  *
  * 1. `debian-rootfs-bookworm-minbase-<8 hex>`: a Debian root filesystem from debootstrap (made once).
@@ -15,7 +15,7 @@
  * (loading the archive when Docker lost it).
  */
 import type { Tool, ToolSet } from "./lib/tool";
-import { APP_IMAGE_KEYS, planImages } from "./local/app-images";
+import { APP_IMAGE_KEYS, planImages } from "../components/kind/app-images";
 import { imageTool, rootfsTool } from "./local/app-images/build";
 
 /** The tools in build order: the Debian rootfs, then each image of {@link APP_IMAGE_KEYS}. */

@@ -12,7 +12,7 @@
  * Requires root, debootstrap, Go (the kind module zip) and a running Docker engine
  * (`bash scripts/docker-engine.sh start`).
  */
-import { cacheRoot } from "./lib/paths";
+import { cacheRoot } from "../common/paths";
 import type { ToolSet } from "./lib/tool";
 import { localImageTools } from "./local/node-image";
 

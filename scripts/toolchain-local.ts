@@ -6,7 +6,7 @@
  * by `buildGoWrapperTool` (scripts/toolchain-sim.ts: `GOTOOLCHAIN=local`, `-trimpath`, `-ldflags "-s -w -X ..."`,
  * `CGO_ENABLED=0` except for flanneld); pause is compiled with the system gcc from the Kubernetes module zip.
  * Each is cached by version under `<cache>/<tool>-<version>/bin/` with its stamp written last
- * (scripts/lib/tool.ts); paths by logical name come from `findLocalBinaries()` (scripts/local/catalog.ts).
+ * (scripts/lib/tool.ts); paths by logical name come from `findLocalBinaries()` (common/local-catalog.ts).
  *
  * Measured 2026-12-01 (2 cores shared with two other toolchain builds, load average 7 to 16; GOMODCACHE
  * mostly filled by the pin checks, GOCACHE partly warm from the default set): pause 0.3 s, kind 7 s, crictl
@@ -19,10 +19,10 @@ import { execFile, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { promisify } from "node:util";
-import { local, type LocalGoProgramPin } from "../stacks/pins";
+import { local, type LocalGoProgramPin } from "../common/pins";
 import { goEnv, goModDownload } from "./lib/go";
 import { ToolBuildError, type BuildContext, type Tool, type ToolSet } from "./lib/tool";
-import { isPauseToolId, localToolIds, type PauseToolId } from "./local/catalog";
+import { isPauseToolId, localToolIds, type PauseToolId } from "../common/local-catalog";
 import { goWrapperTool, simTools } from "./toolchain-sim";
 
 const execFileAsync = promisify(execFile);
@@ -111,7 +111,7 @@ export function checkedAtBuild(tool: Tool): Tool {
 
 /**
  * kind's official release binary (a bare executable, not an archive: `member: ""`) with its pinned SHA-256
- * (stacks/pins.ts `local.kind`): `COHORT_TOOLCHAIN_SOURCE=auto` tries it first and builds from the Go module proxy
+ * (common/pins.ts `local.kind`): `COHORT_TOOLCHAIN_SOURCE=auto` tries it first and builds from the Go module proxy
  * when it cannot be downloaded and verified (as on a machine without access to the release site), `official`
  * requires it, `build` never asks for it — the rule of every other tool.
  */

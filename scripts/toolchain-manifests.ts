@@ -5,7 +5,7 @@
  *
  * Tools, in build order:
  * - `kustomize` (pinned CLI, `go install` from the proxy; module hash checked against the pin);
- * - `kueue-manifests`: Kueue's release `manifests.yaml` (see components/manifests/cache.ts for the recipe);
+ * - `kueue-manifests`: Kueue's release `manifests.yaml` (see components/k8s/manifests/cache.ts for the recipe);
  * - `agent-sandbox-manifests`: Agent Sandbox's release core `sandbox.yaml`;
  * - `kindcheck`: test/tools/kindcheck, which validates a kind config with kind's own loader and validation.
  *
@@ -23,11 +23,11 @@ import {
   KUEUE_MANIFESTS,
   KUSTOMIZE_TOOL,
   type ManifestSet,
-} from "../components/manifests/cache";
-import { local, toolchain } from "../stacks/pins";
+} from "../components/k8s/manifests/cache";
+import { local, toolchain } from "../common/pins";
 import { checkGo, goEnv, runGo, type GoCommonOptions } from "./lib/go";
 import { loadExeca } from "./lib/process";
-import { repoRoot, toolDir } from "./lib/paths";
+import { repoRoot, toolDir } from "../common/paths";
 import { ToolBuildError, type BuildContext, type Tool, type ToolSet } from "./lib/tool";
 
 /** `go mod download -json` output fields used here. */
@@ -58,7 +58,7 @@ export async function downloadPinnedModule(
   }
   if (info.Sum !== module.goSum) {
     throw new ToolBuildError(
-      `${label}: ${module.goModule}@${module.version} has go.sum hash ${String(info.Sum)}, but stacks/pins.ts pins ${module.goSum}; refusing to use it`,
+      `${label}: ${module.goModule}@${module.version} has go.sum hash ${String(info.Sum)}, but common/pins.ts pins ${module.goSum}; refusing to use it`,
       label,
     );
   }
@@ -147,7 +147,7 @@ export const agentSandboxManifestsTool: Tool = manifestTool(
     const label = "agent-sandbox-manifests";
     const info = await downloadPinnedModule(local.agentSandbox, ctx, label);
     if (local.agentSandbox.commit !== null && info.Origin?.Hash !== undefined && info.Origin.Hash !== local.agentSandbox.commit) {
-      throw new ToolBuildError(`${label}: the proxy reports commit ${info.Origin.Hash}, stacks/pins.ts pins ${local.agentSandbox.commit}`, label);
+      throw new ToolBuildError(`${label}: the proxy reports commit ${info.Origin.Hash}, common/pins.ts pins ${local.agentSandbox.commit}`, label);
     }
     const image = `${local.agentSandbox.image.repository}:${local.agentSandbox.image.tag}`;
     const parts = AGENT_SANDBOX_CORE_FILES.map((rel) => {

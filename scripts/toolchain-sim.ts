@@ -10,10 +10,10 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { toolchain } from "../stacks/pins";
+import { toolchain } from "../common/pins";
 import { checkGo, goEnv, runGo } from "./lib/go";
 import type { BuildContext, Tool, ToolSet } from "./lib/tool";
-import { simToolIds, type SimToolId } from "./sim/catalog";
+import { simToolIds, type SimToolId } from "../common/sim-catalog";
 
 /** Options of {@link buildGoWrapperTool} and {@link goWrapperTool}. */
 export interface GoWrapperOptions {
@@ -33,7 +33,7 @@ export interface GoWrapperOptions {
  * the build cache). The wrapper's go.mod/go.sum (the exact build list) are kept in `<outDir>/build/`. Each
  * binary's build time (seconds) and size (MB) is logged as `<name>: built <binary> in <s>s (<MB> MB)`.
  *
- * @param id - cache identity and recipe (see scripts/sim/catalog.ts; the `local` set uses the same shape).
+ * @param id - cache identity and recipe (see common/sim-catalog.ts; the `local` set uses the same shape).
  * @param ctx - build context from `ensureTools()`.
  * @param options - see {@link GoWrapperOptions}. @default `{ set: "sim", cgo: false }`
  * @returns `"build"` (the stamp's source).

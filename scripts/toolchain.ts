@@ -16,11 +16,11 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { toolchain as pins } from "../stacks/pins";
+import { toolchain as pins } from "../common/pins";
 import { toolchainSource } from "./lib/download";
 import { sdkCouplings } from "./lib/env";
 import { nodeMajor, nodeTool, systemNodeVersion } from "./lib/node-tool";
-import { cacheRoot, envNames, pulumiHome, repoRoot } from "./lib/paths";
+import { cacheRoot, envNames, pulumiHome, repoRoot } from "../common/paths";
 import { sdkPinMismatches, type PackageJsonLike, type PackageLockLike } from "./lib/pin-checks";
 import { reexecUnder } from "./lib/process";
 import { ensureTools, NeedsBuildError, ToolBuildError, type ReadyTool, type Tool, type ToolContext, type ToolSet } from "./lib/tool";

@@ -22,6 +22,7 @@ import * as fs from "node:fs";
 import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
+import { shellWord } from "../common/shell.js";
 import { SpecError } from "../runtime/core/errors.js";
 import { canonicalJson, sha256Hex } from "../runtime/core/ledger.js";
 import { MAX_COHORT_SIZE, RUNSPEC_API_VERSION, RUNSPEC_KIND, validateRunSpec, type RunSpec, type RunSpecInput } from "../runtime/core/spec.js";
@@ -108,10 +109,6 @@ export function configCommand(stack: string, args: string): string {
   return `npm run pulumi -- config ${args} --stack ${stack}`;
 }
 
-/** `text` as one POSIX shell word: as is when no shell treats any of its characters specially, else single-quoted. */
-export function shellQuote(text: string): string {
-  return /^[A-Za-z0-9_.:/@=+-]+$/.test(text) ? text : `'${text.replaceAll("'", `'\\''`)}'`;
-}
 
 /** An example custom roster as JSON text, for the hints that say how to set `cohort.roles`. */
 const EXAMPLE_ROLES_JSON = JSON.stringify([{ name: "web", app: { command: ["node", "server.js"] } }]);
@@ -273,7 +270,7 @@ function unknownKeyIssues(raw: RawConfig, known: readonly string[], stack: strin
         key: configKey(key),
         reason:
           `set without --path, so Pulumi stored a flat key named "${key}" instead of the field ${field} of ${head}; ` +
-          `run \`${configCommand(stack, `rm ${shellQuote(key)}`)}\` and then \`${configCommand(stack, `set --path ${shellQuote(key)} ${value}`)}\``,
+          `run \`${configCommand(stack, `rm ${shellWord(key)}`)}\` and then \`${configCommand(stack, `set --path ${shellWord(key)} ${value}`)}\``,
       });
       issues.push(...valueIssues);
     } else {
@@ -284,7 +281,7 @@ function unknownKeyIssues(raw: RawConfig, known: readonly string[], stack: strin
 }
 
 function abbreviate(value: string): string {
-  return value.length > 30 ? "<value>" : shellQuote(value);
+  return value.length > 30 ? "<value>" : shellWord(value);
 }
 
 /**
@@ -312,8 +309,8 @@ function parseRoles(value: unknown, stack: string): { readonly roles: readonly u
       key: configKey("cohort.roles"),
       reason:
         `must be a list of roles in the RunSpec shape (got ${got}); set it as JSON text, e.g. ` +
-        `\`${configCommand(stack, `set --path cohort.roles ${shellQuote(EXAMPLE_ROLES_JSON)}`)}\`, or set the whole cohort object at once ` +
-        `(this replaces its other fields), e.g. \`${configCommand(stack, `set cohort ${shellQuote(JSON.stringify({ roles: example }))}`)}\``,
+        `\`${configCommand(stack, `set --path cohort.roles ${shellWord(EXAMPLE_ROLES_JSON)}`)}\`, or set the whole cohort object at once ` +
+        `(this replaces its other fields), e.g. \`${configCommand(stack, `set cohort ${shellWord(JSON.stringify({ roles: example }))}`)}\``,
     },
   };
 }

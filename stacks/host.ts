@@ -14,12 +14,12 @@ import { existsSync } from "node:fs";
 import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import semver from "semver";
-import { CohortRun } from "../components/CohortRun.js";
-import { HostPrerequisiteError, HostProfile, inspectRuntimeBundle } from "../components/HostProfile.js";
-import { cacheRoot, toolDir } from "../scripts/lib/paths.js";
+import { CohortRun } from "../components/run/CohortRun.js";
+import { HostPrerequisiteError, HostProfile, inspectRuntimeBundle } from "../components/host/HostProfile.js";
+import { cacheRoot, toolDir } from "../common/paths.js";
 import { resolveRunSpec } from "./config.js";
 import { MEMBER_PRESETS } from "./members.js";
-import { toolchain } from "./pins.js";
+import { toolchain } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
 
 /** Where `npm run build` writes the runtime bundle, relative to the project directory. */
@@ -36,8 +36,8 @@ export interface HostNode {
 }
 
 /**
- * Picks the Node binary for the runtime and the members: the pinned Node (stacks/pins.ts `toolchain.node`)
- * from the toolchain cache (`<cache>/node-<version>/bin/node`, see scripts/lib/paths.ts) when it is there,
+ * Picks the Node binary for the runtime and the members: the pinned Node (common/pins.ts `toolchain.node`)
+ * from the toolchain cache (`<cache>/node-<version>/bin/node`, see common/paths.ts) when it is there,
  * else the Node running this program. The pinned one comes first because the launcher runs Pulumi under
  * any system Node >= 22, while OpenClaw needs Node 24, and because its path does not depend on the
  * caller's PATH: the path is part of the RunSpec and so of the run's identity (another Node = another run).

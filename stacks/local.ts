@@ -9,7 +9,7 @@
  *   `startupTimeout` + 1m; must be longer than it), `queue.cpu` / `queue.memory` (lower the ClusterQueue quota;
  *   never above what the nodes hold).
  * - `cohort-lab:images` — `kueue`, `agentSandbox`, `runtime`: `<repository>[:<tag>]@sha256:<64 hex>` for the pins
- *   whose digest is not known here (stacks/pins.ts `digest: null`). Preview warns and uses the tags; `pulumi up`
+ *   whose digest is not known here (common/pins.ts `digest: null`). Preview warns and uses the tags; `pulumi up`
  *   refuses before creating anything until each is set.
  * - `cohort-lab:cohort` — the common cohort key, but the local profile needs `cohort.roles` (members run as
  *   Pods; the app presets run host programs). A role without `app.image` runs in the runtime's Node image.
@@ -17,7 +17,7 @@
  * Build order, everything refusable before any resource exists:
  * 1. config (zod; each problem names its key), platform (pinned kind/kubectl sums), image digests;
  * 2. the RunSpec (the runtime's own validation), the runtime bundle, the pinned manifests (tool cache);
- * 3. the queue quota (components/quota.ts) from the nodes kind will create — every worker gets this machine's
+ * 3. the queue quota (components/k8s/quota.ts) from the nodes kind will create — every worker gets this machine's
  *    CPUs and memory (kind nodes are containers on one host; the control-plane is tainted) — less what the
  *    system pods request, and the cohort's fit against it (refused with the arithmetic). Once the cluster
  *    exists, a capacity check re-derives the quota from the nodes' real allocatable before the ClusterQueue;
@@ -33,27 +33,27 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import * as YAML from "yaml";
 import { z } from "zod";
-import { AppImagesMissingError, findAppImages } from "../scripts/local/app-images.js";
-import { ETCD_IMAGE_TAG, IMAGE_REPOSITORY, KUBERNETES_VERSION as NODE_IMAGE_KUBERNETES_VERSION, POD_SUBNET, renderDefaultCni, TOOL_NAME as NODE_IMAGE_TOOL } from "../scripts/local/node-image.js";
-import { cacheRoot } from "../scripts/lib/paths.js";
-import { readStamp } from "../scripts/lib/stamp.js";
-import { CohortRun } from "../components/CohortRun.js";
-import { kubernetesJobExecutor } from "../components/cohortRunJob.js";
-import { AgentSandbox } from "../components/AgentSandbox.js";
-import { KindCluster, localTools, pinnedNodeImage, type ClusterImage, type NodeImage } from "../components/KindCluster.js";
-import { Kueue } from "../components/Kueue.js";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/manifests/cache.js";
-import { ARTIFACTS_NODE_PATH, TEMPORAL_NODE_PORT } from "../components/manifests/kindConfig.js";
-import { AGENT_SANDBOX_NAMESPACE } from "../components/manifests/agentSandbox.js";
-import { KUEUE_NAMESPACE, renderKueueInstall, type KueueConfigurationInput } from "../components/manifests/kueue.js";
-import { RUNTIME_JOB_RESOURCES } from "../components/manifests/runtime.js";
-import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/manifests/temporal.js";
-import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type NodeCapacity, type QuotaResult, type ReservedPods } from "../components/quota.js";
-import { Runtime } from "../components/Runtime.js";
-import { Temporal } from "../components/Temporal.js";
+import { AppImagesMissingError, findAppImages } from "../components/kind/app-images.js";
+import { ETCD_IMAGE_TAG, IMAGE_REPOSITORY, KUBERNETES_VERSION as NODE_IMAGE_KUBERNETES_VERSION, POD_SUBNET, renderDefaultCni, TOOL_NAME as NODE_IMAGE_TOOL } from "../components/kind/node-image.js";
+import { cacheRoot } from "../common/paths.js";
+import { readStamp } from "../common/stamp.js";
+import { CohortRun } from "../components/run/CohortRun.js";
+import { kubernetesJobExecutor } from "../components/run/kubernetesJob.js";
+import { AgentSandbox } from "../components/k8s/AgentSandbox.js";
+import { KindCluster, localTools, pinnedNodeImage, type ClusterImage, type NodeImage } from "../components/kind/KindCluster.js";
+import { Kueue } from "../components/k8s/Kueue.js";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/k8s/manifests/cache.js";
+import { ARTIFACTS_NODE_PATH, TEMPORAL_NODE_PORT } from "../components/kind/kindConfig.js";
+import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbox.js";
+import { KUEUE_NAMESPACE, renderKueueInstall, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
+import { RUNTIME_JOB_RESOURCES } from "../components/run/manifests.js";
+import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/k8s/manifests/temporal.js";
+import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type NodeCapacity, type QuotaResult, type ReservedPods } from "../components/k8s/quota.js";
+import { Runtime } from "../components/run/Runtime.js";
+import { Temporal } from "../components/k8s/Temporal.js";
 import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
 import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
-import { local, type ImagePin } from "./pins.js";
+import { local, type ImagePin } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
 
 /** Where `npm run build` writes the runtime bundle, relative to the project directory. */
@@ -185,7 +185,7 @@ export const LOCAL_ARTIFACTS_ROOT_ENV = "COHORT_LOCAL_ARTIFACTS_ROOT";
 /**
  * What the toolchain built for this profile: the newest finished node image of the pinned Kubernetes version
  * (`<cache>/kind-node-image-<version>-<hash>/`, its stamp and `image.json`) and the project images
- * (scripts/local/app-images.ts `findAppImages`). Missing pieces are simply absent: the profile then falls back to
+ * (components/kind/app-images.ts `findAppImages`). Missing pieces are simply absent: the profile then falls back to
  * upstream images or refuses with the command that builds them.
  */
 export function findLocalArtifacts(env: NodeJS.ProcessEnv = process.env): LocalArtifacts {
@@ -338,7 +338,7 @@ export type ImageKey = keyof typeof IMAGE_KEYS;
 const imagesSchema = z.strictObject({ kueue: z.string().optional(), agentSandbox: z.string().optional(), runtime: z.string().optional(), temporal: z.string().optional() });
 
 /**
- * An image built here offline (`npm run toolchain -- local-apps`, scripts/local/app-images.ts) and loaded into the
+ * An image built here offline (`npm run toolchain -- local-apps`, components/kind/app-images.ts) and loaded into the
  * kind nodes from its archive, so it is referenced by digest with no registry.
  */
 export interface BuiltImage {
@@ -438,12 +438,12 @@ export function parseLocalConfig(raw: RawConfig, built: BuiltImages = {}): { loc
       if (repository !== pin.repository || (tag !== undefined && tag !== pin.tag)) {
         issues.push({
           key: configKey(`images.${key}`),
-          reason: `must be the pinned image ${tagRef} (stacks/pins.ts) by digest, ${pin.repository}[:${pin.tag}]@sha256:<64 hex> (got ${JSON.stringify(given)})`,
+          reason: `must be the pinned image ${tagRef} (common/pins.ts) by digest, ${pin.repository}[:${pin.tag}]@sha256:<64 hex> (got ${JSON.stringify(given)})`,
         });
         continue;
       }
       if (pin.digest !== null && digest !== pin.digest) {
-        issues.push({ key: configKey(`images.${key}`), reason: `${tagRef} is pinned to ${pin.digest} in stacks/pins.ts; got ${digest}` });
+        issues.push({ key: configKey(`images.${key}`), reason: `${tagRef} is pinned to ${pin.digest} in common/pins.ts; got ${digest}` });
         continue;
       }
       refs[key] = `${tagRef}@${digest}`;
@@ -680,8 +680,8 @@ export function planLocal(input: PlanInput): LocalPlan {
     ...(nodeImage.built !== undefined ? (input.builtSystemPods ?? []) : KIND_SYSTEM_PODS),
     ...reservedFromObjects(kueueInstall, `Kueue ${local.kueue.version} release manifests (config/components/manager/manager.yaml)`),
     ...reservedFromObjects(manifests.agentSandbox, `Agent Sandbox ${local.agentSandbox.version} k8s/controller.yaml`),
-    { name: "temporal", placement: "replicas", count: 1, requests: TEMPORAL_REQUESTS, source: "components/manifests/temporal.ts" },
-    { name: "cohort runtime Job", placement: "replicas", count: 1, requests: RUNTIME_JOB_RESOURCES.requests, source: "components/manifests/runtime.ts" },
+    { name: "temporal", placement: "replicas", count: 1, requests: TEMPORAL_REQUESTS, source: "components/k8s/manifests/temporal.ts" },
+    { name: "cohort runtime Job", placement: "replicas", count: 1, requests: RUNTIME_JOB_RESOURCES.requests, source: "components/run/manifests.ts" },
   ];
   let quota: QuotaResult;
   let roles: CohortRoleDemand[];

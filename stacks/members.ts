@@ -4,7 +4,7 @@
  * on a small machine. A preset turns `cohort.app` + `cohort.size` from the stack config into the
  * RunSpec `roles` list (DESIGN.md "Contracts").
  *
- * - `openclaw`: a stock OpenClaw gateway (npm `openclaw`, pinned in stacks/pins.ts), run the way the
+ * - `openclaw`: a stock OpenClaw gateway (npm `openclaw`, pinned in common/pins.ts), run the way the
  *   public simulator ran it: no model credentials, every tool denied, exec denied, elevated tools off,
  *   its nested sandbox off, mDNS off, bound to loopback on the member's own port with its own state
  *   directory, token auth with a fresh token per member passed only in the environment. Ready when
@@ -17,7 +17,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import type { RunSpecInput } from "../runtime/core/spec.js";
-import { hostMembers, type NpmMemberProgramPin } from "./pins.js";
+import { hostMembers, type NpmMemberProgramPin } from "../common/pins.js";
 
 /** One role of a RunSpec as the user writes it (before runtime defaults). */
 export type RoleInput = RunSpecInput["roles"][number];
@@ -119,7 +119,7 @@ export function resolveMemberProgram(program: NpmMemberProgramPin, projectDir: s
   const found = (JSON.parse(readFileSync(manifestPath, "utf8")) as { version?: unknown }).version;
   if (found !== program.version) {
     throw new MemberProgramError(
-      `member program ${program.npmPackage} must be version ${program.version} (stacks/pins.ts) but ${manifestPath} has ${JSON.stringify(found)}; run \`npm ci\``,
+      `member program ${program.npmPackage} must be version ${program.version} (common/pins.ts) but ${manifestPath} has ${JSON.stringify(found)}; run \`npm ci\``,
     );
   }
   return path.join(packageDir, program.entry);

@@ -3,8 +3,8 @@
  * nodes, all local processes supervised by `simctl`, plus the real Kueue manager and Agent Sandbox controller
  * running out of cluster; the cohort runs as Sandboxes admitted by Kueue on simulated nodes (DESIGN.md
  * "Profiles"). The Kubernetes side is the same as `local`: the SAME `Kueue`, `AgentSandbox` and `CohortRun`
- * components, the same per-run objects (components/manifests/runtime.ts), the same quota arithmetic
- * (components/quota.ts) and the same Kubernetes backend; the runtime runs out of cluster with the run's
+ * components, the same per-run objects (components/run/manifests.ts), the same quota arithmetic
+ * (components/k8s/quota.ts) and the same Kubernetes backend; the runtime runs out of cluster with the run's
  * ServiceAccount token (so the namespaced Role is exercised exactly as on `local`). See docs/sim.md.
  *
  * Config keys (besides the common ones of stacks/config.ts):
@@ -29,22 +29,22 @@ import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import * as YAML from "yaml";
 import { z } from "zod";
-import { AgentSandbox } from "../components/AgentSandbox.js";
-import { CohortRun } from "../components/CohortRun.js";
-import { FakeNodePool } from "../components/FakeNodePool.js";
-import { createObject } from "../components/k8sObject.js";
-import { Kueue } from "../components/Kueue.js";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/manifests/cache.js";
-import { renderKueueConfiguration } from "../components/manifests/kueue.js";
-import { renderRunObjects, RUNTIME_NAMES } from "../components/manifests/runtime.js";
-import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type QuotaResult } from "../components/quota.js";
-import { SimCluster, simctlCommand } from "../components/SimCluster.js";
+import { AgentSandbox } from "../components/k8s/AgentSandbox.js";
+import { CohortRun } from "../components/run/CohortRun.js";
+import { FakeNodePool } from "../components/sim/FakeNodePool.js";
+import { createObject } from "../components/k8s/k8sObject.js";
+import { Kueue } from "../components/k8s/Kueue.js";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/k8s/manifests/cache.js";
+import { renderKueueConfiguration } from "../components/k8s/manifests/kueue.js";
+import { renderRunObjects, RUNTIME_NAMES } from "../components/run/manifests.js";
+import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type QuotaResult } from "../components/k8s/quota.js";
+import { SimCluster, simctlCommand } from "../components/sim/SimCluster.js";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity } from "../components/sim/fakeNode.js";
 import { simFlavor, simKueueConfigurationInput, simQueueNames } from "../components/sim/queue.js";
 import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
-import { portsFromBase } from "../scripts/sim/ports.js";
+import { portsFromBase } from "../components/sim/ports.js";
 import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
-import { local } from "./pins.js";
+import { local } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
 
 /** Where `npm run build` writes the runtime bundle, relative to the project directory. */

@@ -4,7 +4,7 @@
  *
  * A Node's `status` cannot be set through the Pulumi Kubernetes provider (NodeArgs has no `status`), so the
  * wanted allocatable travels in the annotation `sim.cohort-lab.dev/allocatable`; the sim's kwok
- * `node-initialize` stage copies it into `status.allocatable` and `status.capacity` (scripts/sim/render.ts).
+ * `node-initialize` stage copies it into `status.allocatable` and `status.capacity` (simctl/render.ts).
  */
 
 /** Kubernetes resource quantities by resource name, e.g. `{ cpu: "15890m", memory: "57Gi" }`. */
@@ -106,7 +106,7 @@ export function fakeNodeManifest(pool: string, index: number, shape: FakeNodeSha
 }
 
 /**
- * A fake node as the quota arithmetic sees it (components/quota.ts `NodeCapacity`): the same allocatable,
+ * A fake node as the quota arithmetic sees it (components/k8s/quota.ts `NodeCapacity`): the same allocatable,
  * labels and taints the node is registered with.
  */
 export function toNodeCapacity(m: FakeNodeManifest): {

@@ -3,7 +3,7 @@
  * (node label) and lets them onto its tainted nodes (toleration injected by Kueue), and the Kueue manager's
  * Configuration input. Shared by stacks/sim.ts, the test harness and the benchmark.
  */
-import type { KueueConfigurationInput } from "../manifests/kueue.js";
+import type { KueueConfigurationInput } from "../k8s/manifests/kueue.js";
 import { agentPoolLabel, agentPoolTaint } from "./fakeNode.js";
 
 /** Queue object names on `sim` (the ClusterQueue and LocalQueue names match the `local` profile's). */

@@ -1,10 +1,10 @@
 /**
- * Names, versions and binary paths of the default tool set, derived from `stacks/pins.ts`, shared by the
+ * Names, versions and binary paths of the default tool set, derived from `common/pins.ts`, shared by the
  * builders (`default-tools.ts`) and the launcher's checks (`env.ts`).
  *
  * Node-20-safe (no imports beyond the pins).
  */
-import { toolchain as pins, type PluginPin } from "../../stacks/pins";
+import { toolchain as pins, type PluginPin } from "../../common/pins";
 
 /** Where one tool lives in the cache and which executable it provides. */
 export interface ToolId {

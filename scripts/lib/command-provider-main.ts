@@ -6,7 +6,7 @@
  * Requires Node >= 22 (@pulumi/pulumi 3.259).
  */
 import { createRequire } from "node:module";
-import { toolchain as pins } from "../../stacks/pins";
+import { toolchain as pins } from "../../common/pins";
 import { cancelRunningCommands, makeCommandProvider, type LineLogger } from "./command-provider";
 
 const args = process.argv.slice(2);

@@ -6,7 +6,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { toolchain as pins, type GoProgramPin, type PluginPin, type SourceCopyPluginPin } from "../../stacks/pins";
+import { toolchain as pins, type GoProgramPin, type PluginPin, type SourceCopyPluginPin } from "../../common/pins";
 import { pluginDirName, pluginId, pulumiId } from "./catalog";
 import { checkGo, goBuild, goBuildSourceCopy } from "./go";
 import { nodeTool } from "./node-tool";

@@ -10,7 +10,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
-import type { OfficialArtifact } from "../../stacks/pins";
+import type { OfficialArtifact } from "../../common/pins";
 
 /** Where the toolchain takes its binaries from. */
 export type ToolchainSource = "official" | "build" | "auto";
@@ -49,7 +49,7 @@ export class ArtifactRefusedError extends Error {
 export async function downloadVerified(artifact: OfficialArtifact, destFile: string): Promise<void> {
   if (artifact.sha256 === null) {
     throw new ArtifactRefusedError(
-      `refusing to download ${artifact.url}: no SHA-256 is pinned for it in stacks/pins.ts`,
+      `refusing to download ${artifact.url}: no SHA-256 is pinned for it in common/pins.ts`,
       artifact.url,
     );
   }

@@ -7,12 +7,12 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { toolchain as pins } from "../../stacks/pins";
+import { toolchain as pins } from "../../common/pins";
 import { pluginDirName, pluginId, pluginPins, pulumiId } from "./catalog";
 import { findNodeRuntime, systemNodeVersion, type NodeRuntime } from "./node-tool";
-import { backendUrl, cacheRoot, envNames, pulumiHome, repoRoot, toolDir } from "./paths";
+import { backendUrl, cacheRoot, envNames, pulumiHome, repoRoot, toolDir } from "../../common/paths";
 import { sdkPinMismatches, type PackageJsonLike, type SdkCoupling } from "./pin-checks";
-import { readStamp } from "./stamp";
+import { readStamp } from "../../common/stamp";
 
 /**
  * Default `PULUMI_CONFIG_PASSPHRASE` when neither it nor `PULUMI_CONFIG_PASSPHRASE_FILE` is set. It protects

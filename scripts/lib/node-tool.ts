@@ -8,10 +8,10 @@
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { toolchain as pins } from "../../stacks/pins";
+import { toolchain as pins } from "../../common/pins";
 import { extractTarMember } from "./download";
-import { envNames, repoRoot, toolDir } from "./paths";
-import { readStamp, sha256File } from "./stamp";
+import { envNames, repoRoot, toolDir } from "../../common/paths";
+import { readStamp, sha256File } from "../../common/stamp";
 import { checkToolDir, ToolBuildError, type BuildContext, type Tool } from "./tool";
 
 /** Major version of a Node version string such as `v20.20.2` or `24.22.3`. */

@@ -21,7 +21,7 @@ export interface PackageLockLike {
 export interface SdkCoupling {
   /** npm package, e.g. `@pulumi/command`. */
   readonly npmPackage: string;
-  /** Version the toolchain builds, from stacks/pins.ts. */
+  /** Version the toolchain builds, from common/pins.ts. */
   readonly version: string;
   /** What is built, for messages, e.g. `pulumi-resource-command`. */
   readonly binary: string;
@@ -44,7 +44,7 @@ export function sdkPinMismatches(
   for (const c of couplings) {
     const declared = packageJson.dependencies?.[c.npmPackage] ?? packageJson.devDependencies?.[c.npmPackage];
     if (declared === undefined) {
-      problems.push(`package.json: ${c.npmPackage} is not a dependency, but stacks/pins.ts builds ${c.binary} ${c.version} for it`);
+      problems.push(`package.json: ${c.npmPackage} is not a dependency, but common/pins.ts builds ${c.binary} ${c.version} for it`);
       continue;
     }
     if (!SEMVER.test(declared)) {
@@ -53,8 +53,8 @@ export function sdkPinMismatches(
     }
     if (declared !== c.version) {
       problems.push(
-        `package.json pins ${c.npmPackage} ${declared} but stacks/pins.ts builds ${c.binary} ${c.version}: ` +
-          `update the toolchain section of stacks/pins.ts, then run \`npm run toolchain\``,
+        `package.json pins ${c.npmPackage} ${declared} but common/pins.ts builds ${c.binary} ${c.version}: ` +
+          `update the toolchain section of common/pins.ts, then run \`npm run toolchain\``,
       );
     }
     if (lock !== undefined) {

@@ -9,10 +9,10 @@
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { OfficialArtifact } from "../../stacks/pins";
+import type { OfficialArtifact } from "../../common/pins";
 import { ArtifactRefusedError, downloadVerified, extractTarMember, type ToolchainSource } from "./download";
-import { toolDir } from "./paths";
-import { canonicalJson, readStamp, sha256File, writeStamp, type Stamp, type StampSource } from "./stamp";
+import { toolDir } from "../../common/paths";
+import { canonicalJson, readStamp, sha256File, writeStamp, type Stamp, type StampSource } from "../../common/stamp";
 
 /** Shared inputs of every tool step. */
 export interface ToolContext {

@@ -4,11 +4,11 @@
  */
 import { existsSync } from "node:fs";
 import path from "node:path";
-import { localTools } from "../../components/KindCluster";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests } from "../../components/manifests/cache";
+import { localTools } from "../../components/kind/KindCluster";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests } from "../../components/k8s/manifests/cache";
 import { PROJECT_DIR } from "../../stacks/config";
 import { findLocalArtifacts } from "../../stacks/local";
-import { cacheRoot } from "../lib/paths";
+import { cacheRoot } from "../../common/paths";
 
 /**
  * What is missing, with the command that builds it, or undefined when kind and kubectl (built), the node image, the

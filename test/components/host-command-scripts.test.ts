@@ -10,8 +10,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { COHORT_GUARD_STEPS, COHORT_RUN_SCRIPT, COHORT_RUN_STEPS, UNSUCCESSFUL_RUN_FILE, lastUnsuccessfulRunId } from "../../components/CohortRun";
-import { RUNTIME_BUNDLE_SCRIPTS, runtimeBundlePath, runtimeLauncherPath } from "../../components/HostProfile";
+import { COHORT_GUARD_STEPS, COHORT_RUN_SCRIPT, COHORT_RUN_STEPS, UNSUCCESSFUL_RUN_FILE, lastUnsuccessfulRunId } from "../../components/run/CohortRun";
+import { RUNTIME_BUNDLE_SCRIPTS, runtimeBundlePath, runtimeLauncherPath } from "../../components/host/HostProfile";
 
 const dir = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-"));
 const callLog = path.join(dir, "calls.ndjson");

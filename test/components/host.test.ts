@@ -145,7 +145,7 @@ describe("host profile component graph", () => {
   });
 
   it("the run command gets the RunSpec on stdin, its digest as the first trigger, and the reap step as delete", async () => {
-    const { COHORT_RUN_SCRIPT } = await import("../../components/CohortRun.js");
+    const { COHORT_RUN_SCRIPT } = await import("../../components/run/CohortRun.js");
     const run = registration("command:local:Command", "cohort-run");
     const stdin = run.inputs.stdin as string;
     expect(JSON.parse(stdin)).toEqual(resolvedSpec.spec);
@@ -172,7 +172,7 @@ describe("host profile component graph", () => {
   });
 
   it("the guard command (created before the run, deleted after it) reaps the run the artifact root's lock names on delete", async () => {
-    const { COHORT_RUN_SCRIPT } = await import("../../components/CohortRun.js");
+    const { COHORT_RUN_SCRIPT } = await import("../../components/run/CohortRun.js");
     const guard = registration("command:local:Command", "cohort-guard");
     const bundlePath = path.join(artifactRoot, ".runtime", `cohort-${bundleSha.slice(0, 12)}.cjs`);
     expect(guard.inputs.interpreter).toEqual(["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"]);

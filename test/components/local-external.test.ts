@@ -23,8 +23,8 @@ beforeAll(async () => {
     return;
   }
   regs = await installMocks({ preview: false, stack: "sim" });
-  const { Kueue } = await import("../../components/Kueue.js");
-  const { AgentSandbox } = await import("../../components/AgentSandbox.js");
+  const { Kueue } = await import("../../components/k8s/Kueue.js");
+  const { AgentSandbox } = await import("../../components/k8s/AgentSandbox.js");
   const provider = new k8s.Provider("sim-provider", { kubeconfig: "apiVersion: v1\nkind: Config\n" });
   const kueue = new Kueue("kueue", {
     provider,

@@ -89,11 +89,11 @@ describe("refusals before any resource", () => {
     [{ kueue: "registry.k8s.io/kueue/kueue:v0.17.0" }, 'cohort-lab:images.kueue: must be registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.17.0")'],
     [
       { kueue: `registry.k8s.io/kueue/kueue:v0.18.0@${TEST_DIGEST}` },
-      `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (stacks/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.18.0@${TEST_DIGEST}")`,
+      `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (common/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.18.0@${TEST_DIGEST}")`,
     ],
     [
       { kueue: `mirror.example/kueue/kueue@${TEST_DIGEST}` },
-      `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (stacks/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "mirror.example/kueue/kueue@${TEST_DIGEST}")`,
+      `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (common/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "mirror.example/kueue/kueue@${TEST_DIGEST}")`,
     ],
     [{ coredns: "x" }, "cohort-lab:images.coredns: unknown field (known fields: kueue, agentSandbox, runtime, temporal)"],
   ])("images %j", async ([value, message], ctx) => {
@@ -112,8 +112,8 @@ describe("refusals before any resource", () => {
   it("a platform whose kind/kubectl sums are not pinned", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images }, { ...facts, platform: "darwin-arm64" })).toBe(
-      "the local profile runs kind and kubectl only where their SHA-256 is pinned (stacks/pins.ts: linux-x64); this machine is darwin-arm64. " +
-        "The sums for other platforms are not known here and are never invented: add them to stacks/pins.ts from the official release pages to support it",
+      "the local profile runs kind and kubectl only where their SHA-256 is pinned (common/pins.ts: linux-x64); this machine is darwin-arm64. " +
+        "The sums for other platforms are not known here and are never invented: add them to common/pins.ts from the official release pages to support it",
     );
   });
 

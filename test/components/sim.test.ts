@@ -9,7 +9,7 @@
  *   Service is ExternalName on the sim's Kueue port, the manager's start (with the profile's Configuration on
  *   stdin) depends on the install objects and gates the ResourceFlavor and ClusterQueue;
  * - the quota is derived from the fake nodes; the flavor injects the agent pool's node label and toleration;
- * - the run: per-run objects of components/manifests/runtime.ts, the ServiceAccount credentials, then the runtime
+ * - the run: per-run objects of components/run/manifests.ts, the ServiceAccount credentials, then the runtime
  *   out of cluster with `--backend kubernetes` and the backend config file; outputs have the CI contract's shape.
  */
 import * as fs from "node:fs";
@@ -93,7 +93,7 @@ describe("sim profile graph", () => {
     const cp = command("sim-control-plane");
     expect(cp.parent).toBe(find(regs, "cohortlab:sim:SimCluster", "sim").urn);
     const create = cp.inputs.create as string;
-    expect(create).toContain("'scripts/sim/simctl.ts' 'start' '--state-dir' '" + stateDir + "'");
+    expect(create).toContain("'simctl/main.ts' 'start' '--state-dir' '" + stateDir + "'");
     expect(create).toContain("'--pod-ready-delay-ms' '1000' '--pod-ready-jitter-ms' '2000'");
     expect(create).toContain("'--port-base' '40100'");
     expect(cp.inputs.delete).toContain(`'stop' '--state-dir' '${stateDir}'`);

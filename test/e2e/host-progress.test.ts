@@ -102,7 +102,7 @@ describe("pulumi up shows the run's progress (host, real engine)", () => {
     const diagnostics = r.all.slice(r.all.indexOf("Diagnostics:"));
     console.log(`[e2e progress] failed up, diagnostics:\n${diagnostics.slice(0, 2000)}`);
     // The run step records the failed run (exit 0 with its summary); the CohortRun fails the deployment with
-    // the runtime's one-line reason (components/CohortRun.ts).
+    // the runtime's one-line reason (components/run/CohortRun.ts).
     expect(diagnostics).toMatch(/cohortlab:runtime:CohortRun \(cohort\):\s*\n(?:\s*roster: .*\n)?\s*error: cohort: run broken-\S+ failed: member web-2 exited before it was ready \(exit code 3\); report: \/\S+\/broken-\S+\/report\.html\s*\n\s*\n/);
     expect(diagnostics).not.toMatch(/startup: started/);
     // The progress was shown during the run, the failure named there too.

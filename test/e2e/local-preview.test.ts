@@ -8,7 +8,7 @@
  * queue objects, Agent Sandbox, Temporal, and the runtime's per-run objects and Job; the preview warns naming
  * the image digests that `up` will require; `pulumi up` is refused before anything is created while they are
  * missing; with digests set and no Docker engine, `pulumi up` fails at the kind step (the real command provider
- * runs scripts/local-profile.cjs) and no Kubernetes resource is created; a cohort that cannot fit is refused at
+ * runs components/kind/steps.cjs) and no Kubernetes resource is created; a cohort that cannot fit is refused at
  * preview with the arithmetic. Wall times are printed.
  *
  * The program is pointed at an empty directory for built node and project images (COHORT_LOCAL_ARTIFACTS_ROOT), so

@@ -9,7 +9,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { toolchain as pins } from "../../stacks/pins";
+import { toolchain as pins } from "../../common/pins";
 import { resolveToolchain, ToolchainError } from "../../scripts/lib/env";
 
 const repo = path.resolve(__dirname, "..", "..");

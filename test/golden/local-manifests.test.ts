@@ -1,5 +1,5 @@
 /**
- * Golden files of the local profile's pure renderers (components/manifests/**), `UPDATE_GOLDEN=1` rewrites them:
+ * Golden files of the local profile's pure renderers (components/k8s/manifests/**), `UPDATE_GOLDEN=1` rewrites them:
  * - the Kueue manager Configuration; the objects the profile changes in Kueue's and Agent Sandbox's release
  *   manifests, in `in-cluster` and `external` mode (everything else must stay byte-for-byte the release's);
  * - the Temporal objects; the per-run objects (Namespace, LocalQueue, RBAC, ConfigMaps, Job) for a small bundle.
@@ -12,11 +12,11 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import * as YAML from "yaml";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/manifests/cache.js";
-import { renderAgentSandboxInstall } from "../../components/manifests/agentSandbox.js";
-import { renderKueueConfiguration, renderKueueInstall, type KueueConfigurationInput } from "../../components/manifests/kueue.js";
-import { BUNDLE_PART_BYTES, renderRunObjects, RuntimeBundleTooLargeError, UNPACK_SCRIPT, type RunObjectsInput } from "../../components/manifests/runtime.js";
-import { renderTemporal } from "../../components/manifests/temporal.js";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/k8s/manifests/cache.js";
+import { renderAgentSandboxInstall } from "../../components/k8s/manifests/agentSandbox.js";
+import { renderKueueConfiguration, renderKueueInstall, type KueueConfigurationInput } from "../../components/k8s/manifests/kueue.js";
+import { BUNDLE_PART_BYTES, renderRunObjects, RuntimeBundleTooLargeError, UNPACK_SCRIPT, type RunObjectsInput } from "../../components/run/manifests.js";
+import { renderTemporal } from "../../components/k8s/manifests/temporal.js";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
 
 const DIR = __dirname;

@@ -3,7 +3,7 @@
  * as local processes in a fresh temp state dir, with fake nodes, optionally the Kueue manager and the Agent
  * Sandbox controller (their CRDs and wiring applied exactly as the `Kueue`/`AgentSandbox` components render them
  * in `controller: "external"` mode) and a ResourceFlavor + ClusterQueue whose quota is derived from the fake
- * nodes by components/quota.ts (as on `local`).
+ * nodes by components/k8s/quota.ts (as on `local`).
  *
  * Use from any test tier that needs a real API server:
  *
@@ -18,11 +18,11 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as k8s from "@kubernetes/client-node";
 import { e2Standard16AgentNode, fakeNodeManifest, type FakeNodeShape } from "../../components/sim/fakeNode.js";
-import { controlPlaneBinaries, findSimBinaries, type SimBinaries } from "../../scripts/sim/binaries.js";
-import { startController, startSim as startControlPlane, stopSim } from "../../scripts/sim/cluster.js";
-import { registerFakeNodes } from "../../scripts/sim/nodes.js";
-import type { SimState } from "../../scripts/sim/state.js";
-import { createQueue, installControllerObjects, type SimQueue } from "../../scripts/sim/install.js";
+import { controlPlaneBinaries, findSimBinaries, type SimBinaries } from "../../simctl/binaries.js";
+import { startController, startSim as startControlPlane, stopSim } from "../../simctl/cluster.js";
+import { registerFakeNodes } from "../../simctl/nodes.js";
+import type { SimState } from "../../simctl/state.js";
+import { createQueue, installControllerObjects, type SimQueue } from "../../simctl/install.js";
 
 /** Options of {@link startSim}. */
 export interface SimHarnessOptions {

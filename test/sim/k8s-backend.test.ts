@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { simQueueNames } from "../../components/sim/queue";
-import { failLabel } from "../../scripts/sim/render";
+import { failLabel } from "../../simctl/render";
 import { HttpMethod, KubeClient } from "../../runtime/backends/kubernetes/client";
 import { ApiCounters } from "../../runtime/backends/kubernetes/counters";
 import type { Json } from "../../runtime/backends/kubernetes/render";

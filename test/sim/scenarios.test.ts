@@ -1,5 +1,5 @@
 /**
- * The sim profile's run path without Pulumi (scripts/sim/cohort.ts: the same per-run objects, ServiceAccount
+ * The sim profile's run path without Pulumi (simctl/cohort.ts: the same per-run objects, ServiceAccount
  * credentials and shipped runtime bundle as `pulumi up --stack sim`) on one sim with 2 fake e2-standard-16 nodes,
  * Kueue and Agent Sandbox, and the queue derived from the nodes:
  * - a cohort admitted as ONE gang Workload and Ready, with at most 2 writes per member and no per-member GET;
@@ -13,7 +13,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { runCohortOnSim } from "../../scripts/sim/cohort";
+import { runCohortOnSim } from "../../simctl/cohort";
 import { PROJECT_DIR } from "../../stacks/config";
 import { simUnavailableReason, startSim, type SimHarness } from "./harness";
 

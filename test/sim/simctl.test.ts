@@ -14,11 +14,11 @@ import * as k8s from "@kubernetes/client-node";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentPoolTaint } from "../../components/sim/fakeNode";
-import { failLabel, readyDelayEnv } from "../../scripts/sim/render";
-import { readState } from "../../scripts/sim/state";
-import { isRunning } from "../../scripts/sim/procs";
+import { failLabel, readyDelayEnv } from "../../simctl/render";
+import { readState } from "../../simctl/state";
+import { isRunning } from "../../simctl/procs";
 import { PROJECT_DIR } from "../../stacks/config";
-import { controlPlaneBinaries } from "../../scripts/sim/binaries";
+import { controlPlaneBinaries } from "../../simctl/binaries";
 import { simUnavailableReason } from "./harness";
 
 const unavailable = simUnavailableReason(controlPlaneBinaries);
@@ -29,7 +29,7 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-simctl-"));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 async function simctl(args: readonly string[], input?: string) {
-  const r = await execa(process.execPath, ["--import", "tsx", "scripts/sim/simctl.ts", ...args], {
+  const r = await execa(process.execPath, ["--import", "tsx", "simctl/main.ts", ...args], {
     cwd: PROJECT_DIR,
     reject: false,
     ...(input !== undefined ? { input } : { stdin: "ignore" }),

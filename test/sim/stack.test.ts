@@ -18,9 +18,9 @@ import os from "node:os";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { portNames } from "../../scripts/sim/ports";
-import { isRunning } from "../../scripts/sim/procs";
-import { readState, type SimState } from "../../scripts/sim/state";
+import { portNames } from "../../simctl/ports";
+import { isRunning } from "../../simctl/procs";
+import { readState, type SimState } from "../../simctl/state";
 import { PROJECT_DIR } from "../../stacks/config";
 import { simUnavailableReason } from "./harness";
 

@@ -1,5 +1,5 @@
 /**
- * The `local-apps` images (scripts/local/app-images.ts): recipes, input hashing, the pure parsers (`ctr images ls`,
+ * The `local-apps` images (components/kind/app-images.ts): recipes, input hashing, the pure parsers (`ctr images ls`,
  * APT sources), the lookup against a fake cache, and, when the images are built on this machine, that a second
  * fresh private containerd computes the same digest from each archive and that each image runs under Docker.
  */
@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { localImages } from "../../stacks/pins";
+import { localImages } from "../../common/pins";
 import {
   APP_IMAGE_KEYS,
   AppImagesMissingError,
@@ -30,9 +30,9 @@ import {
   type ImageInputs,
   type ImagePlan,
   type ImageRecord,
-} from "../../scripts/local/app-images";
+} from "../../components/kind/app-images";
 import { containerdDigest } from "../../scripts/local/app-images/build";
-import { sha256File, writeStamp } from "../../scripts/lib/stamp";
+import { sha256File, writeStamp } from "../../common/stamp";
 
 const D1 = `sha256:${"a".repeat(64)}`;
 const D2 = `sha256:${"b".repeat(64)}`;

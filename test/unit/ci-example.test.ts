@@ -1,7 +1,7 @@
 /**
  * The CI workflow users copy (examples/ci/github-actions.yml, shown in docs/ci.md) and the README's CI
  * recipe: the workflow parses as YAML; every `npm run <script>` it runs is a script in package.json and every
- * `cohort ...` command a subcommand the CLI has; the toolchain cache is keyed on stacks/pins.ts; nothing is
+ * `cohort ...` command a subcommand the CLI has; the toolchain cache is keyed on common/pins.ts; nothing is
  * written into the checkout; the reports and destroy run `if: always()`, destroy last; docs/ci.md shows the
  * file exactly and its GitLab job passes the same checks.
  */
@@ -50,14 +50,14 @@ describe("examples/ci/github-actions.yml", () => {
     expectKnown(shell);
   });
 
-  it("checkout, npm ci, the toolchain cache keyed on stacks/pins.ts, build, up, destroy: in that order", () => {
+  it("checkout, npm ci, the toolchain cache keyed on common/pins.ts, build, up, destroy: in that order", () => {
     const order = [/^actions\/checkout@/, /^actions\/cache@/, /^npm ci$/, /^npm run toolchain$/, /^npm run build$/, /pulumi -- up --yes --stack host/, /pulumi -- destroy --yes --stack host/];
     const at = order.map((p) => steps.indexOf(step(p)!));
     expect(at.every((i) => i >= 0), String(at)).toBe(true);
     expect([...at].sort((a, b) => a - b)).toEqual(at);
     const cache = step(/^actions\/cache@/)!;
     expect(cache.with?.path).toBe("~/.cache/cohort-lab");
-    expect(cache.with?.key).toContain("hashFiles('stacks/pins.ts')");
+    expect(cache.with?.key).toContain("hashFiles('common/pins.ts')");
   });
 
   it("writes nothing into the checkout: state, artifacts and outputs under $RUNNER_TEMP", () => {
@@ -91,7 +91,7 @@ describe("docs/ci.md", () => {
     expectKnown([...job.script, ...job.after_script].join("\n"));
     expect(job.after_script.join("\n")).toMatch(/pulumi -- destroy --yes --stack host/);
     expect(job.artifacts).toMatchObject({ when: "always", reports: { junit: "cohort-junit.xml" } });
-    expect(job.cache.key.files).toEqual(["stacks/pins.ts"]);
+    expect(job.cache.key.files).toEqual(["common/pins.ts"]);
   });
 });
 

@@ -6,13 +6,13 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
-import { parseRunSummary } from "../../components/CohortRun";
-import { HostPrerequisiteError } from "../../components/HostProfile";
+import { parseRunSummary } from "../../components/run/CohortRun";
+import { HostPrerequisiteError } from "../../components/host/HostProfile";
 import { loadRunSpec, restartDelayMs, validateRunSpec } from "../../runtime/core/spec";
 import { PROJECT_DIR } from "../../stacks/config";
 import { checkMemberNode, resolveHostNode } from "../../stacks/host";
 import { MEMBER_PRESETS, MemberProgramError, OPENCLAW_MEMBER_CONFIG, resolveMemberProgram } from "../../stacks/members";
-import { hostMembers } from "../../stacks/pins";
+import { hostMembers } from "../../common/pins";
 
 const ctx = { nodePath: "/opt/node24/bin/node", projectDir: PROJECT_DIR };
 const packageJson = JSON.parse(readFileSync(path.join(PROJECT_DIR, "package.json"), "utf8")) as { dependencies: Record<string, string> };
@@ -139,7 +139,7 @@ describe("resolveMemberProgram", () => {
     mkdirSync(path.join(dir, "node_modules", "http-server"), { recursive: true });
     writeFileSync(path.join(dir, "node_modules", "http-server", "package.json"), '{"version":"14.0.0"}');
     expect(() => resolveMemberProgram(pin, dir)).toThrow(
-      `member program http-server must be version 14.1.1 (stacks/pins.ts) but ${dir}/node_modules/http-server/package.json has "14.0.0"; run \`npm ci\``,
+      `member program http-server must be version 14.1.1 (common/pins.ts) but ${dir}/node_modules/http-server/package.json has "14.0.0"; run \`npm ci\``,
     );
   });
 });

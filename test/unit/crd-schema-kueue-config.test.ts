@@ -1,5 +1,5 @@
 /**
- * The Kueue manager Configuration the profiles render (components/manifests/kueue.ts) is accepted by Kueue's OWN
+ * The Kueue manager Configuration the profiles render (components/k8s/manifests/kueue.ts) is accepted by Kueue's OWN
  * loader at the pinned version — test/tools/kueuecheck runs `sigs.k8s.io/kueue/pkg/config.Load`: strict decoding
  * of `config.kueue.x-k8s.io/v1beta2` (unknown fields are errors), defaulting and validation, as the manager does at
  * start-up. A Configuration is not a custom resource, so no CRD schema exists for it; this is the real check.
@@ -10,8 +10,8 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import * as YAML from "yaml";
-import { KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/manifests/cache.js";
-import { renderKueueConfiguration, type KueueConfigurationInput } from "../../components/manifests/kueue.js";
+import { KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/k8s/manifests/cache.js";
+import { renderKueueConfiguration, type KueueConfigurationInput } from "../../components/k8s/manifests/kueue.js";
 import { LOCAL_EXCLUDED_NAMESPACES } from "../../stacks/local.js";
 import { ensureLocalTools } from "./crd-schema-tools.js";
 

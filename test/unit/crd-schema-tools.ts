@@ -7,9 +7,9 @@
 import { execFileSync } from "node:child_process";
 import { agentSandboxManifestsTool, kindcheckTool, kueuecheckTool, kueueManifestsTool, kustomizeTool } from "../../scripts/toolchain-manifests.js";
 import { toolchainSource } from "../../scripts/lib/download.js";
-import { cacheRoot, pulumiHome } from "../../scripts/lib/paths.js";
+import { cacheRoot, pulumiHome } from "../../common/paths.js";
 import { checkToolDir, ensureTools, type ReadyTool } from "../../scripts/lib/tool.js";
-import { toolDir } from "../../scripts/lib/paths.js";
+import { toolDir } from "../../common/paths.js";
 
 /** The ready tools by name, or why they cannot be had here. */
 export type LocalTools = { readonly ok: true; readonly tools: ReadonlyMap<string, ReadyTool> } | { readonly ok: false; readonly reason: string };

@@ -14,7 +14,7 @@
  * - `metadata` is checked by the API server's ObjectMeta rules, not by the CRD schema; the callers check names.
  */
 import Ajv, { type ErrorObject, type ValidateFunction } from "ajv";
-import type { KubernetesObject } from "../../components/manifests/cache.js";
+import type { KubernetesObject } from "../../components/k8s/manifests/cache.js";
 
 type Schema = { [key: string]: unknown };
 

@@ -6,10 +6,10 @@
  * extensions are handled (CEL rules are not evaluated here).
  */
 import { beforeAll, describe, expect, it } from "vitest";
-import { kueueWebhookProbes } from "../../components/Kueue.js";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/manifests/cache.js";
-import { renderClusterQueue, renderLocalQueue, renderResourceFlavor } from "../../components/manifests/kueue.js";
-import { deriveQuota } from "../../components/quota.js";
+import { kueueWebhookProbes } from "../../components/k8s/Kueue.js";
+import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/k8s/manifests/cache.js";
+import { renderClusterQueue, renderLocalQueue, renderResourceFlavor } from "../../components/k8s/manifests/kueue.js";
+import { deriveQuota } from "../../components/k8s/quota.js";
 import { resolveKubernetesConfig } from "../../runtime/backends/kubernetes/index.js";
 import { renderSandbox } from "../../runtime/backends/kubernetes/render.js";
 import { memberIdentities, planMembers } from "../../runtime/core/plan.js";

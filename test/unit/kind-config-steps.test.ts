@@ -1,5 +1,5 @@
 /**
- * scripts/local-profile.cjs, the host-side steps of the local profile, run for real (Node child processes) against
+ * components/kind/steps.cjs, the host-side steps of the local profile, run for real (Node child processes) against
  * stand-in `docker`, `kind` and `kubectl` executables that keep their state in files and answer the way the real
  * tools do for the calls the script makes (`kind get clusters` one name per line, `kind delete cluster` exit 0 for
  * an unknown name — kind#2182 —, `kubectl get nodes -o json` a NodeList). The stand-ins are pinned by their own
@@ -16,9 +16,9 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { OWNER_LABELS } from "../../components/manifests/kindConfig.js";
+import { OWNER_LABELS } from "../../components/kind/kindConfig.js";
 
-const SCRIPT = path.join(__dirname, "..", "..", "scripts", "local-profile.cjs");
+const SCRIPT = path.join(__dirname, "..", "..", "components", "kind", "steps.cjs");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-local-steps-"));
 const bin = path.join(tmp, "bin");
 const state = path.join(tmp, "state");

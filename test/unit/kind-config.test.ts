@@ -1,5 +1,5 @@
 /**
- * components/manifests/kindConfig.ts: the rendered kind config is checked with kind's OWN loader and validation
+ * components/kind/kindConfig.ts: the rendered kind config is checked with kind's OWN loader and validation
  * at the pinned version (test/tools/kindcheck: strict YAML decoding into v1alpha4.Cluster, defaulting,
  * conversion, Cluster.Validate — what `kind create cluster --config` runs first), and against a golden file.
  */
@@ -8,8 +8,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ARTIFACTS_NODE_PATH, OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type KindConfigInput } from "../../components/manifests/kindConfig.js";
-import { pinnedNodeImage } from "../../components/KindCluster.js";
+import { ARTIFACTS_NODE_PATH, OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type KindConfigInput } from "../../components/kind/kindConfig.js";
+import { pinnedNodeImage } from "../../components/kind/KindCluster.js";
 import { ensureLocalTools } from "./crd-schema-tools.js";
 
 const GOLDEN = path.join(__dirname, "..", "golden", "kind-config.default.yaml");

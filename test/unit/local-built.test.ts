@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { pinnedNodeImage } from "../../components/KindCluster.js";
+import { pinnedNodeImage } from "../../components/kind/KindCluster.js";
 import { parseStackConfig } from "../../stacks/config.js";
 import { BUILT_NODE_SYSTEM_PODS, chooseNodeImage, findLocalArtifacts, localProfile, parseLocalConfig, resolveLocalRunSpec, type BuiltImages, type BuiltNodeImage } from "../../stacks/local.js";
 import { StackConfigError } from "../../stacks/config.js";

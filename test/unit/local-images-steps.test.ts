@@ -1,5 +1,5 @@
 /**
- * scripts/local-profile.cjs `load-images` and the built-tool path of every step, run for real (Node child
+ * components/kind/steps.cjs `load-images` and the built-tool path of every step, run for real (Node child
  * processes) against stand-in `docker` and `kind` executables that keep each node's containerd image names in
  * files and answer the calls the script makes the way the real tools do (`kind get nodes` one name per line,
  * `ctr images ls` a REF/TYPE/DIGEST table, `crictl inspecti` exit 1 for an unknown reference). test/local runs the
@@ -18,7 +18,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 
-const SCRIPT = path.join(__dirname, "..", "..", "scripts", "local-profile.cjs");
+const SCRIPT = path.join(__dirname, "..", "..", "components", "kind", "steps.cjs");
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-local-images-"));
 const bin = path.join(tmp, "bin");
 const state = path.join(tmp, "state");

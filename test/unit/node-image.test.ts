@@ -7,7 +7,7 @@
 import { spawnSync } from "node:child_process";
 import { describe, expect, it } from "vitest";
 import * as YAML from "yaml";
-import { kubeadmPatches } from "../../components/manifests/kindConfig";
+import { kubeadmPatches } from "../../components/kind/kindConfig";
 import {
   adaptContainerdService,
   COMPONENT_IMAGES,
@@ -165,7 +165,7 @@ describe("parseAptSources", () => {
 
 describe("kubeadm patches and image names", () => {
   it("set the image repository, the etcd tag and failCgroupV1: false", () => {
-    // The renderer the profile uses (components/manifests/kindConfig.ts), with this image's facts.
+    // The renderer the profile uses (components/kind/kindConfig.ts), with this image's facts.
     const [cluster, kubelet] = kubeadmPatches({ imageRepository: IMAGE_REPOSITORY, etcdImageTag: ETCD_IMAGE_TAG, allowCgroupV1: true }).map((p) => YAML.parse(p));
     expect(cluster).toEqual({ kind: "ClusterConfiguration", imageRepository: IMAGE_REPOSITORY, etcd: { local: { imageTag: ETCD_IMAGE_TAG } } });
     expect(kubelet).toEqual({ kind: "KubeletConfiguration", failCgroupV1: false });

@@ -1,15 +1,15 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import * as allPins from "../../stacks/pins";
-import { toolchain } from "../../stacks/pins";
+import * as allPins from "../../common/pins";
+import { toolchain } from "../../common/pins";
 import { sdkCouplings } from "../../scripts/lib/env";
 import { malformedPins, sdkPinMismatches, type PackageJsonLike, type PackageLockLike } from "../../scripts/lib/pin-checks";
 
 const repo = path.resolve(__dirname, "..", "..");
 const readJson = <T>(file: string) => JSON.parse(fs.readFileSync(path.join(repo, file), "utf8")) as T;
 
-describe("stacks/pins.ts agrees with package.json and package-lock.json", () => {
+describe("common/pins.ts agrees with package.json and package-lock.json", () => {
   it("has the same @pulumi SDK versions as the binaries it builds", () => {
     const problems = sdkPinMismatches(sdkCouplings, readJson<PackageJsonLike>("package.json"), readJson<PackageLockLike>("package-lock.json"));
     expect(problems).toEqual([]);
@@ -55,7 +55,7 @@ describe("sdkPinMismatches", () => {
       "a different exact version",
       { dependencies: { "@pulumi/command": "1.3.0" } },
       lock("1.3.0"),
-      ["package.json pins @pulumi/command 1.3.0 but stacks/pins.ts builds pulumi-resource-command 1.2.1: update the toolchain section of stacks/pins.ts, then run `npm run toolchain`"],
+      ["package.json pins @pulumi/command 1.3.0 but common/pins.ts builds pulumi-resource-command 1.2.1: update the toolchain section of common/pins.ts, then run `npm run toolchain`"],
     ],
     [
       "a range",
@@ -67,7 +67,7 @@ describe("sdkPinMismatches", () => {
       "a missing dependency",
       { dependencies: {} },
       lock("1.2.1"),
-      ["package.json: @pulumi/command is not a dependency, but stacks/pins.ts builds pulumi-resource-command 1.2.1 for it"],
+      ["package.json: @pulumi/command is not a dependency, but common/pins.ts builds pulumi-resource-command 1.2.1 for it"],
     ],
     [
       "a stale lock",

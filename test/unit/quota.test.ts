@@ -1,5 +1,5 @@
 /**
- * components/quota.ts: quantities, the derived ClusterQueue quota with its arithmetic, the config override
+ * components/k8s/quota.ts: quantities, the derived ClusterQueue quota with its arithmetic, the config override
  * (lower only), and the refusal of a cohort that cannot fit — exact numbers and exact messages.
  */
 import { describe, expect, it } from "vitest";
@@ -12,7 +12,7 @@ import {
   QuotaError,
   type NodeCapacity,
   type ReservedPods,
-} from "../../components/quota.js";
+} from "../../components/k8s/quota.js";
 
 const GI = 2 ** 30;
 const MI = 2 ** 20;

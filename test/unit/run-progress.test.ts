@@ -1,6 +1,6 @@
 /**
- * scripts/local-profile.cjs `run-progress`, the progress follower of the `local` profile's runtime Job
- * (components/cohortRunJob.ts): what it keeps of the Job's log and how it follows it.
+ * components/kind/steps.cjs `run-progress`, the progress follower of the `local` profile's runtime Job
+ * (components/run/kubernetesJob.ts): what it keeps of the Job's log and how it follows it.
  *
  * - The filter (`isProgressLine`, `progressFilter`) against REAL runtime output: the bundled runtime
  *   (dist/cohort.cjs) runs with the process backend and no `--progress-fd`, stdout and stderr into one file as in a
@@ -20,7 +20,7 @@ import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const ROOT = path.join(__dirname, "..", "..");
-const SCRIPT = path.join(ROOT, "scripts", "local-profile.cjs");
+const SCRIPT = path.join(ROOT, "components", "kind", "steps.cjs");
 const BUNDLE = path.join(ROOT, "dist", "cohort.cjs");
 const { isProgressLine, progressFilter } = createRequire(__filename)(SCRIPT) as {
   isProgressLine: (line: string) => boolean;

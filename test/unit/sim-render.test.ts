@@ -1,15 +1,15 @@
 /**
- * The sim supervisor's pure parts (scripts/sim/render.ts, ports.ts, controllers.ts, components/sim/*): every
+ * The sim supervisor's pure parts (simctl/render.ts, ports.ts, controllers.ts, components/sim/*): every
  * component's flags, the kwok stages (delay arithmetic, failure selectors, node shape), kubeconfig and token
  * file formats, the fake node manifest and the quota it yields. Exact outputs and exact error strings.
  */
 import { parse, parseAllDocuments } from "yaml";
 import { describe, expect, it } from "vitest";
-import { deriveQuota } from "../../components/quota";
+import { deriveQuota } from "../../components/k8s/quota";
 import { e2Standard16AgentNode, fakeNodeManifest, fakeNodeName, toNodeCapacity } from "../../components/sim/fakeNode";
 import { simFlavor, simKueueConfigurationInput } from "../../components/sim/queue";
-import { externalKueueConfig } from "../../scripts/sim/controllers";
-import { parsePortOverrides, portNames, type PortMap } from "../../scripts/sim/ports";
+import { externalKueueConfig } from "../../simctl/controllers";
+import { parsePortOverrides, portNames, type PortMap } from "../../simctl/ports";
 import {
   apiserverArgs,
   controllerManagerArgs,
@@ -21,7 +21,7 @@ import {
   schedulerConfig,
   simLayout,
   tokenFileCsv,
-} from "../../scripts/sim/render";
+} from "../../simctl/render";
 
 const l = simLayout("/s");
 const ports = Object.fromEntries(portNames.map((n, i) => [n, 40000 + i])) as PortMap;

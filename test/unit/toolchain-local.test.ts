@@ -1,5 +1,5 @@
 /**
- * The `local` tool set (scripts/toolchain-local.ts) and its catalog (scripts/local/catalog.ts): the
+ * The `local` tool set (scripts/toolchain-local.ts) and its catalog (common/local-catalog.ts): the
  * `localBuild` pins' formats and couplings, the exact cache paths other code consumes, and the lookup's
  * missing-binary error. Nothing is built here.
  */
@@ -7,9 +7,9 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { local, localBuild, sim } from "../../stacks/pins";
+import { local, localBuild, sim } from "../../common/pins";
 import { malformedPins } from "../../scripts/lib/pin-checks";
-import { writeStamp } from "../../scripts/lib/stamp";
+import { writeStamp } from "../../common/stamp";
 import {
   findLocalBinaries,
   isPauseToolId,
@@ -18,7 +18,7 @@ import {
   LocalBinariesMissingError,
   localBinDirEnv,
   localToolIds,
-} from "../../scripts/local/catalog";
+} from "../../common/local-catalog";
 import { checkedAtBuild, localTools, toolSet } from "../../scripts/toolchain-local";
 import { ToolBuildError, type BuildContext, type Tool } from "../../scripts/lib/tool";
 import { simTools } from "../../scripts/toolchain-sim";

@@ -9,12 +9,12 @@ import type { AddressInfo } from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { toolchain as pins } from "../../stacks/pins";
+import { toolchain as pins } from "../../common/pins";
 import { ArtifactRefusedError, downloadVerified, toolchainSource } from "../../scripts/lib/download";
 import { defaultLocalPassphrase, resolveToolchain, toolchainEnv, ToolchainError, type Toolchain } from "../../scripts/lib/env";
-import { cacheRoot, toolDir } from "../../scripts/lib/paths";
+import { cacheRoot, toolDir } from "../../common/paths";
 import { insertAfterSubcommand, parsePulumiArgs } from "../../scripts/lib/pulumi-args";
-import { readStamp } from "../../scripts/lib/stamp";
+import { readStamp } from "../../common/stamp";
 import { ensureTool, ToolBuildError, type Tool, type ToolContext } from "../../scripts/lib/tool";
 
 let tmp: string;
@@ -116,7 +116,7 @@ describe("ensureTool", () => {
     const official = { artifact: { url: "https://example.invalid/fake.tgz", sha256: null, member: "fake" }, binary: "fake" };
     const builds = { count: 0 };
     await expect(ensureTool({ ...fakeTool("1.0.0", builds), official }, ctx({ source: "official" }))).rejects.toThrow(
-      "fake v1: refusing to download https://example.invalid/fake.tgz: no SHA-256 is pinned for it in stacks/pins.ts",
+      "fake v1: refusing to download https://example.invalid/fake.tgz: no SHA-256 is pinned for it in common/pins.ts",
     );
     expect(builds.count).toBe(0);
     const c = ctx({ source: "auto" });
@@ -195,7 +195,7 @@ describe("downloadVerified", () => {
   it("makes no request when no sum is pinned", async () => {
     const before = requests;
     await expect(downloadVerified({ url, sha256: null, member: "x" }, path.join(tmp, "n.tgz"))).rejects.toThrow(
-      `refusing to download ${url}: no SHA-256 is pinned for it in stacks/pins.ts`,
+      `refusing to download ${url}: no SHA-256 is pinned for it in common/pins.ts`,
     );
     expect(requests).toBe(before);
   });
@@ -291,7 +291,7 @@ describe("resolveToolchain", () => {
   it("names both versions when package.json and the pins disagree", () => {
     const repo = fakeRepo({ [pins.command.npmPackage]: "9.9.9" });
     expect(() => resolveToolchain({ env: env(), repoRoot: repo })).toThrow(
-      `package.json pins @pulumi/command 9.9.9 but stacks/pins.ts builds pulumi-resource-command ${pins.command.version}: update the toolchain section of stacks/pins.ts, then run \`npm run toolchain\``,
+      `package.json pins @pulumi/command 9.9.9 but common/pins.ts builds pulumi-resource-command ${pins.command.version}: update the toolchain section of common/pins.ts, then run \`npm run toolchain\``,
     );
   });
 

@@ -1,7 +1,7 @@
 /**
  * The namespaced RBAC rules the Kubernetes backend needs, as plain data, derived from the table of
  * every call it makes (`counters.ts` API_CALLS). The Pulumi Role of the runtime's ServiceAccount
- * (`components/Runtime.ts`) imports {@link RUNTIME_POLICY_RULES}, so the rules and the code cannot drift;
+ * (`components/run/Runtime.ts`) imports {@link RUNTIME_POLICY_RULES}, so the rules and the code cannot drift;
  * `test/unit/k8s-backend-rbac.test.ts` checks the derivation.
  *
  * The rules are namespaced (a Role in the run namespace): the backend cannot create or delete its own

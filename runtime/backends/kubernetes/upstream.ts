@@ -2,7 +2,7 @@
  * Upstream names the Kubernetes backend relies on: API groups, labels, annotations, scheduling gates and
  * condition types/reasons of Kueue v0.17.0 and Agent Sandbox v0.5.5, each with the source file it was
  * read from (module sources in the Go module cache, `sigs.k8s.io/kueue@v0.17.0`,
- * `sigs.k8s.io/agent-sandbox@v0.5.5`). The versions themselves are pinned in `stacks/pins.ts`.
+ * `sigs.k8s.io/agent-sandbox@v0.5.5`). The versions themselves are pinned in `common/pins.ts`.
  */
 
 // ---- Kubernetes core ------------------------------------------------------------------------------

@@ -17,8 +17,8 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { localImages } from "../../../stacks/pins";
-import { writeFileAtomic } from "../../lib/stamp";
+import { localImages } from "../../../common/pins";
+import { writeFileAtomic } from "../../../common/stamp";
 import { ToolBuildError, type BuildContext, type ReadyTool, type Tool, type ToolContext } from "../../lib/tool";
 import {
   debianMirrorFromSources,
@@ -38,7 +38,7 @@ import {
   type ImageRecord,
   type NodeRecipe,
   type OpenclawRecipe,
-} from "../app-images";
+} from "../../../components/kind/app-images";
 
 /** Result of {@link run}. */
 interface RunResult {

@@ -1,0 +1,233 @@
+/**
+ * `Kueue` (token `cohortlab:k8s:Kueue`): the pinned Kueue release applied server-side, a readiness gate for
+ * its webhooks, and the profile's ResourceFlavor and ClusterQueue.
+ *
+ * - Install objects: the release's `manifests.yaml` (components/k8s/manifests/cache.ts), transformed by
+ *   components/k8s/manifests/kueue.ts (image pinned by digest, the profile's Configuration, or the `external`
+ *   controller wiring). One typed resource per object, each with the explicit provider. Order: Namespace →
+ *   everything else → the manager Deployment (awaited by pulumi-kubernetes: rolled out and Ready, and Kueue's
+ *   readiness probe passes only once its webhook server serves) → the visibility APIServices.
+ * - Webhook gate (`in-cluster`): a Command that sends server-side dry-run creates through the API server
+ *   (components/kind/steps.cjs `webhook-probe`): a `v1beta1` LocalQueue (CRD conversion webhook), a
+ *   ResourceFlavor (validating webhook) and a Pod with a queue name that must come back with Kueue's
+ *   scheduling gate (pod mutating webhook). A Deployment can be Ready before the API server can call it (the
+ *   CA bundle is injected asynchronously); custom resources created then fail (field-notes C11).
+ *   `external` (the `sim` profile): the caller passes `webhookReady` — resources, or a function of the install
+ *   resources returning them (e.g. the local manager's start and readiness steps, which need the CRDs first).
+ * - Custom resources (ResourceFlavor, ClusterQueue) depend on their CRDs AND the webhook gate, so a single
+ *   `pulumi up` on an empty cluster never meets "no matches for kind" or a webhook that is not serving.
+ *
+ * @see https://kueue.sigs.k8s.io/docs/installation/#install-a-released-version
+ */
+import * as command from "@pulumi/command";
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { createObject, objectKey } from "./k8sObject.js";
+import { stepCommand } from "../kind/KindCluster.js";
+import { loadManifests, KUEUE_MANIFESTS, type KubernetesObject } from "./manifests/cache.js";
+import {
+  KUEUE_API_VERSION,
+  KUEUE_DEPLOYMENT,
+  renderClusterQueue,
+  renderKueueInstall,
+  renderResourceFlavor,
+  type ControllerMode,
+  type KueueConfigurationInput,
+  type ResourceFlavorInput,
+} from "./manifests/kueue.js";
+
+/** How the in-cluster webhook gate reaches the cluster. */
+export interface WebhookProbeSettings {
+  /** Node binary and project directory for components/kind/steps.cjs. */
+  readonly nodePath: string;
+  readonly projectDir: string;
+  /** `COHORT_KIND_*`/`COHORT_KUBECTL_*` entries (KindCluster.tools.environment). */
+  readonly toolEnvironment: Readonly<Record<string, string>>;
+  /** The cluster's kubeconfig (secret; passed in the environment, never in the command line). */
+  readonly kubeconfig: pulumi.Input<string>;
+  /** How long the probes may take. @default 180000 */
+  readonly timeoutMs?: number;
+}
+
+/** Arguments of {@link Kueue}. */
+export interface KueueArgs {
+  /** The cluster's provider; every Kubernetes child gets it explicitly. */
+  readonly provider: k8s.Provider;
+  /** `in-cluster`: the release's Deployment. `external`: the manager runs outside the cluster (sim). */
+  readonly controller: ControllerMode;
+  /** Manager image (`repository:tag@sha256:…`; a tag-only reference is for preview only). */
+  readonly image: string;
+  readonly configuration: KueueConfigurationInput;
+  /** `external`: the local manager's webhook port (1-65535). */
+  readonly externalWebhookPort?: number;
+  /** `in-cluster`: how the webhook gate reaches the cluster. Required for `in-cluster`. */
+  readonly webhookProbe?: WebhookProbeSettings;
+  /**
+   * `external`: what proves the manager's webhooks serve. Required for `external`: either resources, or a
+   * function that receives the install resources (CRDs, webhook configurations, Service) and returns them.
+   */
+  readonly webhookReady?: readonly pulumi.Resource[] | ((install: readonly pulumi.Resource[]) => readonly pulumi.Resource[]);
+  /** The queue objects. */
+  readonly queue: {
+    readonly resourceFlavor: string;
+    readonly clusterQueue: string;
+    /** `nominalQuota` from components/k8s/quota.ts (`{ cpu: "<n>m", memory: "<n>Mi" }`). */
+    readonly nominalQuota: { readonly cpu: string; readonly memory: string };
+    /** ResourceFlavor `nodeLabels`. @default none */
+    readonly nodeLabels?: Readonly<Record<string, string>>;
+    /** ResourceFlavor `tolerations` (injected into admitted pods). @default none */
+    readonly tolerations?: ResourceFlavorInput["tolerations"];
+  };
+  /** The release objects. @default loadManifests(KUEUE_MANIFESTS) (the tool cache) */
+  readonly manifests?: readonly KubernetesObject[];
+  /** Further resources the ResourceFlavor and ClusterQueue wait for (e.g. the capacity check of the quota). @default [] */
+  readonly queueDependsOn?: readonly pulumi.Resource[];
+}
+
+/** Probe name prefix of the dry-run objects (never persisted: dry-run). */
+const PROBE_NAME = "cohort-lab-webhook-probe";
+
+/**
+ * The dry-run objects of the Kueue webhook gate, in order.
+ *
+ * @param podImage - any image reference; a dry run pulls nothing
+ */
+export function kueueWebhookProbes(podImage: string): { name: string; manifest: KubernetesObject; expectSchedulingGate?: string }[] {
+  return [
+    {
+      name: "conversion (v1beta1 LocalQueue)",
+      manifest: { apiVersion: "kueue.x-k8s.io/v1beta1", kind: "LocalQueue", metadata: { name: PROBE_NAME, namespace: "default" }, spec: { clusterQueue: PROBE_NAME } },
+    },
+    {
+      name: "validating (ResourceFlavor)",
+      manifest: { apiVersion: KUEUE_API_VERSION, kind: "ResourceFlavor", metadata: { name: PROBE_NAME }, spec: {} },
+    },
+    {
+      name: "pod mutating (queue-name label)",
+      manifest: {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: PROBE_NAME, namespace: "default", labels: { "kueue.x-k8s.io/queue-name": PROBE_NAME } },
+        spec: { containers: [{ name: "probe", image: podImage }] },
+      },
+      expectSchedulingGate: "kueue.x-k8s.io/admission",
+    },
+  ];
+}
+
+/**
+ * Kueue on a cluster.
+ *
+ * Children: one resource per release object (`<name>:<namespace>/<object>` or `<name>:<object>`), the gate
+ * `<name>-webhook-probe` (in-cluster), `<name>:<flavor>` (ResourceFlavor) and `<name>:<clusterQueue>` (ClusterQueue).
+ *
+ * @throws {pulumi.RunError} when the mode's required argument is missing
+ * @throws {ManifestsMissingError} when the release manifests are not in the tool cache
+ */
+export class Kueue extends pulumi.ComponentResource {
+  public readonly provider: k8s.Provider;
+  /** Every install resource, in apply order. */
+  public readonly install: readonly pulumi.CustomResource[];
+  /** CRD resources by CRD name (`clusterqueues.kueue.x-k8s.io`, …). */
+  public readonly crds: ReadonlyMap<string, pulumi.CustomResource>;
+  /** The manager Deployment (`in-cluster` only). */
+  public readonly deployment?: pulumi.CustomResource;
+  /** What proves the webhooks serve (depend on these before creating Kueue objects). */
+  public readonly webhookReady: readonly pulumi.Resource[];
+  public readonly resourceFlavor: k8s.apiextensions.CustomResource;
+  public readonly clusterQueue: k8s.apiextensions.CustomResource;
+  public readonly clusterQueueName: string;
+  public readonly resourceFlavorName: string;
+  /** The rendered objects (install, then ResourceFlavor and ClusterQueue), for inspection and tests. */
+  public readonly objects: readonly KubernetesObject[];
+
+  constructor(name: string, args: KueueArgs, opts?: pulumi.ComponentResourceOptions) {
+    if (args.controller === "in-cluster" && args.webhookProbe === undefined) throw new pulumi.RunError(`Kueue ${name}: controller "in-cluster" needs webhookProbe`);
+    if (args.controller === "external" && args.webhookReady === undefined) throw new pulumi.RunError(`Kueue ${name}: controller "external" needs webhookReady`);
+    const upstream = args.manifests ?? loadManifests(KUEUE_MANIFESTS);
+    const rendered = renderKueueInstall(upstream, {
+      controller: args.controller,
+      image: args.image,
+      configuration: args.configuration,
+      ...(args.externalWebhookPort !== undefined ? { externalWebhookPort: args.externalWebhookPort } : {}),
+    });
+    const flavor = renderResourceFlavor({
+      name: args.queue.resourceFlavor,
+      ...(args.queue.nodeLabels !== undefined ? { nodeLabels: args.queue.nodeLabels } : {}),
+      ...(args.queue.tolerations !== undefined ? { tolerations: args.queue.tolerations } : {}),
+    });
+    const clusterQueue = renderClusterQueue({ name: args.queue.clusterQueue, flavor: args.queue.resourceFlavor, nominalQuota: args.queue.nominalQuota });
+    super("cohortlab:k8s:Kueue", name, {}, opts);
+    this.provider = args.provider;
+    const base = { parent: this, provider: args.provider };
+
+    const install: pulumi.CustomResource[] = [];
+    const crds = new Map<string, pulumi.CustomResource>();
+    let namespace: pulumi.CustomResource | undefined;
+    let deployment: pulumi.CustomResource | undefined;
+    for (const obj of rendered) {
+      let dependsOn: pulumi.Resource[] = [];
+      if (obj.kind === "Deployment") dependsOn = [...install];
+      else if (obj.kind === "APIService") dependsOn = deployment !== undefined ? [deployment] : [];
+      else if (obj.kind !== "Namespace" && namespace !== undefined) dependsOn = [namespace];
+      const resource = createObject(name, obj, { ...base, dependsOn });
+      if (obj.kind === "Namespace") namespace = resource;
+      if (obj.kind === "CustomResourceDefinition") crds.set(obj.metadata.name, resource);
+      if (obj.kind === "Deployment" && obj.metadata.name === KUEUE_DEPLOYMENT) deployment = resource;
+      install.push(resource);
+    }
+
+    let webhookReady: readonly pulumi.Resource[];
+    if (args.controller === "in-cluster") {
+      const probe = args.webhookProbe!;
+      const manager = rendered.find((o) => o.kind === "Deployment");
+      webhookReady = [
+        new command.local.Command(
+          `${name}-webhook-probe`,
+          {
+            create: stepCommand(probe.nodePath, "webhook-probe"),
+            dir: probe.projectDir,
+            environment: {
+              ...probe.toolEnvironment,
+              COHORT_KUBECONFIG: pulumi.secret(probe.kubeconfig),
+              COHORT_PROBES: JSON.stringify(kueueWebhookProbes(args.image)),
+              COHORT_PROBE_TIMEOUT_MS: String(probe.timeoutMs ?? 180_000),
+            },
+            // A new manager (image, configuration) is probed again.
+            triggers: [JSON.stringify(manager ?? null)],
+            addPreviousOutputInEnv: false,
+          },
+          { parent: this, dependsOn: install },
+        ),
+      ];
+    } else {
+      const ready = args.webhookReady!;
+      webhookReady = typeof ready === "function" ? ready(install) : ready;
+    }
+
+    const crdFor = (kind: string) => {
+      const crd = crds.get(`${kind.toLowerCase()}s.kueue.x-k8s.io`);
+      if (crd === undefined) throw new pulumi.RunError(`Kueue ${name}: the release has no CRD for ${kind}`);
+      return crd;
+    };
+    const queueDependsOn = args.queueDependsOn ?? [];
+    this.resourceFlavor = createObject(name, flavor, { ...base, dependsOn: [crdFor("ResourceFlavor"), ...webhookReady, ...queueDependsOn] }) as k8s.apiextensions.CustomResource;
+    this.clusterQueue = createObject(name, clusterQueue, {
+      ...base,
+      dependsOn: [crdFor("ClusterQueue"), this.resourceFlavor, ...webhookReady, ...queueDependsOn],
+    }) as k8s.apiextensions.CustomResource;
+
+    this.install = install;
+    this.crds = crds;
+    if (deployment !== undefined) this.deployment = deployment;
+    this.webhookReady = webhookReady;
+    this.clusterQueueName = args.queue.clusterQueue;
+    this.resourceFlavorName = args.queue.resourceFlavor;
+    this.objects = [...rendered, flavor, clusterQueue];
+    this.registerOutputs({
+      clusterQueueName: this.clusterQueueName,
+      resourceFlavorName: this.resourceFlavorName,
+      objects: this.objects.map(objectKey),
+    });
+  }
+}

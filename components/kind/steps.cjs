@@ -1,0 +1,832 @@
+#!/usr/bin/env node
+// @ts-check
+/**
+ * Host-side steps of the `local` profile, run by `@pulumi/command` `local.Command` resources
+ * (components/kind/KindCluster.ts, components/k8s/Kueue.ts, components/run/kubernetesJob.ts) with the Node binary that runs
+ * the Pulumi program. Plain CommonJS with Node built-ins only, so it runs without a build step.
+ *
+ * Every input arrives in the environment (never in the command line, so nothing long or secret is in it);
+ * progress goes to stderr; stdout carries only the step's result. Steps:
+ *
+ * - `create`: preflight, then `kind create cluster` (or adoption of a cluster this stack provably created);
+ *   prints the kubeconfig on stdout (a secret output of the Command).
+ *     1. kind and kubectl: the toolchain's builds, checked against their stamps' SHA-256 (COHORT_<TOOL>_URL
+ *        empty), or downloaded into the tool cache on first use from the pinned URL and checked against the
+ *        pinned SHA-256 before EVERY use (a mismatching cached file is replaced by a fresh, verified copy);
+ *     2. Docker reachable (`docker info`);
+ *     3. exact-name check: `kind get clusters` compared line by line (never a substring match). A cluster of
+ *        that name is adopted only when every node carries this stack's two owner labels (stack and kind
+ *        config hashes, components/kind/kindConfig.ts); otherwise the step fails naming the conflict;
+ *     4. the artifacts directory: created if missing, must be a directory;
+ *     5. the Temporal host port: a bind test on 127.0.0.1;
+ *     6. `kind create cluster --name N --config <rendered> --wait <wait>`; on failure, nodes left behind are
+ *        deleted (`kind get nodes --name N`) so nothing is half-created.
+ * - `delete`: idempotent. `kind delete cluster` exits 0 for an unknown name (kind#2182), so presence is checked
+ *   first and reported; a present cluster is deleted only when its nodes carry this stack's owner labels.
+ * - `webhook-probe`: server-side dry-run creates (kubectl) until each probe passes or the deadline ends: proves
+ *   the API server can call an admission/conversion webhook, not merely that its pod is Ready.
+ * - `capacity-check`: the nodes' real `status.allocatable` must hold what the quota was derived from (the program
+ *   assumed this machine's CPUs and memory per kind node); otherwise it fails before the ClusterQueue exists.
+ * - `run-forget`: the delete step of the summary; removes the run's ledger when keepLedgers is false.
+ * - `run-summary`: waits for the runtime Job to finish, then prints the runtime's one-line JSON summary (from
+ *   the Job's log) with `ledgerPath` and `reportPath` mapped from the node path to the host path, after checking that the
+ *   ledger's `completion.json` is on the host.
+ * - `run-progress`: the progress follower of the runtime Job: follows the runtime container's log
+ *   (`kubectl logs -f`) while the Job runs and writes each of the runtime's progress lines (not the JSON summary,
+ *   not member output) to fd 3, the command provider's status pipe; exits 0 when the Job finished. Never fails:
+ *   anything in its way is one note on stderr and exit 0.
+ *
+ * Environment (all steps): COHORT_KIND_BIN/URL/SHA256, COHORT_KUBECTL_BIN/URL/SHA256 (pinned in common/pins.ts).
+ * See each step for the rest. Exit status 0 on success, 1 on a refusal or failure (message on stderr), 2 on usage.
+ */
+"use strict";
+
+const { spawnSync } = require("node:child_process");
+const crypto = require("node:crypto");
+const fs = require("node:fs");
+const net = require("node:net");
+const os = require("node:os");
+const path = require("node:path");
+
+const PREFIX = "[cohort-lab local]";
+
+/** @param {string} line */
+function log(line) {
+  process.stderr.write(`${PREFIX} ${line}\n`);
+}
+
+class StepError extends Error {}
+
+/**
+ * @param {string} name
+ * @returns {string}
+ */
+function env(name) {
+  const value = process.env[name];
+  if (value === undefined || value === "") throw new StepError(`missing environment variable ${name}`);
+  return value;
+}
+
+/** @param {string} file */
+function sha256File(file) {
+  return crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex");
+}
+
+/**
+ * Makes sure `file` holds the pinned binary: reuse when its SHA-256 matches, otherwise download from `url`
+ * to a temporary file (mode 0600), verify, rename, chmod 0755.
+ *
+ * @param {string} label
+ * @param {string} file
+ * @param {string} url
+ * @param {string} sha256
+ */
+async function ensureBinary(label, file, url, sha256) {
+  if (!/^[0-9a-f]{64}$/.test(sha256)) throw new StepError(`${label}: pinned SHA-256 ${JSON.stringify(sha256)} is not 64 lower-case hex digits`);
+  if (fs.existsSync(file)) {
+    const found = sha256File(file);
+    if (found === sha256) return file;
+    log(`${label}: ${file} has SHA-256 ${found}, pinned ${sha256}; downloading a fresh copy`);
+  }
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  log(`${label}: downloading ${url}`);
+  let response;
+  try {
+    response = await fetch(url, { redirect: "follow", signal: AbortSignal.timeout(300_000) });
+  } catch (err) {
+    throw new StepError(`${label}: download of ${url} failed: ${/** @type {Error} */ (err).message}`);
+  }
+  if (!response.ok) throw new StepError(`${label}: download of ${url} failed: HTTP ${response.status}`);
+  const bytes = Buffer.from(await response.arrayBuffer());
+  const actual = crypto.createHash("sha256").update(bytes).digest("hex");
+  if (actual !== sha256) throw new StepError(`${label}: SHA-256 mismatch for ${url}: pinned ${sha256}, downloaded ${actual}; refusing to use it`);
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, bytes, { mode: 0o600 });
+  fs.renameSync(tmp, file);
+  fs.chmodSync(file, 0o755);
+  return file;
+}
+
+/**
+ * A binary the toolchain built (`npm run toolchain -- local`): no download, only the SHA-256 its stamp recorded.
+ *
+ * @param {string} label
+ * @param {string} file
+ * @param {string} sha256
+ */
+function verifyBuilt(label, file, sha256) {
+  if (!fs.existsSync(file)) throw new StepError(`${label}: ${file} is missing; run \`npm run toolchain -- local\``);
+  const found = sha256File(file);
+  if (found !== sha256) {
+    throw new StepError(`${label}: ${file} has SHA-256 ${found}, but its toolchain stamp records ${sha256}; run \`npm run toolchain -- local\` again`);
+  }
+  return file;
+}
+
+/**
+ * kind and kubectl: built by the toolchain when `COHORT_<TOOL>_URL` is empty (verified against the stamp's
+ * SHA-256), otherwise the pinned official download.
+ *
+ * @returns {Promise<{ kind: string, kubectl: string }>}
+ */
+async function tools() {
+  /** @param {string} label @param {string} prefix */
+  const one = (label, prefix) => {
+    const url = process.env[`${prefix}_URL`] ?? "";
+    return url === ""
+      ? verifyBuilt(label, env(`${prefix}_BIN`), env(`${prefix}_SHA256`))
+      : ensureBinary(label, env(`${prefix}_BIN`), url, env(`${prefix}_SHA256`));
+  };
+  return { kind: await one("kind", "COHORT_KIND"), kubectl: await one("kubectl", "COHORT_KUBECTL") };
+}
+
+/**
+ * A node image built here (scripts/local/node-image.ts): present in Docker with the image ID its stamp records,
+ * loaded from the stamp's archive when the Docker data root lost it. No-op for a digest-pinned upstream image.
+ */
+function ensureNodeImage() {
+  const image = process.env.COHORT_NODE_IMAGE ?? "";
+  const id = process.env.COHORT_NODE_IMAGE_ID ?? "";
+  if (image === "" || id === "") return;
+  const inspect = () => run("docker", ["image", "inspect", "--format", "{{.Id}}", image]);
+  let r = inspect();
+  if (r.status !== 0) {
+    const archive = env("COHORT_NODE_IMAGE_ARCHIVE");
+    log(`node image ${image} is not in Docker: docker load -i ${archive}`);
+    const loaded = run("docker", ["load", "-i", archive]);
+    if (loaded.status !== 0) throw new StepError(`docker load -i ${archive} failed: ${tail(loaded.stderr, 5)}; rebuild it with \`npm run toolchain -- local-images\``);
+    r = inspect();
+  }
+  const found = r.stdout.trim();
+  if (r.status !== 0 || found !== id) {
+    throw new StepError(`node image ${image} has image ID ${found || "(none)"}, but its toolchain stamp records ${id}; rebuild it with \`npm run toolchain -- local-images\``);
+  }
+}
+
+/**
+ * Runs a program to completion.
+ *
+ * @param {string} file
+ * @param {readonly string[]} args
+ * @param {{ input?: string, passStderr?: boolean, env?: NodeJS.ProcessEnv }} [options]
+ */
+function run(file, args, options = {}) {
+  const result = spawnSync(file, args, {
+    input: options.input,
+    encoding: "utf8",
+    env: options.env ?? process.env,
+    maxBuffer: 256 * 1024 * 1024,
+    stdio: ["pipe", "pipe", options.passStderr ? "inherit" : "pipe"],
+  });
+  if (result.error !== undefined) throw new StepError(`${path.basename(file)} could not start: ${result.error.message}`);
+  return { status: result.status ?? 1, stdout: result.stdout ?? "", stderr: result.stderr ?? "" };
+}
+
+/** @param {string} text */
+function tail(text, lines = 15) {
+  return text.trim().split("\n").slice(-lines).join("\n");
+}
+
+function checkDocker() {
+  const r = run("docker", ["info", "--format", "{{.ServerVersion}}"]);
+  if (r.status !== 0) {
+    throw new StepError(`Docker is not reachable (docker info exited ${r.status}: ${tail(r.stderr, 3)}); kind needs a running Docker engine`);
+  }
+  log(`docker engine ${r.stdout.trim()}`);
+}
+
+/**
+ * Cluster names from `kind get clusters`, one per line; compared exactly (field-notes C1).
+ *
+ * @param {string} kind
+ * @returns {string[]}
+ */
+function kindClusters(kind) {
+  const r = run(kind, ["get", "clusters"]);
+  if (r.status !== 0) throw new StepError(`kind get clusters exited ${r.status}: ${tail(r.stderr, 5)}`);
+  return r.stdout.split("\n").map((line) => line.trim()).filter((line) => line !== "");
+}
+
+/**
+ * Writes the kubeconfig to a private temporary file and calls `fn` with its path.
+ *
+ * @template T
+ * @param {string} kubeconfig
+ * @param {(file: string) => T} fn
+ * @returns {T}
+ */
+function withKubeconfig(kubeconfig, fn) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kube-"));
+  const file = path.join(dir, "config");
+  try {
+    fs.writeFileSync(file, kubeconfig, { mode: 0o600 });
+    return fn(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Like {@link withKubeconfig} for an async `fn`: the file lives until `fn` settles.
+ *
+ * @template T
+ * @param {string} kubeconfig
+ * @param {(file: string) => Promise<T>} fn
+ * @returns {Promise<T>}
+ */
+async function withKubeconfigAsync(kubeconfig, fn) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kube-"));
+  const file = path.join(dir, "config");
+  try {
+    fs.writeFileSync(file, kubeconfig, { mode: 0o600 });
+    return await fn(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Reads the owner labels of every node of cluster `name`.
+ *
+ * @param {string} kind
+ * @param {string} kubectl
+ * @param {string} name
+ * @returns {{ ok: true, nodes: { name: string, labels: Record<string, string> }[] } | { ok: false, reason: string }}
+ */
+function nodeLabels(kind, kubectl, name) {
+  const kc = run(kind, ["get", "kubeconfig", "--name", name]);
+  if (kc.status !== 0) return { ok: false, reason: `kind get kubeconfig failed: ${tail(kc.stderr, 3)}` };
+  return withKubeconfig(kc.stdout, (file) => {
+    const r = run(kubectl, ["--kubeconfig", file, "get", "nodes", "-o", "json", "--request-timeout=20s"]);
+    if (r.status !== 0) return { ok: false, reason: `kubectl get nodes failed: ${tail(r.stderr, 3)}` };
+    const list = JSON.parse(r.stdout);
+    return { ok: true, nodes: list.items.map((/** @type {any} */ n) => ({ name: n.metadata.name, labels: n.metadata.labels ?? {} })) };
+  });
+}
+
+/**
+ * Whether every node of `name` carries the expected owner labels.
+ *
+ * @param {{ name: string, labels: Record<string, string> }[]} nodes
+ * @returns {string | undefined} undefined when owned, otherwise the first mismatch
+ */
+function ownershipMismatch(nodes) {
+  const keys = JSON.parse(env("COHORT_OWNER_LABELS"));
+  const expected = { [keys.stack]: env("COHORT_STACK_LABEL"), [keys.config]: env("COHORT_CONFIG_LABEL") };
+  if (nodes.length === 0) return "it has no nodes";
+  for (const node of nodes) {
+    for (const [key, value] of Object.entries(expected)) {
+      if (node.labels[key] !== value) return `node ${node.name} has ${key}=${JSON.stringify(node.labels[key] ?? null)}, expected ${JSON.stringify(value)}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * @param {number} port
+ * @returns {Promise<void>}
+ */
+function checkPortFree(port) {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", (/** @type {NodeJS.ErrnoException} */ err) => {
+      reject(
+        new StepError(
+          `port ${port} on 127.0.0.1 is not free (${err.code ?? err.message}); the Temporal NodePort is mapped there. ` +
+            "Stop what holds it or choose another port: pulumi config set --path local.temporalPort <port>",
+        ),
+      );
+    });
+    server.listen({ host: "127.0.0.1", port, exclusive: true }, () => server.close(() => resolve()));
+  });
+}
+
+async function create() {
+  const { kind, kubectl } = await tools();
+  const name = env("COHORT_CLUSTER_NAME");
+  checkDocker();
+  ensureNodeImage();
+  if (kindClusters(kind).includes(name)) {
+    const labels = nodeLabels(kind, kubectl, name);
+    if (!labels.ok) {
+      throw new StepError(`a kind cluster named "${name}" already exists and its owner cannot be checked (${labels.reason}); cohort-lab never replaces a cluster it cannot prove it created. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`);
+    }
+    const mismatch = ownershipMismatch(labels.nodes);
+    if (mismatch !== undefined) {
+      throw new StepError(`a kind cluster named "${name}" already exists and was not created by this stack with this configuration (${mismatch}); cohort-lab never replaces it. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`);
+    }
+    log(`kind cluster "${name}" exists and carries this stack's owner labels: adopting it`);
+  } else {
+    const artifacts = env("COHORT_ARTIFACTS_DIR");
+    fs.mkdirSync(artifacts, { recursive: true });
+    if (!fs.statSync(artifacts).isDirectory()) throw new StepError(`artifacts path ${artifacts} is not a directory`);
+    await checkPortFree(Number(env("COHORT_TEMPORAL_PORT")));
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kind-"));
+    try {
+      const config = path.join(dir, "kind-config.yaml");
+      fs.writeFileSync(config, env("COHORT_KIND_CONFIG"), { mode: 0o600 });
+      log(`kind create cluster --name ${name} (this takes a few minutes)`);
+      const r = run(kind, ["create", "cluster", "--name", name, "--config", config, "--wait", env("COHORT_KIND_WAIT")], { passStderr: true });
+      if (r.status !== 0) {
+        const left = run(kind, ["get", "nodes", "--name", name]);
+        if (left.status === 0 && left.stdout.trim() !== "") {
+          log(`removing the nodes kind left behind: ${left.stdout.trim().split("\n").join(", ")}`);
+          run(kind, ["delete", "cluster", "--name", name], { passStderr: true });
+        }
+        throw new StepError(`kind create cluster --name ${name} failed (exit ${r.status}); see the kind output above`);
+      }
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+    const labels = nodeLabels(kind, kubectl, name);
+    const mismatch = labels.ok ? ownershipMismatch(labels.nodes) : labels.reason;
+    if (mismatch !== undefined) throw new StepError(`kind cluster "${name}" was created but its owner labels are not right (${mismatch})`);
+  }
+  const kc = run(kind, ["get", "kubeconfig", "--name", name]);
+  if (kc.status !== 0) throw new StepError(`kind get kubeconfig --name ${name} failed: ${tail(kc.stderr, 5)}`);
+  process.stdout.write(kc.stdout);
+}
+
+async function del() {
+  const { kind, kubectl } = await tools();
+  const name = env("COHORT_CLUSTER_NAME");
+  checkDocker();
+  if (!kindClusters(kind).includes(name)) {
+    log(`kind cluster "${name}" is not there (deleted out of band?); nothing to delete`);
+    removeIdleKindNetwork();
+    return;
+  }
+  const labels = nodeLabels(kind, kubectl, name);
+  const mismatch = labels.ok ? ownershipMismatch(labels.nodes) : `its nodes cannot be read: ${labels.reason}`;
+  if (mismatch !== undefined) {
+    throw new StepError(`refusing to delete kind cluster "${name}": ${mismatch}. cohort-lab deletes only a cluster it can prove it created; if it is yours, run kind delete cluster --name ${name} and destroy again`);
+  }
+  const r = run(kind, ["delete", "cluster", "--name", name], { passStderr: true });
+  if (r.status !== 0) throw new StepError(`kind delete cluster --name ${name} failed (exit ${r.status})`);
+  log(`kind cluster "${name}" deleted`);
+  removeIdleKindNetwork();
+}
+
+/**
+ * kind creates the Docker network `kind` for its nodes and never removes it (it is shared by every kind
+ * cluster). Remove it once no container uses it (running or stopped), so a destroy leaves no network behind;
+ * another cluster's nodes keep it in use and it stays.
+ */
+function removeIdleKindNetwork() {
+  if (run("docker", ["network", "inspect", "kind", "--format", "{{.Name}}"]).status !== 0) return; // no such network
+  // Every container that uses it, stopped ones included (`network inspect` lists only running ones): a stopped
+  // cluster's nodes need the network to start again.
+  const users = run("docker", ["ps", "-a", "--filter", "network=kind", "--format", "{{.Names}}"]);
+  const names = users.stdout.split("\n").filter((l) => l.trim() !== "");
+  if (users.status !== 0 || names.length > 0) {
+    log(`docker network kind is still used by ${names.length > 0 ? names.join(", ") : "containers docker ps cannot list"}: kept`);
+    return;
+  }
+  const rm = run("docker", ["network", "rm", "kind"]);
+  log(rm.status === 0 ? "docker network kind removed (no container attached)" : `docker network rm kind failed: ${tail(rm.stderr, 2)}`);
+}
+
+/** @param {number} ms */
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function webhookProbe() {
+  const { kubectl } = await tools();
+  /** @type {{ name: string, manifest: object, expectSchedulingGate?: string }[]} */
+  const probes = JSON.parse(env("COHORT_PROBES"));
+  const deadline = Date.now() + Number(env("COHORT_PROBE_TIMEOUT_MS"));
+  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+    for (const probe of probes) {
+      let attempts = 0;
+      let last = "";
+      for (;;) {
+        attempts += 1;
+        const r = run(kubectl, ["--kubeconfig", file, "create", "--dry-run=server", "-o", "json", "--request-timeout=10s", "-f", "-"], {
+          input: JSON.stringify(probe.manifest),
+        });
+        if (r.status === 0) {
+          const gates = (JSON.parse(r.stdout).spec?.schedulingGates ?? []).map((/** @type {{name: string}} */ g) => g.name);
+          if (probe.expectSchedulingGate === undefined || gates.includes(probe.expectSchedulingGate)) break;
+          last = `the dry-run object came back without scheduling gate ${probe.expectSchedulingGate} (gates: ${gates.join(", ") || "none"})`;
+        } else {
+          last = tail(r.stderr, 3);
+        }
+        if (Date.now() > deadline) {
+          throw new StepError(`webhook probe ${probe.name} did not pass after ${attempts} attempts: ${last}`);
+        }
+        await sleep(500);
+      }
+      log(`webhook probe ${probe.name}: passed after ${attempts} attempt(s)`);
+    }
+  });
+}
+
+async function runSummary() {
+  const { kubectl } = await tools();
+  const ns = env("COHORT_NAMESPACE");
+  const job = env("COHORT_JOB");
+  const container = env("COHORT_CONTAINER");
+  const hostRoot = env("COHORT_ARTIFACTS_DIR");
+  const nodeRoot = env("COHORT_ARTIFACTS_NODE_PATH");
+  const deadline = Date.now() + Number(env("COHORT_WAIT_MS"));
+  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+    const kubectlArgs = ["--kubeconfig", file, "--namespace", ns, "--request-timeout=20s"];
+    let state = "";
+    for (;;) {
+      const r = run(kubectl, [...kubectlArgs, "get", "job", job, "-o", "json"]);
+      if (r.status !== 0) throw new StepError(`kubectl get job ${ns}/${job} failed: ${tail(r.stderr, 3)}`);
+      const conditions = JSON.parse(r.stdout).status?.conditions ?? [];
+      const done = conditions.find((/** @type {any} */ c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+      if (done !== undefined) {
+        state = done.type;
+        break;
+      }
+      if (Date.now() > deadline) throw new StepError(`Job ${ns}/${job} did not finish in time`);
+      await sleep(1000);
+    }
+    const logs = run(kubectl, [...kubectlArgs, "logs", `job/${job}`, "-c", container]);
+    if (logs.status !== 0) throw new StepError(`kubectl logs job/${job} failed: ${tail(logs.stderr, 3)}`);
+    const lines = logs.stdout.split("\n").filter((line) => line.trim() !== "");
+    if (state === "Failed") {
+      throw new StepError(`the cohort runtime Job ${ns}/${job} failed: ${lines.at(-1) ?? "no output"}`);
+    }
+    /** @type {any} */
+    let summary;
+    for (const line of [...lines].reverse()) {
+      try {
+        const value = JSON.parse(line);
+        if (value !== null && typeof value === "object" && typeof value.runId === "string") {
+          summary = value;
+          break;
+        }
+      } catch {
+        // progress line
+      }
+    }
+    if (summary === undefined) throw new StepError(`the cohort runtime Job ${ns}/${job} printed no JSON summary line`);
+    const ledger = String(summary.ledgerPath);
+    if (ledger !== nodeRoot && !ledger.startsWith(`${nodeRoot}/`)) {
+      throw new StepError(`the runtime wrote its ledger to ${ledger}, outside the mounted artifacts directory ${nodeRoot}`);
+    }
+    const hostLedger = path.join(hostRoot, path.relative(nodeRoot, ledger));
+    if (!fs.existsSync(path.join(hostLedger, "completion.json"))) {
+      throw new StepError(`the ledger ${hostLedger} has no completion.json on the host: is the artifacts directory mounted into the kind nodes?`);
+    }
+    // reportPath (the run's report.html, absent from an older runtime's summary) is mapped the same way; a path
+    // outside the mounted directory has no host path and becomes null.
+    const report = typeof summary.reportPath === "string" ? summary.reportPath : null;
+    const hostReport = report !== null && report.startsWith(`${nodeRoot}/`) ? path.join(hostRoot, path.relative(nodeRoot, report)) : null;
+    process.stdout.write(`${JSON.stringify({ ...summary, ledgerPath: hostLedger, reportPath: hostReport })}\n`);
+  });
+}
+
+/**
+ * Whether a line of the runtime's stderr (what the Job's log holds, stdout and stderr interleaved) is one of its
+ * progress lines (runtime/cli.ts `ProgressReporter`): `<phase>: started S/N ready R/N…`, `failed: <member>: …`,
+ * or a note `cohort: SIGTERM: …`. Not the JSON summary, not the closing `cohort: run … succeeded` line, not the
+ * member output the runtime quotes on a failure (`  | …`), not anything else the runtime or Node prints.
+ *
+ * @param {string} line
+ */
+function isProgressLine(line) {
+  return (
+    /^(admission|startup|hold|teardown|done): started \d+\/\d+ ready \d+\/\d+/.test(line) ||
+    /^failed: [^\s:]+: /.test(line) ||
+    /^cohort: SIG[A-Z]+(:| again)/.test(line)
+  );
+}
+
+/**
+ * Splits a stream of text into progress lines: `push(chunk)` returns the complete progress lines it finished.
+ *
+ * @returns {{ push: (chunk: string) => string[], end: () => string[] }}
+ */
+function progressFilter() {
+  let pending = "";
+  /** @param {string[]} lines */
+  const keep = (lines) => lines.map((l) => l.replace(/\r$/, "")).filter(isProgressLine);
+  return {
+    push(chunk) {
+      const parts = (pending + chunk).split("\n");
+      pending = parts.pop() ?? "";
+      return keep(parts);
+    },
+    end() {
+      const rest = pending;
+      pending = "";
+      return rest === "" ? [] : keep([rest]);
+    },
+  };
+}
+
+/** Grace after the Job finished for the log stream to deliver its last lines (ms). */
+const FOLLOW_GRACE_MS = 2000;
+
+/**
+ * `run-progress`: follows the runtime container's log while the Job runs and writes every progress line to
+ * fd 3 (COHORT_STATUS_FD, the substitute command provider's status pipe: ephemeral info on the row, stored
+ * nowhere). Returns when the Job is Complete/Failed (after at most {@link FOLLOW_GRACE_MS} for the stream to
+ * drain), when the stream ended with the container, or at COHORT_WAIT_MS. `kubectl logs -f` fails until the
+ * runtime container started (no pod yet, init container running): it is retried every second; after lines
+ * arrived, a retry asks for new lines only (`--tail=0`). Never fails `pulumi up`: a missing status pipe, tool,
+ * or API (the Job unreadable for 30 s, COHORT_FOLLOW_GIVE_UP_MS) is one note on stderr and exit 0. Stdout stays
+ * empty.
+ *
+ * Environment: COHORT_KUBECONFIG, COHORT_NAMESPACE, COHORT_JOB, COHORT_CONTAINER, COHORT_WAIT_MS, COHORT_STATUS_FD.
+ */
+async function runProgress() {
+  const { spawn } = require("node:child_process");
+  const fd = Number(process.env.COHORT_STATUS_FD ?? "");
+  try {
+    if (!Number.isInteger(fd) || fd < 3) throw new Error("COHORT_STATUS_FD is not set");
+    // A pipe or socket the provider opened, not a descriptor Node opened for itself in its place.
+    const st = fs.fstatSync(fd);
+    if (!st.isFIFO() && !st.isSocket()) throw new Error(`fd ${fd} is not a pipe`);
+  } catch {
+    log("no status pipe (COHORT_STATUS_FD): the runtime's progress is in the Job's log only");
+    return;
+  }
+  let kubectl;
+  let ns, job, container, waitMs, kubeconfig;
+  try {
+    ({ kubectl } = await tools());
+    ns = env("COHORT_NAMESPACE");
+    job = env("COHORT_JOB");
+    container = env("COHORT_CONTAINER");
+    waitMs = Number(env("COHORT_WAIT_MS"));
+    kubeconfig = env("COHORT_KUBECONFIG");
+  } catch (err) {
+    log(`progress not shown: ${err instanceof Error ? err.message : String(err)}`);
+    return;
+  }
+  const deadline = Date.now() + waitMs;
+  // The Job cannot be read for this long (API gone, Job never created): give up rather than hold `pulumi up`.
+  const giveUpMs = Number(process.env.COHORT_FOLLOW_GIVE_UP_MS || 30_000);
+  let broken = false;
+  /** @type {import("node:child_process").ChildProcess | undefined} */
+  let follower;
+  /** @param {string} line */
+  const emit = (line) => {
+    if (broken) return;
+    try {
+      fs.writeSync(fd, `${line}\n`);
+    } catch {
+      // The reader went away (`pulumi up` interrupted): nobody to show progress to, stop following.
+      broken = true;
+      follower?.kill("SIGTERM");
+    }
+  };
+  await withKubeconfigAsync(kubeconfig, async (file) => {
+    const base = ["--kubeconfig", file, "--namespace", ns];
+    /** @type {string | undefined} */
+    let finished;
+    let lines = 0;
+    let lastError = "";
+    let noted = false;
+    // The Job's state, every 2 s: the stream can outlive the Job (a pod the API never reports terminated).
+    const watchJob = async () => {
+      let lastSeen = Date.now();
+      while (finished === undefined && Date.now() < deadline && !broken) {
+        const r = await runAsync(kubectl, [...base, "--request-timeout=20s", "get", "job", job, "-o", "json"]);
+        if (r.status !== 0 && Date.now() - lastSeen > giveUpMs) {
+          finished = "unreachable";
+          log(`progress not shown: kubectl get job ${ns}/${job} failed for ${Math.round(giveUpMs / 1000)} s: ${tail(r.stderr, 1)}`);
+          noted = true;
+          break;
+        }
+        if (r.status === 0) {
+          lastSeen = Date.now();
+          try {
+            const conditions = JSON.parse(r.stdout).status?.conditions ?? [];
+            const done = conditions.find((/** @type {any} */ c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
+            if (done !== undefined) finished = done.type;
+          } catch {
+            // keep polling
+          }
+        }
+        if (finished === undefined) await sleep(2000);
+      }
+      // Job finished (or the deadline passed): the stream gets a moment to deliver its last lines, then ends.
+      finished ??= "deadline";
+      if (follower !== undefined) {
+        const child = follower;
+        setTimeout(() => child.kill("SIGTERM"), FOLLOW_GRACE_MS).unref();
+      }
+    };
+    const watching = watchJob();
+    while (finished === undefined && Date.now() < deadline && !broken) {
+      const args = [...base, "logs", "--follow", `job/${job}`, "-c", container, "--pod-running-timeout=5s", ...(lines > 0 ? ["--tail=0"] : [])];
+      const child = spawn(kubectl, args, { stdio: ["ignore", "pipe", "pipe"] });
+      follower = child;
+      const filter = progressFilter();
+      let stderr = "";
+      child.stdout.setEncoding("utf8");
+      child.stdout.on("data", (/** @type {string} */ chunk) => {
+        for (const line of filter.push(chunk)) {
+          lines += 1;
+          emit(line);
+        }
+      });
+      child.stderr.setEncoding("utf8");
+      child.stderr.on("data", (/** @type {string} */ chunk) => (stderr += chunk));
+      const code = await new Promise((resolve) => {
+        child.on("error", (err) => resolve(`could not start: ${err.message}`));
+        child.on("close", (status) => resolve(status));
+      });
+      for (const line of filter.end()) emit(line);
+      follower = undefined;
+      if (code === 0) {
+        lastError = "";
+        break; // the container terminated: the stream ended
+      }
+      lastError = typeof code === "string" ? code : tail(stderr, 1);
+      if (typeof code === "string") break;
+      if (finished === undefined) await sleep(1000);
+    }
+    finished ??= "";
+    await watching;
+    if (lines === 0 && lastError !== "" && !noted) log(`no progress from ${ns}/job/${job}: ${lastError}`);
+  });
+}
+
+/**
+ * Runs a program without blocking the event loop (the log stream keeps flowing).
+ *
+ * @param {string} file
+ * @param {readonly string[]} args
+ * @returns {Promise<{ status: number, stdout: string, stderr: string }>}
+ */
+function runAsync(file, args) {
+  const { execFile } = require("node:child_process");
+  return new Promise((resolve) => {
+    execFile(file, args, { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
+      const status = err === null ? 0 : typeof (/** @type {any} */ (err).code) === "number" ? /** @type {any} */ (err).code : 1;
+      resolve({ status, stdout: stdout ?? "", stderr: stderr ?? "" });
+    });
+  });
+}
+
+/**
+ * A Kubernetes quantity (the forms kubelet reports: `8`, `7800m`, `32779524Ki`, `110`) times `scale`, rounded up.
+ *
+ * @param {string} text
+ * @param {number} scale
+ */
+function quantity(text, scale) {
+  const m = /^(\d+)(?:\.(\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$/.exec(text);
+  if (m === null) throw new StepError(`unexpected quantity ${JSON.stringify(text)} in the node status`);
+  const [, int, frac = "", suffix = ""] = m;
+  const binary = { Ki: 10, Mi: 20, Gi: 30, Ti: 40, Pi: 50, Ei: 60 };
+  const decimal = { m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
+  let num = BigInt(int + frac) * BigInt(scale);
+  let den = 10n ** BigInt(frac.length);
+  if (suffix in binary) num *= 1n << BigInt(binary[/** @type {keyof typeof binary} */ (suffix)]);
+  else if (suffix in decimal) {
+    const e = decimal[/** @type {keyof typeof decimal} */ (suffix)];
+    if (e >= 0) num *= 10n ** BigInt(e);
+    else den *= 10n ** BigInt(-e);
+  }
+  return Number((num + den - 1n) / den);
+}
+
+/**
+ * The quota was derived at program time from this machine's CPUs and memory (what kind nodes report). This step
+ * re-derives it from the nodes' real `status.allocatable` — Σ allocatable of the workers − the same reserved
+ * requests — and fails, before the ClusterQueue is created, when that is less than the quota about to be
+ * configured, with both figures.
+ *
+ * Environment: COHORT_KUBECONFIG, COHORT_CAPACITY = `{ nodes: [names], reserved: {cpuMilli, memoryBytes},
+ * quota: {cpuMilli, memoryBytes} }`.
+ */
+async function capacityCheck() {
+  const { kubectl } = await tools();
+  /** @type {{ nodes: string[], reserved: { cpuMilli: number, memoryBytes: number }, quota: { cpuMilli: number, memoryBytes: number } }} */
+  const plan = JSON.parse(env("COHORT_CAPACITY"));
+  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+    const r = run(kubectl, ["--kubeconfig", file, "get", "nodes", "-o", "json", "--request-timeout=30s"]);
+    if (r.status !== 0) throw new StepError(`kubectl get nodes failed: ${tail(r.stderr, 3)}`);
+    /** @type {Map<string, any>} */
+    const nodes = new Map(JSON.parse(r.stdout).items.map((/** @type {any} */ n) => [n.metadata.name, n]));
+    const total = { cpuMilli: 0, memoryBytes: 0 };
+    for (const name of plan.nodes) {
+      const node = nodes.get(name);
+      if (node === undefined) throw new StepError(`node ${name} does not exist (nodes: ${[...nodes.keys()].join(", ")})`);
+      const a = node.status?.allocatable ?? {};
+      const cpu = quantity(String(a.cpu ?? "0"), 1000);
+      const memory = quantity(String(a.memory ?? "0"), 1);
+      total.cpuMilli += cpu;
+      total.memoryBytes += memory;
+      log(`node ${name}: ${cpu}m CPU, ${memory} bytes memory allocatable`);
+    }
+    const derived = { cpuMilli: total.cpuMilli - plan.reserved.cpuMilli, memoryBytes: total.memoryBytes - plan.reserved.memoryBytes };
+    const problems = [];
+    if (derived.cpuMilli < plan.quota.cpuMilli) {
+      problems.push(`cpu: ${total.cpuMilli}m allocatable − ${plan.reserved.cpuMilli}m reserved = ${derived.cpuMilli}m < quota ${plan.quota.cpuMilli}m`);
+    }
+    if (derived.memoryBytes < plan.quota.memoryBytes) {
+      problems.push(`memory: ${total.memoryBytes} allocatable − ${plan.reserved.memoryBytes} reserved = ${derived.memoryBytes} bytes < quota ${plan.quota.memoryBytes} bytes`);
+    }
+    if (problems.length > 0) {
+      throw new StepError(
+        `the nodes hold less than the ClusterQueue quota derived from this machine (${problems.join("; ")}); ` +
+          "lower it with pulumi config set --path local.queue.cpu|memory <value> and run pulumi up again",
+      );
+    }
+    log(`capacity: cpu ${derived.cpuMilli}m ≥ quota ${plan.quota.cpuMilli}m, memory ${derived.memoryBytes} ≥ quota ${plan.quota.memoryBytes} bytes`);
+  });
+}
+
+/**
+ * The delete step of the run-summary Command (destroy, or the old run after a replacement): with
+ * COHORT_KEEP_LEDGERS other than `true`, removes the run's ledger directory named in the stored summary
+ * (`PULUMI_COMMAND_STDOUT`), only if it lies inside COHORT_ARTIFACTS_DIR. Idempotent.
+ */
+async function runForget() {
+  const previous = process.env.PULUMI_COMMAND_STDOUT ?? "";
+  if (previous.trim() === "" || process.env.COHORT_KEEP_LEDGERS === "true") return;
+  const ledger = String(JSON.parse(previous).ledgerPath ?? "");
+  const root = path.resolve(env("COHORT_ARTIFACTS_DIR"));
+  const target = path.resolve(ledger);
+  if (ledger === "" || path.dirname(target) !== root) throw new StepError(`refusing to remove ${JSON.stringify(ledger)}: not a run directory directly under ${root}`);
+  fs.rmSync(target, { recursive: true, force: true });
+  log(`removed the ledger ${target} (keepLedgers is false)`);
+}
+
+const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "run-forget": runForget, "run-progress": runProgress, "capacity-check": capacityCheck, "load-images": loadImages };
+
+/**
+ * `load-images`: makes every image of `COHORT_IMAGES` (JSON `[{ ref: "repo:tag", digest: "sha256:…", archive }]`)
+ * resolvable BY DIGEST in every node of the cluster with no registry: `kind load image-archive` (which imports with
+ * the node's own `ctr`), then, per node, the image's digest in the node's containerd is checked against the one
+ * the archive was built with, and the digest reference `repo@sha256:…` is added as a name (CRI resolves a local
+ * image only by a name it has; an import names only the tag), and `crictl inspecti repo@sha256:…` must answer.
+ * An image already resolvable by digest on every node is skipped. Prints `{"loaded":[…],"present":[…]}`.
+ */
+async function loadImages() {
+  const { kind } = await tools();
+  const name = env("COHORT_CLUSTER_NAME");
+  /** @type {{ ref: string, digest: string, archive: string }[]} */
+  const images = JSON.parse(env("COHORT_IMAGES"));
+  checkDocker();
+  const nodesOut = run(kind, ["get", "nodes", "--name", name]);
+  const nodes = nodesOut.stdout.split("\n").map((l) => l.trim()).filter((l) => l !== "");
+  if (nodesOut.status !== 0 || nodes.length === 0) throw new StepError(`kind cluster "${name}" has no nodes (kind get nodes: ${tail(nodesOut.stderr, 3)})`);
+  /** @param {string} node @param {string[]} args */
+  const inNode = (node, args) => run("docker", ["exec", node, ...args]);
+  const loaded = [];
+  const present = [];
+  for (const image of images) {
+    const repo = image.ref.replace(/:[^:/]+$/, "");
+    const digestRef = `${repo}@${image.digest}`;
+    const resolvable = (/** @type {string} */ node) => inNode(node, ["crictl", "inspecti", "-q", digestRef]).status === 0;
+    if (nodes.every(resolvable)) {
+      present.push(digestRef);
+      continue;
+    }
+    if (!fs.existsSync(image.archive)) throw new StepError(`image archive ${image.archive} of ${image.ref} is missing; run \`npm run toolchain -- local-apps\``);
+    const started = Date.now();
+    const r = run(kind, ["load", "image-archive", image.archive, "--name", name]);
+    if (r.status !== 0) throw new StepError(`kind load image-archive ${image.archive} --name ${name} failed: ${tail(r.stderr, 5)}`);
+    for (const node of nodes) {
+      const ls = inNode(node, ["ctr", "-n", "k8s.io", "images", "ls", `name==${image.ref}`]);
+      const row = ls.stdout.split("\n").slice(1).map((l) => l.trim().split(/\s+/)).find((cols) => cols[0] === image.ref);
+      if (ls.status !== 0 || row === undefined) throw new StepError(`${image.ref} is not in node ${node}'s containerd after kind load (ctr images ls: ${tail(ls.stderr || ls.stdout, 3)})`);
+      if (row[2] !== image.digest) {
+        throw new StepError(`${image.ref} in node ${node} has digest ${row[2]}, but it was built with ${image.digest}; rebuild it with \`npm run toolchain -- local-apps\``);
+      }
+      const tag = inNode(node, ["ctr", "-n", "k8s.io", "images", "tag", "--force", image.ref, digestRef]);
+      if (tag.status !== 0) throw new StepError(`ctr images tag ${image.ref} ${digestRef} in ${node} failed: ${tail(tag.stderr, 3)}`);
+      let ok = false;
+      for (let attempt = 0; attempt < 40 && !ok; attempt++) {
+        ok = resolvable(node);
+        if (!ok) await new Promise((res) => setTimeout(res, 250));
+      }
+      if (!ok) throw new StepError(`node ${node}: crictl cannot resolve ${digestRef} after tagging it`);
+    }
+    log(`loaded ${digestRef} into ${nodes.length} nodes in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    loaded.push(digestRef);
+  }
+  process.stdout.write(`${JSON.stringify({ loaded, present })}\n`);
+}
+
+async function main() {
+  const step = process.argv[2];
+  if (step === undefined || !Object.hasOwn(STEPS, step)) {
+    process.stderr.write(`usage: steps.cjs ${Object.keys(STEPS).join("|")}\n`);
+    process.exit(2);
+  }
+  await STEPS[/** @type {keyof typeof STEPS} */ (step)]();
+}
+
+module.exports = { isProgressLine, progressFilter };
+
+if (require.main === module) {
+  main().catch((err) => {
+    if (process.argv[2] === "run-progress") {
+      // The follower never fails `pulumi up`: one note, exit 0.
+      process.stderr.write(`${PREFIX} progress not shown: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(0);
+    }
+    process.stderr.write(`${PREFIX} ${err instanceof StepError ? err.message : err && err.stack ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,455 @@
+/**
+ * `CohortRun`: one run of a cohort through the bundled runtime, executed during `pulumi up`.
+ *
+ * Lifecycle (how it maps onto `@pulumi/command` `local.Command` semantics, v1.2.1,
+ * https://github.com/pulumi/pulumi-command/blob/v1.2.1/provider/pkg/provider/local/commandController.go):
+ * - **create** runs the cohort: `node <bundle> run --spec - --artifacts <root> --profile <p> --backend <b>`,
+ *   the RunSpec on stdin (nothing long or secret in a command line). The runtime admits, starts, probes,
+ *   holds and tears down the members, writes the ledger, and prints one JSON summary line on stdout,
+ *   which becomes the typed outputs. Its stderr goes to a temp file. Whatever the outcome, a run
+ *   that happened ends the step with exit 0 and its summary, so the state (and the stack outputs) record THIS
+ *   run, failed or interrupted included; for a run that did not succeed the step also prints the runtime's
+ *   last stderr line (the one-line reason naming the member) on stderr and the component fails the deployment
+ *   with it (`pulumi.log.error`), so `pulumi up` still exits non-zero. The run id of the last unsuccessful
+ *   run under the artifact root is a trigger, so the next `up` runs the cohort again. When no run happened
+ *   (a refused spec, the artifact root's run lock held by a live run) the step fails with that line.
+ *   The runtime runs with `--lock` (one live run per artifact root) and `--watch-pid` (the step shell and
+ *   the provider: if either dies, the run ends by itself); a signal to the step is passed to the runtime.
+ *   Its progress lines (`--progress-fd 3`, at most two a second, naming members that became ready and, near
+ *   the end, those still awaited) go to fd 3, which the substitute command provider opens as a status pipe
+ *   when the environment has `COHORT_STATUS_FD=3`: they appear as ephemeral info on this resource's row
+ *   during `pulumi up` and are stored nowhere (not in the `stderr` output, not in the failure message).
+ *   With the upstream provider fd 3 is not open: the runtime notes that in its stderr and drops progress.
+ * - **guard** (`<name>-guard`, see {@link COHORT_GUARD_STEPS}): deleted after the run, it stops the run the
+ *   artifact root's run lock names, which covers a run that never reached the state.
+ * - **triggers** = [spec digest, runtime bundle digest, artifact root, profile, backend, last unsuccessful
+ *   run id]: any change to
+ *   what would run replaces the resource, i.e. a new run with a new ledger. Unchanged: the engine sees
+ *   no diff and nothing runs.
+ * - **update** (inputs that do not change the run, e.g. `keepLedgers` or these scripts): prints the
+ *   previous summary (`PULUMI_COMMAND_STDOUT`) again, so the run and its outputs are kept.
+ * - **delete** (destroy, or the old run after a replacement) runs the delete step stored in state with
+ *   the previous stdout in `PULUMI_COMMAND_STDOUT`: it takes the run directory (`ledgerPath`) from that
+ *   summary, runs `cohort reap <runDir>` (stops any member or runtime process the run left behind;
+ *   idempotent), and removes the run directory only when `keepLedgers` is false.
+ *
+ * The run id is chosen by the runtime (`<name>-<UTC time>-<6 hex>`), not by the program: that keeps
+ * every run's ledger directory new even when the same spec runs again after a destroy; the delete step
+ * finds it through the stored summary rather than through anything computed at program time.
+ *
+ * All steps share one shell script passed as the `interpreter` (`/bin/sh -c <script> cohort <step>`);
+ * `create`/`update`/`delete` are only the step names `cohort run`/`cohort keep`/`cohort reap`. That keeps
+ * the provider's failure message short: `exit status 1: running "cohort run":` + the reason.
+ */
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import * as command from "@pulumi/command";
+import * as pulumi from "@pulumi/pulumi";
+import { canonicalJson, sha256Hex } from "../../runtime/core/ledger.js";
+import type { RunSpec } from "../../runtime/core/spec.js";
+
+/**
+ * The environment key that asks the command provider for a status pipe on fd 3 (scripts/lib/command-provider.ts
+ * `STATUS_FD_ENV`; kept here as a literal so the program does not import the provider).
+ */
+export const STATUS_FD_ENV = "COHORT_STATUS_FD";
+
+/**
+ * Members per role, in the RunSpec's role order, e.g. `{ router: 1, agent: 8 }`.
+ *
+ * @param spec - a validated RunSpec (replicas defaulted)
+ */
+export function rosterOf(spec: Pick<RunSpec, "roles">): Record<string, number> {
+  return Object.fromEntries(spec.roles.map((role) => [role.name, role.replicas]));
+}
+
+/** One line for `pulumi preview`: `roster: router 1, agent 8 (9 members)`. */
+export function rosterLine(roster: Readonly<Record<string, number>>): string {
+  const total = Object.values(roster).reduce((sum, n) => sum + n, 0);
+  return `roster: ${Object.entries(roster)
+    .map(([role, n]) => `${role} ${n}`)
+    .join(", ")} (${total} member${total === 1 ? "" : "s"})`;
+}
+
+/** Outcome of a run, as in the ledger's `completion.json`. */
+export type RunOutcome = "succeeded" | "failed" | "interrupted";
+
+/** The runtime CLI's one-line JSON summary on stdout (`cohort run`). */
+export interface RunSummary {
+  /** `<cohort name>-<UTC yyyymmddThhmmssZ>-<6 hex>`. */
+  readonly runId: string;
+  readonly outcome: RunOutcome;
+  /** Members in the roster (sum of replicas). */
+  readonly size: number;
+  /** Members that became ready. */
+  readonly readyCount: number;
+  /** Milliseconds from admission until the whole roster was ready; `null` if it never was. */
+  readonly timeToReadyMs: number | null;
+  /** Absolute path of the run's ledger directory (`<artifactRoot>/<runId>`). */
+  readonly ledgerPath: string;
+  /**
+   * Absolute path of the run's HTML report (`<ledgerPath>/report.html`, written by `cohort run` on every
+   * outcome); `null` when the runtime could not write it, or when the summary predates the field (a stored
+   * summary of an older runtime).
+   */
+  readonly reportPath: string | null;
+  /** `null`, or the first failure: the member and a one-line reason. */
+  readonly firstFailure: { readonly member: string; readonly reason: string } | null;
+}
+
+/** Where the runtime comes from (a {@link HostProfile} satisfies it). */
+export interface CohortRuntimeRef {
+  /** Absolute path of the runtime bundle (a `.cjs` file that runs with plain Node). */
+  readonly runtimeBundlePath: pulumi.Input<string>;
+  /** Its lower-case hex SHA-256 (a trigger: a different runtime is a different run). */
+  readonly runtimeBundleSha256: pulumi.Input<string>;
+  /** Absolute path of the Node binary that runs it. */
+  readonly nodePath: pulumi.Input<string>;
+}
+
+/**
+ * How the run is executed: `process` (the runtime as a local child process of the provider), or an executor
+ * function that creates the executing resource under the CohortRun, e.g. the Kubernetes-Job executor of the
+ * cluster profiles (components/run/kubernetesJob.ts `kubernetesJobExecutor`).
+ */
+export type CohortRunExecutor = "process" | ((plan: ExecutionPlan, parent: pulumi.Resource) => CohortExecution);
+
+/** Arguments of {@link CohortRun}. */
+export interface CohortRunArgs {
+  /** The validated RunSpec with defaults applied (runtime/core/spec.ts `validateRunSpec`). */
+  readonly spec: RunSpec;
+  /** The runtime to run it with. */
+  readonly runtime: CohortRuntimeRef;
+  /** Absolute path of the artifact root; the ledger goes to `<artifactRoot>/<runId>`. */
+  readonly artifactRoot: string;
+  /** Profile name recorded in the ledger manifest (`--profile`). */
+  readonly profile: string;
+  /** Runtime backend (`--backend`). @default "process" */
+  readonly backend?: string;
+  /**
+   * `process` executor: path of a backend config file (`--backend-config`, JSON or YAML) the runtime reads, e.g.
+   * the `sim` profile's out-of-cluster Kubernetes settings (kubeconfig path, namespace, queue). @default none
+   */
+  readonly backendConfigFile?: pulumi.Input<string>;
+  /** `false`: deleting the run (destroy, replacement) removes its ledger directory too. @default true */
+  readonly keepLedgers?: boolean;
+  /** Where to look for a runtime to reap with if the bundle copy was deleted out of band. @default none */
+  readonly fallbackRuntimeBundlePath?: string;
+  /** @default "process" */
+  readonly executor?: CohortRunExecutor;
+}
+
+/** The typed outputs of a run. */
+export interface CohortRunOutputs {
+  readonly runId: pulumi.Output<string>;
+  readonly outcome: pulumi.Output<RunOutcome>;
+  readonly size: pulumi.Output<number>;
+  readonly readyCount: pulumi.Output<number>;
+  readonly timeToReadyMs: pulumi.Output<number | null>;
+  readonly ledgerPath: pulumi.Output<string>;
+  /** `null`, or the first failure: the member and the first line of the reason. */
+  readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
+  readonly reportPath: pulumi.Output<string | null>;
+}
+
+/**
+ * File under the artifact root where the step script records the summary of the last run that did not succeed
+ * (failed or interrupted). Its run id is a trigger of the run resource, so the next `up` replaces (re-runs) a run
+ * that is in the state but did not succeed, and a later success keeps the trigger unchanged.
+ */
+export const UNSUCCESSFUL_RUN_FILE = ".cohort-last-unsuccessful-run.json";
+
+/**
+ * The shared step script (see the module doc). Inputs arrive as environment variables:
+ * `COHORT_NODE`, `COHORT_BUNDLE`, `COHORT_BUNDLE_FALLBACK`, `COHORT_ARTIFACT_ROOT`, `COHORT_PROFILE`,
+ * `COHORT_BACKEND`, `COHORT_BACKEND_CONFIG` (optional), `COHORT_KEEP_LEDGERS`; the provider adds `PULUMI_COMMAND_STDOUT` (previous summary).
+ */
+export const COHORT_RUN_SCRIPT = `set -u
+case "$1" in
+"cohort run")
+  spec="" out="" log="" child=""
+  # Temp files go on every exit path a shell can see (a SIGKILL of this shell is the one it cannot).
+  trap 'rm -f -- "$spec" "$out" "$log"' EXIT
+  # A signal to this step (the provider's cancel, a kill) goes to the runtime, which ends the run as
+  # interrupted within its grace period; the step then reports that run like any other.
+  forward() { if [ -n "$child" ]; then kill -"$1" "$child" 2>/dev/null; fi; }
+  trap 'forward TERM' TERM
+  trap 'forward INT' INT
+  trap 'forward HUP' HUP
+  spec=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  out=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  cat >"$spec" || exit 1
+  # In the background so that the traps above run while it runs; --watch-pid: this shell and the provider
+  # (its parent): if either dies, e.g. with the Pulumi CLI, the runtime ends the run by itself.
+  "$COHORT_NODE" "$COHORT_BUNDLE" run --spec "$spec" --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --backend "$COHORT_BACKEND" \${COHORT_BACKEND_CONFIG:+--backend-config "$COHORT_BACKEND_CONFIG"} \${COHORT_STATUS_FD:+--progress-fd "$COHORT_STATUS_FD"} --lock --watch-pid "$$" --watch-pid "$PPID" </dev/null >"$out" 2>"$log" &
+  child=$!
+  wait "$child"
+  rc=$?
+  while kill -0 "$child" 2>/dev/null; do
+    wait "$child"
+    rc=$?
+  done
+  child=""
+  trap '' PIPE
+  summary=$(tail -n 1 "$out")
+  reason=$(tail -n 1 "$log")
+  case "$summary" in
+  '{"runId":'*)
+    # A run happened: its summary is the resource's state whatever its outcome, so the stack outputs name
+    # this run; the program fails the deployment with the reason on stderr (components/run/CohortRun.ts).
+    printf '%s\\n' "$summary"
+    if [ "$rc" -ne 0 ]; then
+      printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
+      { printf '%s\\n' "$summary" >"$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}.tmp" && mv -f "$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}.tmp" "$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}"; } 2>/dev/null
+    fi
+    exit 0
+    ;;
+  esac
+  printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
+  exit "$rc"
+  ;;
+"cohort guard")
+  ;;
+"cohort release")
+  bundle=$COHORT_BUNDLE
+  if [ ! -f "$bundle" ] && [ -n "$COHORT_BUNDLE_FALLBACK" ] && [ -f "$COHORT_BUNDLE_FALLBACK" ]; then bundle=$COHORT_BUNDLE_FALLBACK; fi
+  if [ -f "$bundle" ]; then "$COHORT_NODE" "$bundle" reap --artifacts "$COHORT_ARTIFACT_ROOT" >&2 || exit 1; fi
+  ;;
+"cohort keep")
+  printf '%s' "\${PULUMI_COMMAND_STDOUT:-}"
+  ;;
+"cohort reap")
+  if [ -z "\${PULUMI_COMMAND_STDOUT:-}" ]; then exit 0; fi
+  dir=$("$COHORT_NODE" -p 'JSON.parse(process.env.PULUMI_COMMAND_STDOUT).ledgerPath') || exit 1
+  bundle=$COHORT_BUNDLE
+  if [ ! -f "$bundle" ] && [ -n "$COHORT_BUNDLE_FALLBACK" ] && [ -f "$COHORT_BUNDLE_FALLBACK" ]; then bundle=$COHORT_BUNDLE_FALLBACK; fi
+  if [ -f "$bundle" ]; then
+    "$COHORT_NODE" "$bundle" reap "$dir" >&2 || exit 1
+  elif [ -d "$dir" ]; then
+    echo "cannot reap run $dir: the runtime bundle $COHORT_BUNDLE is gone; run npm run build, then destroy again" >&2
+    exit 1
+  fi
+  if [ "$COHORT_KEEP_LEDGERS" != true ]; then rm -rf -- "$dir"; fi
+  ;;
+*)
+  echo "cohort: unknown step '$1'" >&2
+  exit 2
+  ;;
+esac
+`;
+
+/** The step names given to the provider as `create`, `update` and `delete`. */
+export const COHORT_RUN_STEPS = { create: "cohort run", update: "cohort keep", delete: "cohort reap" } as const;
+
+/**
+ * The steps of the run guard (`<name>-guard`), created before the run and deleted after it: its delete
+ * (`pulumi destroy`, or a changed artifact root) stops the run the artifact root's run lock names
+ * (`cohort reap --artifacts`), which reaches a run that never reached the state (an `up` killed mid-run).
+ */
+export const COHORT_GUARD_STEPS = { create: "cohort guard", delete: "cohort release" } as const;
+
+/**
+ * The run id of the artifact root's last unsuccessful run (see {@link UNSUCCESSFUL_RUN_FILE}), or `""`.
+ */
+export function lastUnsuccessfulRunId(artifactRoot: string): string {
+  try {
+    const v = JSON.parse(readFileSync(path.join(artifactRoot, UNSUCCESSFUL_RUN_FILE), "utf8")) as { runId?: unknown };
+    return typeof v.runId === "string" ? v.runId : "";
+  } catch {
+    return "";
+  }
+}
+
+/**
+ * Lower-case hex SHA-256 of the canonical JSON of a RunSpec: the same digest the runtime records as
+ * `specSha256` in the ledger manifest (runtime/core/ledger.ts `canonicalJson`).
+ */
+export function runSpecSha256(spec: RunSpec): string {
+  return sha256Hex(canonicalJson(spec, "spec"));
+}
+
+/**
+ * Parses the runtime's stdout summary line.
+ *
+ * @throws {Error} naming the field when stdout is not the expected JSON object
+ */
+export function parseRunSummary(stdout: string): RunSummary {
+  const lines = stdout.split("\n").filter((line) => line.trim() !== "");
+  const last = lines.at(-1);
+  if (last === undefined) throw new Error("the cohort runtime printed no summary line on stdout");
+  let value: unknown;
+  try {
+    value = JSON.parse(last);
+  } catch {
+    throw new Error(`the cohort runtime's summary line is not JSON: ${last.slice(0, 200)}`);
+  }
+  const v = value as Record<string, unknown>;
+  const need = (field: string, ok: boolean) => {
+    if (!ok) throw new Error(`the cohort runtime's summary has no valid "${field}": ${last.slice(0, 200)}`);
+  };
+  need("runId", typeof v.runId === "string" && v.runId !== "");
+  need("outcome", v.outcome === "succeeded" || v.outcome === "failed" || v.outcome === "interrupted");
+  need("size", Number.isInteger(v.size));
+  need("readyCount", Number.isInteger(v.readyCount));
+  need("timeToReadyMs", v.timeToReadyMs === null || typeof v.timeToReadyMs === "number");
+  need("ledgerPath", typeof v.ledgerPath === "string" && path.isAbsolute(v.ledgerPath));
+  // Optional: a summary stored by an older runtime has no reportPath.
+  need("reportPath", v.reportPath === undefined || v.reportPath === null || (typeof v.reportPath === "string" && path.isAbsolute(v.reportPath)));
+  return {
+    runId: v.runId as string,
+    outcome: v.outcome as RunOutcome,
+    size: v.size as number,
+    readyCount: v.readyCount as number,
+    timeToReadyMs: v.timeToReadyMs as number | null,
+    ledgerPath: v.ledgerPath as string,
+    reportPath: (v.reportPath as string | null | undefined) ?? null,
+    firstFailure: (v.firstFailure as RunSummary["firstFailure"]) ?? null,
+  };
+}
+
+/** What an executor returns: the resource that runs the cohort and its parsed summary. */
+export interface CohortExecution {
+  readonly resource: pulumi.CustomResource;
+  readonly summary: pulumi.Output<RunSummary>;
+  /**
+   * The runtime's one-line reason when the run did not succeed (`""` when it did): the process executor's
+   * step records failed and interrupted runs in the state and the program fails the deployment with it.
+   * Executors without it fail their resource instead. @default none
+   */
+  readonly reason?: pulumi.Output<string>;
+}
+
+/** Inputs every executor gets (resolved args plus the digest). */
+export interface ExecutionPlan {
+  readonly name: string;
+  readonly args: CohortRunArgs;
+  readonly specJson: string;
+  readonly specSha256: string;
+}
+
+/**
+ * The `process` executor: the runtime runs as a child of the command provider on this machine.
+ * Kept apart from the class so other executors (a Kubernetes Job) can be added beside it.
+ */
+export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): CohortExecution {
+  const { args } = plan;
+  const backend = args.backend ?? "process";
+  const interpreter = ["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"];
+  const runtimeEnv = {
+    COHORT_NODE: args.runtime.nodePath,
+    COHORT_BUNDLE: args.runtime.runtimeBundlePath,
+    COHORT_BUNDLE_FALLBACK: args.fallbackRuntimeBundlePath ?? "",
+    COHORT_ARTIFACT_ROOT: args.artifactRoot,
+  };
+  const guard = new command.local.Command(
+    `${plan.name}-guard`,
+    { interpreter, create: COHORT_GUARD_STEPS.create, delete: COHORT_GUARD_STEPS.delete, environment: runtimeEnv, triggers: [args.artifactRoot], logging: "stderr" },
+    { parent },
+  );
+  const resource = new command.local.Command(
+    `${plan.name}-run`,
+    {
+      interpreter,
+      create: COHORT_RUN_STEPS.create,
+      update: COHORT_RUN_STEPS.update,
+      delete: COHORT_RUN_STEPS.delete,
+      stdin: plan.specJson,
+      environment: {
+        ...runtimeEnv,
+        COHORT_PROFILE: args.profile,
+        COHORT_BACKEND: backend,
+        ...(args.backendConfigFile !== undefined ? { COHORT_BACKEND_CONFIG: args.backendConfigFile } : {}),
+        COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
+        // The substitute command provider opens fd 3 as a status pipe: the runtime's progress lines
+        // (`--progress-fd 3`) are shown on this resource's row in `pulumi up` and stored nowhere.
+        [STATUS_FD_ENV]: "3",
+      },
+      // The last: the run id of the last unsuccessful run under the artifact root, so that a failed or
+      // interrupted run in the state is run again by the next `up`, and a success after it changes nothing.
+      triggers: [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend, lastUnsuccessfulRunId(args.artifactRoot)],
+      addPreviousOutputInEnv: true,
+      // stdout is the summary (it becomes outputs), stderr is sent to a temp file by the script; progress
+      // goes through the status pipe (fd 3), which is neither captured in the state nor in the failure message.
+      logging: "none",
+    },
+    { parent, dependsOn: [guard] },
+  );
+  return { resource, summary: resource.stdout.apply(parseRunSummary), reason: resource.stderr };
+}
+
+/**
+ * One run of a cohort (token `cohortlab:runtime:CohortRun`).
+ *
+ * Children: the executor's resource; for `process`, a `command:local:Command` named `<name>-run`.
+ * A failed run fails `pulumi up` with the runtime's one-line reason naming the member.
+ */
+export class CohortRun extends pulumi.ComponentResource implements CohortRunOutputs {
+  public readonly runId: pulumi.Output<string>;
+  public readonly outcome: pulumi.Output<RunOutcome>;
+  public readonly size: pulumi.Output<number>;
+  public readonly readyCount: pulumi.Output<number>;
+  public readonly timeToReadyMs: pulumi.Output<number | null>;
+  public readonly ledgerPath: pulumi.Output<string>;
+  public readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
+  /** Absolute path of the run's `report.html`; `null` when it was not written (see {@link RunSummary.reportPath}). */
+  public readonly reportPath: pulumi.Output<string | null>;
+  /** Digest of the RunSpec (equals the ledger manifest's `specSha256`). */
+  public readonly specSha256: pulumi.Output<string>;
+  /** The resource that executes the run. */
+  public readonly execution: pulumi.CustomResource;
+
+  constructor(name: string, args: CohortRunArgs, opts?: pulumi.ComponentResourceOptions) {
+    if (!path.isAbsolute(args.artifactRoot)) throw new pulumi.RunError(`CohortRun ${name}: artifactRoot must be absolute (got ${JSON.stringify(args.artifactRoot)})`);
+    const executor = args.executor ?? "process";
+    if (executor !== "process" && typeof executor !== "function") throw new pulumi.RunError(`CohortRun ${name}: unknown executor ${JSON.stringify(executor)} (known: process, or an executor function)`);
+    // The roster is the component's one input, so `pulumi preview` (with --diff, and in the state) shows what
+    // will run; a component's inputs change no URN and replace nothing. The info line shows it without --diff.
+    const roster = rosterOf(args.spec);
+    super("cohortlab:runtime:CohortRun", name, { roster }, opts);
+    void pulumi.log.info(rosterLine(roster), this);
+
+    const specSha256 = runSpecSha256(args.spec);
+    const plan: ExecutionPlan = { name, args, specJson: `${JSON.stringify(args.spec)}\n`, specSha256 };
+    const execution = typeof executor === "function" ? executor(plan, this) : executeAsProcess(plan, this);
+
+    this.execution = execution.resource;
+    // A run that did not succeed is in the state (its outputs name it) and fails `pulumi up` with the
+    // runtime's one-line reason naming the member; never in preview, where the state's old values show.
+    if (execution.reason !== undefined) {
+      pulumi.all([execution.summary, execution.reason]).apply(([summary, reason]) => {
+        if (pulumi.runtime.isDryRun()) return;
+        // `stderr` is unset when the engine (or a mock) reports no value for it.
+        const text = (reason ?? "").trim();
+        if (summary.outcome !== "succeeded" || text !== "") {
+          // The report shows the timeline and every failed member's output tail (its path is also the
+          // `run.reportPath` output): named on the same line, so the error stays one line.
+          const where = summary.reportPath !== null ? `; report: ${summary.reportPath}` : `; ledger: ${summary.ledgerPath}`;
+          void pulumi.log.error(`${text !== "" ? text : `cohort: run ${summary.runId} ${summary.outcome}`}${where}`, this);
+        }
+      });
+    }
+    this.runId = execution.summary.apply((s) => s.runId);
+    this.outcome = execution.summary.apply((s) => s.outcome);
+    this.size = execution.summary.apply((s) => s.size);
+    this.readyCount = execution.summary.apply((s) => s.readyCount);
+    this.timeToReadyMs = execution.summary.apply((s) => s.timeToReadyMs);
+    this.ledgerPath = execution.summary.apply((s) => s.ledgerPath);
+    this.firstFailure = execution.summary.apply((s) =>
+      s.firstFailure === null ? null : { member: s.firstFailure.member, reason: (s.firstFailure.reason ?? "").split("\n")[0] ?? "" },
+    );
+    this.reportPath = execution.summary.apply((s) => s.reportPath);
+    this.specSha256 = pulumi.output(specSha256);
+    this.registerOutputs({
+      runId: this.runId,
+      outcome: this.outcome,
+      size: this.size,
+      readyCount: this.readyCount,
+      timeToReadyMs: this.timeToReadyMs,
+      ledgerPath: this.ledgerPath,
+      firstFailure: this.firstFailure,
+      reportPath: this.reportPath,
+      specSha256: this.specSha256,
+    });
+  }
+}

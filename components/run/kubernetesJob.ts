@@ -1,0 +1,119 @@
+/**
+ * The Kubernetes-Job executor of `CohortRun` (components/run/CohortRun.ts): the run executes as a Job in the
+ * cluster instead of a child process of the command provider.
+ *
+ * - The Job (from {@link Runtime.jobObject}) is created with the cluster's provider after every per-run object,
+ *   after Agent Sandbox is ready and after Kueue's webhook gate and ClusterQueue; pulumi-kubernetes awaits it
+ *   (a Job is ready when its `Complete` condition is True; `Failed` fails `pulumi up`). The create timeout is the
+ *   Job's own deadline plus 2 minutes.
+ * - Then `<name>-summary`, a Command on the host (components/kind/steps.cjs `run-summary`), prints the runtime's
+ *   one-line JSON summary from the Job's log with `ledgerPath` and `reportPath` mapped to the host path, after checking that the
+ *   ledger's `completion.json` reached the host through the kind mount. Its stdout becomes the `CohortRun`
+ *   outputs, so the stack's `run` output has the same shape as on the `host` profile.
+ * - Triggers: the Job object's hash (spec, bundle, image, namespace), so a new run replaces the summary too.
+ * - Delete (destroy, replacement): with `keepLedgers: false` the run's ledger directory on the host is removed
+ *   (components/kind/steps.cjs `run-forget`, from the stored summary); by default ledgers are kept.
+ * - Progress: `<name>-progress`, a Command on the host (components/kind/steps.cjs `run-progress`) created in
+ *   parallel with the Job (it depends on what the Job depends on, not on the Job, so the engine runs it while
+ *   pulumi-kubernetes awaits the Job). It follows the runtime container's log (`kubectl logs -f`; in the pod the
+ *   runtime has no `--progress-fd` and writes its progress lines to stderr) and writes each progress line to the
+ *   command provider's status pipe (`COHORT_STATUS_FD=3`, as the `process` executor does): `pulumi up` shows
+ *   them as ephemeral info on the `-progress` row and stores none of them (its stdout stays empty). It exits 0
+ *   when the Job is Complete or Failed (at most 2 s later), never fails `pulumi up` (a follower that cannot reach
+ *   the log prints one note and exits 0), has the same triggers as the summary (a new run replaces it) and does
+ *   nothing on delete. With the upstream command provider fd 3 is not open: it notes that and exits at once.
+ */
+import { createHash } from "node:crypto";
+import * as command from "@pulumi/command";
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan } from "./CohortRun.js";
+import { createObject } from "../k8s/k8sObject.js";
+import { stepCommand } from "../kind/KindCluster.js";
+import { RUNTIME_NAMES } from "./manifests.js";
+import type { Runtime } from "./Runtime.js";
+
+/** Settings of {@link kubernetesJobExecutor}. */
+export interface KubernetesJobExecutorArgs {
+  readonly provider: k8s.Provider;
+  /** The per-run objects (namespace, RBAC, ConfigMap) and the Job to create. */
+  readonly runtime: Runtime;
+  /** Further resources the Job waits for (Agent Sandbox ready, Kueue gate and ClusterQueue, Temporal). */
+  readonly dependsOn: readonly pulumi.Resource[];
+  /** Host path of the artifacts directory and its path in the nodes. */
+  readonly artifactsDir: string;
+  readonly artifactsNodePath: string;
+  /** For the summary step: Node binary, project directory, tool environment, kubeconfig (secret). */
+  readonly nodePath: string;
+  readonly projectDir: string;
+  readonly toolEnvironment: Readonly<Record<string, string>>;
+  readonly kubeconfig: pulumi.Input<string>;
+  /** `false`: deleting the run (destroy, replacement) removes its ledger directory on the host too. @default true */
+  readonly keepLedgers?: boolean;
+}
+
+/** SHA-256 (hex) of a JSON value. */
+function digest(value: unknown): string {
+  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+}
+
+/**
+ * Returns the executor function to pass as `CohortRunArgs.executor`.
+ *
+ * Children it creates under the CohortRun: `<name>:<ns>/cohort-run` (`kubernetes:batch/v1:Job`),
+ * `<name>-progress` and `<name>-summary` (`command:local:Command`).
+ */
+export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: ExecutionPlan, parent: pulumi.Resource) => CohortExecution {
+  return (plan, parent) => {
+    const job = args.runtime.jobObject;
+    const deadline = Number((job.spec as { activeDeadlineSeconds?: number }).activeDeadlineSeconds ?? 3600);
+    const resource = createObject(plan.name, job, {
+      parent,
+      provider: args.provider,
+      dependsOn: [...args.runtime.resources, ...args.dependsOn],
+      customTimeouts: { create: `${deadline + 120}s`, update: `${deadline + 120}s` },
+    });
+    const triggers = [digest(job), plan.specSha256];
+    const logAccess = {
+      ...args.toolEnvironment,
+      COHORT_KUBECONFIG: pulumi.secret(args.kubeconfig),
+      COHORT_NAMESPACE: args.runtime.namespaceName,
+      COHORT_JOB: RUNTIME_NAMES.job,
+      COHORT_CONTAINER: RUNTIME_NAMES.container,
+      COHORT_WAIT_MS: String((deadline + 120) * 1000),
+    };
+    // The follower: same dependencies as the Job but not the Job itself, so it runs while the Job is awaited.
+    new command.local.Command(
+      `${plan.name}-progress`,
+      {
+        create: stepCommand(args.nodePath, "run-progress"),
+        dir: args.projectDir,
+        // The status pipe (fd 3) of the substitute command provider: lines shown on this row, stored nowhere.
+        environment: { ...logAccess, [STATUS_FD_ENV]: "3" },
+        triggers,
+        logging: "stderr",
+      },
+      { parent, dependsOn: [...args.runtime.resources, ...args.dependsOn] },
+    );
+    const summary = new command.local.Command(
+      `${plan.name}-summary`,
+      {
+        create: stepCommand(args.nodePath, "run-summary"),
+        // The summary of the previous create is in PULUMI_COMMAND_STDOUT: it names the ledger to remove.
+        delete: stepCommand(args.nodePath, "run-forget"),
+        dir: args.projectDir,
+        environment: {
+          ...logAccess,
+          COHORT_ARTIFACTS_DIR: args.artifactsDir,
+          COHORT_ARTIFACTS_NODE_PATH: args.artifactsNodePath,
+          COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
+        },
+        triggers,
+        addPreviousOutputInEnv: true,
+        logging: "stderr",
+      },
+      { parent, dependsOn: [resource] },
+    );
+    return { resource, summary: summary.stdout.apply(parseRunSummary) };
+  };
+}
