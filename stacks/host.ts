@@ -84,24 +84,10 @@ export function buildHost(ctx: ProfileContext): StackOutputs {
   const hostProfile = new HostProfile("host", { artifactRoot: config.artifactRoot, runtimeBundleSource: bundleSource, nodePath });
   const run = new CohortRun("cohort", {
     spec: resolved.spec,
-    runtime: hostProfile,
-    artifactRoot: config.artifactRoot,
-    profile: "host",
-    backend: "process",
     keepLedgers: config.keepLedgers,
-    fallbackRuntimeBundlePath: bundleSource,
+    execution: { kind: "process", runtime: hostProfile, artifactRoot: config.artifactRoot, profile: "host", backend: "process", fallbackRuntimeBundlePath: bundleSource },
   });
-  const runOutputs: pulumi.Output<RunOutputs> = pulumi.output({
-    id: run.runId,
-    outcome: run.outcome,
-    size: run.size,
-    readyCount: run.readyCount,
-    timeToReadyMs: run.timeToReadyMs,
-    ledgerPath: run.ledgerPath,
-    firstFailure: run.firstFailure,
-    specSha256: run.specSha256,
-    reportPath: run.reportPath,
-  });
+  const runOutputs: pulumi.Output<RunOutputs> = run.summary;
   return { profile: "host", artifactRoot: hostProfile.artifactRoot, run: runOutputs };
 }
 

@@ -38,7 +38,6 @@ import { ETCD_IMAGE_TAG, IMAGE_REPOSITORY, KUBERNETES_VERSION as NODE_IMAGE_KUBE
 import { cacheRoot } from "../common/paths.js";
 import { readStamp } from "../common/stamp.js";
 import { CohortRun } from "../components/run/CohortRun.js";
-import { kubernetesJobExecutor } from "../components/run/kubernetesJob.js";
 import { AgentSandbox } from "../components/k8s/AgentSandbox.js";
 import { KindCluster, localTools, pinnedNodeImage, type ClusterImage, type NodeImage } from "../components/kind/KindCluster.js";
 import { Kueue } from "../components/k8s/Kueue.js";
@@ -835,27 +834,16 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
   });
   const run = new CohortRun("cohort", {
     spec: plan.resolved.spec,
-    runtime: { runtimeBundlePath: path.join(projectDir, LOCAL_RUNTIME_BUNDLE), runtimeBundleSha256: plan.bundleSha256, nodePath: cluster.nodePath },
-    artifactRoot: artifactsDir,
-    profile: "local",
-    backend: "kubernetes",
     keepLedgers: config.keepLedgers,
-    executor: kubernetesJobExecutor({
-      provider,
-      runtime,
+    execution: {
+      kind: "kubernetesJob",
+      cluster,
+      run: runtime,
       dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady, temporal.deployment],
-      artifactsDir,
-      artifactsNodePath: ARTIFACTS_NODE_PATH,
-      nodePath: cluster.nodePath,
-      projectDir,
-      toolEnvironment: cluster.tools.environment,
-      kubeconfig: cluster.kubeconfig,
-      keepLedgers: config.keepLedgers,
-    }),
+      artifacts: { hostDir: artifactsDir, nodePath: ARTIFACTS_NODE_PATH },
+    },
   });
-  const runOutputs: pulumi.Output<RunOutputs> = pulumi
-    .all([run.runId, run.outcome, run.size, run.readyCount, run.timeToReadyMs, run.ledgerPath, run.reportPath])
-    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath }));
+  const runOutputs: pulumi.Output<RunOutputs> = run.summary;
   return {
     profile: "local",
     artifactRoot: artifactsDir,

@@ -399,19 +399,20 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     "cohort",
     {
       spec,
-      runtime: { runtimeBundlePath: path.join(projectDir, SIM_RUNTIME_BUNDLE), runtimeBundleSha256: plan.bundleSha256, nodePath },
-      artifactRoot: config.artifactRoot,
-      profile: "sim",
-      backend: "kubernetes",
-      backendConfigFile,
       keepLedgers: config.keepLedgers,
-      fallbackRuntimeBundlePath: path.join(projectDir, SIM_RUNTIME_BUNDLE),
+      execution: {
+        kind: "process",
+        runtime: { runtimeBundlePath: path.join(projectDir, SIM_RUNTIME_BUNDLE), runtimeBundleSha256: plan.bundleSha256, nodePath },
+        artifactRoot: config.artifactRoot,
+        profile: "sim",
+        backend: "kubernetes",
+        backendConfigFile,
+        fallbackRuntimeBundlePath: path.join(projectDir, SIM_RUNTIME_BUNDLE),
+      },
     },
     { dependsOn: [credentials, localQueue, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, pool.ready] },
   );
-  const runOutputs: pulumi.Output<RunOutputs> = pulumi
-    .all([cohort.runId, cohort.outcome, cohort.size, cohort.readyCount, cohort.timeToReadyMs, cohort.ledgerPath, cohort.reportPath])
-    .apply(([id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath]) => ({ id, outcome, size, readyCount, timeToReadyMs, ledgerPath, reportPath }));
+  const runOutputs: pulumi.Output<RunOutputs> = cohort.summary;
   return {
     profile: "sim",
     artifactRoot: config.artifactRoot,

@@ -47,12 +47,11 @@ import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { canonicalJson, sha256Hex } from "../../runtime/core/ledger.js";
 import type { RunSpec } from "../../runtime/core/spec.js";
+import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan, type RunOutcome, type RunSummary } from "./execution.js";
+import { executeAsKubernetesJob, type KubernetesJobExecution } from "./kubernetesJob.js";
 
-/**
- * The environment key that asks the command provider for a status pipe on fd 3 (scripts/lib/command-provider.ts
- * `STATUS_FD_ENV`; kept here as a literal so the program does not import the provider).
- */
-export const STATUS_FD_ENV = "COHORT_STATUS_FD";
+export { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan, type RunOutcome, type RunSummary };
+export type { JobCluster, KubernetesJobExecution } from "./kubernetesJob.js";
 
 /**
  * Members per role, in the RunSpec's role order, e.g. `{ router: 1, agent: 8 }`.
@@ -71,32 +70,6 @@ export function rosterLine(roster: Readonly<Record<string, number>>): string {
     .join(", ")} (${total} member${total === 1 ? "" : "s"})`;
 }
 
-/** Outcome of a run, as in the ledger's `completion.json`. */
-export type RunOutcome = "succeeded" | "failed" | "interrupted";
-
-/** The runtime CLI's one-line JSON summary on stdout (`cohort run`). */
-export interface RunSummary {
-  /** `<cohort name>-<UTC yyyymmddThhmmssZ>-<6 hex>`. */
-  readonly runId: string;
-  readonly outcome: RunOutcome;
-  /** Members in the roster (sum of replicas). */
-  readonly size: number;
-  /** Members that became ready. */
-  readonly readyCount: number;
-  /** Milliseconds from admission until the whole roster was ready; `null` if it never was. */
-  readonly timeToReadyMs: number | null;
-  /** Absolute path of the run's ledger directory (`<artifactRoot>/<runId>`). */
-  readonly ledgerPath: string;
-  /**
-   * Absolute path of the run's HTML report (`<ledgerPath>/report.html`, written by `cohort run` on every
-   * outcome); `null` when the runtime could not write it, or when the summary predates the field (a stored
-   * summary of an older runtime).
-   */
-  readonly reportPath: string | null;
-  /** `null`, or the first failure: the member and a one-line reason. */
-  readonly firstFailure: { readonly member: string; readonly reason: string } | null;
-}
-
 /** Where the runtime comes from (a {@link HostProfile} satisfies it). */
 export interface CohortRuntimeRef {
   /** Absolute path of the runtime bundle (a `.cjs` file that runs with plain Node). */
@@ -108,17 +81,12 @@ export interface CohortRuntimeRef {
 }
 
 /**
- * How the run is executed: `process` (the runtime as a local child process of the provider), or an executor
- * function that creates the executing resource under the CohortRun, e.g. the Kubernetes-Job executor of the
- * cluster profiles (components/run/kubernetesJob.ts `kubernetesJobExecutor`).
+ * The run executes as a child process of the command provider on this machine (`host`, `sim`): the bundled
+ * runtime with the given backend (`process`, or `kubernetes` from outside the cluster with a config file).
  */
-export type CohortRunExecutor = "process" | ((plan: ExecutionPlan, parent: pulumi.Resource) => CohortExecution);
-
-/** Arguments of {@link CohortRun}. */
-export interface CohortRunArgs {
-  /** The validated RunSpec with defaults applied (runtime/core/spec.ts `validateRunSpec`). */
-  readonly spec: RunSpec;
-  /** The runtime to run it with. */
+export interface ProcessExecution {
+  readonly kind: "process";
+  /** The runtime to run it with (a {@link HostProfile} satisfies it). */
   readonly runtime: CohortRuntimeRef;
   /** Absolute path of the artifact root; the ledger goes to `<artifactRoot>/<runId>`. */
   readonly artifactRoot: string;
@@ -127,16 +95,52 @@ export interface CohortRunArgs {
   /** Runtime backend (`--backend`). @default "process" */
   readonly backend?: string;
   /**
-   * `process` executor: path of a backend config file (`--backend-config`, JSON or YAML) the runtime reads, e.g.
-   * the `sim` profile's out-of-cluster Kubernetes settings (kubeconfig path, namespace, queue). @default none
+   * Path of a backend config file (`--backend-config`, JSON or YAML) the runtime reads, e.g. the `sim`
+   * profile's out-of-cluster Kubernetes settings (kubeconfig path, namespace, queue). @default none
    */
   readonly backendConfigFile?: pulumi.Input<string>;
-  /** `false`: deleting the run (destroy, replacement) removes its ledger directory too. @default true */
-  readonly keepLedgers?: boolean;
   /** Where to look for a runtime to reap with if the bundle copy was deleted out of band. @default none */
   readonly fallbackRuntimeBundlePath?: string;
-  /** @default "process" */
-  readonly executor?: CohortRunExecutor;
+}
+
+/**
+ * How a run executes: a local process ({@link ProcessExecution}), or a Kubernetes Job in a given cluster
+ * ({@link KubernetesJobExecution}, components/run/kubernetesJob.ts). Each kind takes only what it uses.
+ */
+export type CohortRunExecution = ProcessExecution | KubernetesJobExecution;
+
+/** Arguments of {@link CohortRun}. */
+export interface CohortRunArgs {
+  /** The validated RunSpec with defaults applied (runtime/core/spec.ts `validateRunSpec`). */
+  readonly spec: RunSpec;
+  /** `false`: deleting the run (destroy, replacement) removes its ledger directory too. @default true */
+  readonly keepLedgers?: boolean;
+  /** Where and how the run executes. */
+  readonly execution: CohortRunExecution;
+}
+
+/**
+ * A run as the stacks export it (the `run` stack output of every profile): the runtime's summary with the run
+ * id as `id` (the key CI jobs read), plus the RunSpec digest.
+ */
+export interface CohortRunSummary {
+  /** Run id, `<cohort name>-<UTC yyyymmddThhmmssZ>-<6 hex>`. */
+  readonly id: string;
+  readonly outcome: RunOutcome;
+  /** Members in the roster. */
+  readonly size: number;
+  /** Members that became ready (equals `size` on success). */
+  readonly readyCount: number;
+  /** Milliseconds from admission until the whole roster was ready; `null` if it never was. */
+  readonly timeToReadyMs: number | null;
+  /** Absolute path (on this machine) of the run's ledger directory. */
+  readonly ledgerPath: string;
+  /** `null`, or the first failure: the member and the first line of its reason. */
+  readonly firstFailure: { readonly member: string; readonly reason: string } | null;
+  /** SHA-256 of the canonical RunSpec, equal to the ledger manifest's `specSha256`. */
+  readonly specSha256: string;
+  /** Absolute path of the run's HTML report (`report.html` in the ledger directory); `null` when it was not written. */
+  readonly reportPath: string | null;
 }
 
 /** The typed outputs of a run. */
@@ -270,70 +274,10 @@ export function runSpecSha256(spec: RunSpec): string {
 }
 
 /**
- * Parses the runtime's stdout summary line.
- *
- * @throws {Error} naming the field when stdout is not the expected JSON object
- */
-export function parseRunSummary(stdout: string): RunSummary {
-  const lines = stdout.split("\n").filter((line) => line.trim() !== "");
-  const last = lines.at(-1);
-  if (last === undefined) throw new Error("the cohort runtime printed no summary line on stdout");
-  let value: unknown;
-  try {
-    value = JSON.parse(last);
-  } catch {
-    throw new Error(`the cohort runtime's summary line is not JSON: ${last.slice(0, 200)}`);
-  }
-  const v = value as Record<string, unknown>;
-  const need = (field: string, ok: boolean) => {
-    if (!ok) throw new Error(`the cohort runtime's summary has no valid "${field}": ${last.slice(0, 200)}`);
-  };
-  need("runId", typeof v.runId === "string" && v.runId !== "");
-  need("outcome", v.outcome === "succeeded" || v.outcome === "failed" || v.outcome === "interrupted");
-  need("size", Number.isInteger(v.size));
-  need("readyCount", Number.isInteger(v.readyCount));
-  need("timeToReadyMs", v.timeToReadyMs === null || typeof v.timeToReadyMs === "number");
-  need("ledgerPath", typeof v.ledgerPath === "string" && path.isAbsolute(v.ledgerPath));
-  // Optional: a summary stored by an older runtime has no reportPath.
-  need("reportPath", v.reportPath === undefined || v.reportPath === null || (typeof v.reportPath === "string" && path.isAbsolute(v.reportPath)));
-  return {
-    runId: v.runId as string,
-    outcome: v.outcome as RunOutcome,
-    size: v.size as number,
-    readyCount: v.readyCount as number,
-    timeToReadyMs: v.timeToReadyMs as number | null,
-    ledgerPath: v.ledgerPath as string,
-    reportPath: (v.reportPath as string | null | undefined) ?? null,
-    firstFailure: (v.firstFailure as RunSummary["firstFailure"]) ?? null,
-  };
-}
-
-/** What an executor returns: the resource that runs the cohort and its parsed summary. */
-export interface CohortExecution {
-  readonly resource: pulumi.CustomResource;
-  readonly summary: pulumi.Output<RunSummary>;
-  /**
-   * The runtime's one-line reason when the run did not succeed (`""` when it did): the process executor's
-   * step records failed and interrupted runs in the state and the program fails the deployment with it.
-   * Executors without it fail their resource instead. @default none
-   */
-  readonly reason?: pulumi.Output<string>;
-}
-
-/** Inputs every executor gets (resolved args plus the digest). */
-export interface ExecutionPlan {
-  readonly name: string;
-  readonly args: CohortRunArgs;
-  readonly specJson: string;
-  readonly specSha256: string;
-}
-
-/**
  * The `process` executor: the runtime runs as a child of the command provider on this machine.
  * Kept apart from the class so other executors (a Kubernetes Job) can be added beside it.
  */
-export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): CohortExecution {
-  const { args } = plan;
+export function executeAsProcess(plan: ExecutionPlan, args: ProcessExecution, parent: pulumi.Resource): CohortExecution {
   const backend = args.backend ?? "process";
   const interpreter = ["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"];
   const runtimeEnv = {
@@ -360,7 +304,7 @@ export function executeAsProcess(plan: ExecutionPlan, parent: pulumi.Resource): 
         COHORT_PROFILE: args.profile,
         COHORT_BACKEND: backend,
         ...(args.backendConfigFile !== undefined ? { COHORT_BACKEND_CONFIG: args.backendConfigFile } : {}),
-        COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
+        COHORT_KEEP_LEDGERS: String(plan.keepLedgers),
         // The substitute command provider opens fd 3 as a status pipe: the runtime's progress lines
         // (`--progress-fd 3`) are shown on this resource's row in `pulumi up` and stored nowhere.
         [STATUS_FD_ENV]: "3",
@@ -396,13 +340,22 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
   public readonly reportPath: pulumi.Output<string | null>;
   /** Digest of the RunSpec (equals the ledger manifest's `specSha256`). */
   public readonly specSha256: pulumi.Output<string>;
-  /** The resource that executes the run. */
+  /** The resource that executes the run (the run Command, or the Job). */
   public readonly execution: pulumi.CustomResource;
+  /** All of the above as one value: what the stacks export as `run`. */
+  public readonly summary: pulumi.Output<CohortRunSummary>;
 
   constructor(name: string, args: CohortRunArgs, opts?: pulumi.ComponentResourceOptions) {
-    if (!path.isAbsolute(args.artifactRoot)) throw new pulumi.RunError(`CohortRun ${name}: artifactRoot must be absolute (got ${JSON.stringify(args.artifactRoot)})`);
-    const executor = args.executor ?? "process";
-    if (executor !== "process" && typeof executor !== "function") throw new pulumi.RunError(`CohortRun ${name}: unknown executor ${JSON.stringify(executor)} (known: process, or an executor function)`);
+    const kind = (args.execution as { kind?: unknown } | undefined)?.kind;
+    if (kind !== "process" && kind !== "kubernetesJob") {
+      throw new pulumi.InputPropertyError({ propertyPath: "execution.kind", reason: `CohortRun ${name}: expected "process" or "kubernetesJob" (got ${JSON.stringify(kind)})` });
+    }
+    if (args.execution.kind === "process" && !path.isAbsolute(args.execution.artifactRoot)) {
+      throw new pulumi.InputPropertyError({
+        propertyPath: "execution.artifactRoot",
+        reason: `CohortRun ${name}: artifactRoot must be absolute (got ${JSON.stringify(args.execution.artifactRoot)})`,
+      });
+    }
     // The roster is the component's one input, so `pulumi preview` (with --diff, and in the state) shows what
     // will run; a component's inputs change no URN and replace nothing. The info line shows it without --diff.
     const roster = rosterOf(args.spec);
@@ -410,8 +363,8 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
     void pulumi.log.info(rosterLine(roster), this);
 
     const specSha256 = runSpecSha256(args.spec);
-    const plan: ExecutionPlan = { name, args, specJson: `${JSON.stringify(args.spec)}\n`, specSha256 };
-    const execution = typeof executor === "function" ? executor(plan, this) : executeAsProcess(plan, this);
+    const plan: ExecutionPlan = { name, specJson: `${JSON.stringify(args.spec)}\n`, specSha256, keepLedgers: args.keepLedgers ?? true };
+    const execution = args.execution.kind === "process" ? executeAsProcess(plan, args.execution, this) : executeAsKubernetesJob(plan, args.execution, this);
 
     this.execution = execution.resource;
     // A run that did not succeed is in the state (its outputs name it) and fails `pulumi up` with the
@@ -440,6 +393,17 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
     );
     this.reportPath = execution.summary.apply((s) => s.reportPath);
     this.specSha256 = pulumi.output(specSha256);
+    this.summary = pulumi.output({
+      id: this.runId,
+      outcome: this.outcome,
+      size: this.size,
+      readyCount: this.readyCount,
+      timeToReadyMs: this.timeToReadyMs,
+      ledgerPath: this.ledgerPath,
+      firstFailure: this.firstFailure,
+      specSha256: this.specSha256,
+      reportPath: this.reportPath,
+    });
     this.registerOutputs({
       runId: this.runId,
       outcome: this.outcome,

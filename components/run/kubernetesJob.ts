@@ -1,6 +1,6 @@
 /**
- * The Kubernetes-Job executor of `CohortRun` (components/run/CohortRun.ts): the run executes as a Job in the
- * cluster instead of a child process of the command provider.
+ * The Kubernetes-Job execution of `CohortRun` (components/run/CohortRun.ts, `execution.kind: "kubernetesJob"`): the
+ * run executes as a Job in the cluster instead of a child process of the command provider.
  *
  * - The Job (from {@link Runtime.jobObject}) is created with the cluster's provider after every per-run object,
  *   after Agent Sandbox is ready and after Kueue's webhook gate and ClusterQueue; pulumi-kubernetes awaits it
@@ -27,29 +27,38 @@ import { createHash } from "node:crypto";
 import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan } from "./CohortRun.js";
+import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan } from "./execution.js";
 import { createObject } from "../k8s/k8sObject.js";
 import { stepCommand } from "../kind/KindCluster.js";
 import { RUNTIME_NAMES } from "./manifests.js";
 import type { Runtime } from "./Runtime.js";
 
-/** Settings of {@link kubernetesJobExecutor}. */
-export interface KubernetesJobExecutorArgs {
+/**
+ * The cluster a run's Job executes in, and the host side that reads its result (a {@link KindCluster}
+ * satisfies it): its provider, its kubeconfig (a secret) and what the host-side steps
+ * (components/kind/steps.cjs `run-summary`, `run-progress`, `run-forget`) run with.
+ */
+export interface JobCluster {
   readonly provider: k8s.Provider;
-  /** The per-run objects (namespace, RBAC, ConfigMap) and the Job to create. */
-  readonly runtime: Runtime;
-  /** Further resources the Job waits for (Agent Sandbox ready, Kueue gate and ClusterQueue, Temporal). */
-  readonly dependsOn: readonly pulumi.Resource[];
-  /** Host path of the artifacts directory and its path in the nodes. */
-  readonly artifactsDir: string;
-  readonly artifactsNodePath: string;
-  /** For the summary step: Node binary, project directory, tool environment, kubeconfig (secret). */
+  readonly kubeconfig: pulumi.Input<string>;
+  /** Node binary and project directory of the host-side steps. */
   readonly nodePath: string;
   readonly projectDir: string;
-  readonly toolEnvironment: Readonly<Record<string, string>>;
-  readonly kubeconfig: pulumi.Input<string>;
-  /** `false`: deleting the run (destroy, replacement) removes its ledger directory on the host too. @default true */
-  readonly keepLedgers?: boolean;
+  /** Tool environment of the steps (`COHORT_KUBECTL_*`). */
+  readonly tools: { readonly environment: Readonly<Record<string, string>> };
+}
+
+/** `CohortRunArgs.execution` for a run that executes as a Kubernetes Job. */
+export interface KubernetesJobExecution {
+  readonly kind: "kubernetesJob";
+  /** The cluster the Job runs in. */
+  readonly cluster: JobCluster;
+  /** The per-run objects (namespace, RBAC, ConfigMaps) and the Job to create. */
+  readonly run: Runtime;
+  /** Further resources the Job waits for (Agent Sandbox ready, Kueue gate and ClusterQueue, Temporal). */
+  readonly dependsOn: readonly pulumi.Resource[];
+  /** Where the ledgers land: the host directory and the same directory's path inside the nodes. */
+  readonly artifacts: { readonly hostDir: string; readonly nodePath: string };
 }
 
 /** SHA-256 (hex) of a JSON value. */
@@ -58,62 +67,61 @@ function digest(value: unknown): string {
 }
 
 /**
- * Returns the executor function to pass as `CohortRunArgs.executor`.
+ * Creates the resources that execute the run as a Job, under `parent` (the CohortRun).
  *
- * Children it creates under the CohortRun: `<name>:<ns>/cohort-run` (`kubernetes:batch/v1:Job`),
- * `<name>-progress` and `<name>-summary` (`command:local:Command`).
+ * Children: `<name>:<ns>/cohort-run` (`kubernetes:batch/v1:Job`), `<name>-progress` and `<name>-summary`
+ * (`command:local:Command`).
  */
-export function kubernetesJobExecutor(args: KubernetesJobExecutorArgs): (plan: ExecutionPlan, parent: pulumi.Resource) => CohortExecution {
-  return (plan, parent) => {
-    const job = args.runtime.jobObject;
-    const deadline = Number((job.spec as { activeDeadlineSeconds?: number }).activeDeadlineSeconds ?? 3600);
-    const resource = createObject(plan.name, job, {
-      parent,
-      provider: args.provider,
-      dependsOn: [...args.runtime.resources, ...args.dependsOn],
-      customTimeouts: { create: `${deadline + 120}s`, update: `${deadline + 120}s` },
-    });
-    const triggers = [digest(job), plan.specSha256];
-    const logAccess = {
-      ...args.toolEnvironment,
-      COHORT_KUBECONFIG: pulumi.secret(args.kubeconfig),
-      COHORT_NAMESPACE: args.runtime.namespaceName,
-      COHORT_JOB: RUNTIME_NAMES.job,
-      COHORT_CONTAINER: RUNTIME_NAMES.container,
-      COHORT_WAIT_MS: String((deadline + 120) * 1000),
-    };
-    // The follower: same dependencies as the Job but not the Job itself, so it runs while the Job is awaited.
-    new command.local.Command(
-      `${plan.name}-progress`,
-      {
-        create: stepCommand(args.nodePath, "run-progress"),
-        dir: args.projectDir,
-        // The status pipe (fd 3) of the substitute command provider: lines shown on this row, stored nowhere.
-        environment: { ...logAccess, [STATUS_FD_ENV]: "3" },
-        triggers,
-        logging: "stderr",
-      },
-      { parent, dependsOn: [...args.runtime.resources, ...args.dependsOn] },
-    );
-    const summary = new command.local.Command(
-      `${plan.name}-summary`,
-      {
-        create: stepCommand(args.nodePath, "run-summary"),
-        // The summary of the previous create is in PULUMI_COMMAND_STDOUT: it names the ledger to remove.
-        delete: stepCommand(args.nodePath, "run-forget"),
-        dir: args.projectDir,
-        environment: {
-          ...logAccess,
-          COHORT_ARTIFACTS_DIR: args.artifactsDir,
-          COHORT_ARTIFACTS_NODE_PATH: args.artifactsNodePath,
-          COHORT_KEEP_LEDGERS: String(args.keepLedgers ?? true),
-        },
-        triggers,
-        addPreviousOutputInEnv: true,
-        logging: "stderr",
-      },
-      { parent, dependsOn: [resource] },
-    );
-    return { resource, summary: summary.stdout.apply(parseRunSummary) };
+export function executeAsKubernetesJob(plan: ExecutionPlan, args: KubernetesJobExecution, parent: pulumi.Resource): CohortExecution {
+  const { cluster, run } = args;
+  const job = run.jobObject;
+  const deadline = Number((job.spec as { activeDeadlineSeconds?: number }).activeDeadlineSeconds ?? 3600);
+  const resource = createObject(plan.name, job, {
+    parent,
+    provider: cluster.provider,
+    dependsOn: [...run.resources, ...args.dependsOn],
+    customTimeouts: { create: `${deadline + 120}s`, update: `${deadline + 120}s` },
+  });
+  const triggers = [digest(job), plan.specSha256];
+  const logAccess = {
+    ...cluster.tools.environment,
+    COHORT_KUBECONFIG: pulumi.secret(cluster.kubeconfig),
+    COHORT_NAMESPACE: run.namespaceName,
+    COHORT_JOB: RUNTIME_NAMES.job,
+    COHORT_CONTAINER: RUNTIME_NAMES.container,
+    COHORT_WAIT_MS: String((deadline + 120) * 1000),
   };
+  // The follower: same dependencies as the Job but not the Job itself, so it runs while the Job is awaited.
+  new command.local.Command(
+    `${plan.name}-progress`,
+    {
+      create: stepCommand(cluster.nodePath, "run-progress"),
+      dir: cluster.projectDir,
+      // The status pipe (fd 3) of the substitute command provider: lines shown on this row, stored nowhere.
+      environment: { ...logAccess, [STATUS_FD_ENV]: "3" },
+      triggers,
+      logging: "stderr",
+    },
+    { parent, dependsOn: [...run.resources, ...args.dependsOn] },
+  );
+  const summary = new command.local.Command(
+    `${plan.name}-summary`,
+    {
+      create: stepCommand(cluster.nodePath, "run-summary"),
+      // The summary of the previous create is in PULUMI_COMMAND_STDOUT: it names the ledger to remove.
+      delete: stepCommand(cluster.nodePath, "run-forget"),
+      dir: cluster.projectDir,
+      environment: {
+        ...logAccess,
+        COHORT_ARTIFACTS_DIR: args.artifacts.hostDir,
+        COHORT_ARTIFACTS_NODE_PATH: args.artifacts.nodePath,
+        COHORT_KEEP_LEDGERS: String(plan.keepLedgers),
+      },
+      triggers,
+      addPreviousOutputInEnv: true,
+      logging: "stderr",
+    },
+    { parent, dependsOn: [resource] },
+  );
+  return { resource, summary: summary.stdout.apply(parseRunSummary) };
 }

@@ -331,7 +331,7 @@ describe("local profile graph", () => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(outputs.profile).toBe("local");
     expect(await valueOf(outputs.artifactRoot)).toBe(artifactRoot);
-    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 4, readyCount: 4, timeToReadyMs: 4321, ledgerPath: summary.ledgerPath, reportPath: summary.reportPath });
+    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 4, readyCount: 4, timeToReadyMs: 4321, ledgerPath: summary.ledgerPath, reportPath: summary.reportPath, firstFailure: null, specSha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
     expect(await valueOf(outputs.kubeContext)).toBe("kind-cohort-lab");
     expect(await valueOf(outputs.kubeconfig)).toBe(FAKE_KUBECONFIG);
     // Output.isSecret is internal API: a Promise<boolean> on every Output.

@@ -190,7 +190,7 @@ describe("sim profile graph", () => {
   it("exports the CI contract: run, kube context, kubeconfig (secret), queues", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(outputs.profile).toBe("sim");
-    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 100, readyCount: 100, timeToReadyMs: 2345, ledgerPath: summary.ledgerPath, reportPath: summary.reportPath });
+    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 100, readyCount: 100, timeToReadyMs: 2345, ledgerPath: summary.ledgerPath, reportPath: summary.reportPath, firstFailure: null, specSha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
     expect(await valueOf(outputs.kubeContext)).toBe("cohort-lab-sim");
     expect(await pulumi.isSecret(outputs.kubeconfig!)).toBe(true);
     expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });
