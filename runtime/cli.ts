@@ -1,5 +1,5 @@
 /**
- * `cohort`: the cohort runtime's command line (DESIGN.md "CLI").
+ * `cohort`: the cohort runtime's command line (runtime/README.md "CLI").
  *
  *   cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
  *              [--backend-config FILE] [--backend-option KEY=VALUE]...

@@ -3,7 +3,7 @@
  * plain data and YAML. Pure: no I/O. `test/unit/kind-config.test.ts` checks every rendering with kind's own
  * loader and validation (test/tools/kindcheck) at the pinned kind version.
  *
- * Shape (from the public simulator this project descends from, research/seed-profile-facts.md section 1):
+ * Shape (from the public simulator this project descends from, docs/local.md "Pins and why these versions"):
  * - 1 control-plane and `workers` workers, every node on the digest-pinned node image;
  * - every node mounts the host's artifacts directory at {@link ARTIFACTS_NODE_PATH}, so a hostPath volume of
  *   any pod on any node writes into the host directory (the ledger lands on the host);

@@ -1,6 +1,6 @@
 /**
  * The run ledger: a crash-safe, append-only, hash-chained record of one cohort run
- * (DESIGN.md "Ledger"). A run directory `{artifactRoot}/{runId}/` holds:
+ * (docs/architecture.md "Ledger"). A run directory `{artifactRoot}/{runId}/` holds:
  *
  * - `manifest.json`: written once, atomically, when the writer opens (run id, profile, backend, the
  *   normalized RunSpec and its SHA-256, tool versions, creation time, runtime pid). Pretty-printed JSON
