@@ -5,7 +5,7 @@
  * scheduler-shaped run (1,000 members x 6 records from 1,000 concurrent flows) and the cost of
  * redaction with 1,000 registered secrets.
  *
- * Run: `export PATH=/tmp/node24/bin:$PATH; npx tsx bench/ledger.ts`
+ * Run: `tsx scripts/run.ts tsx bench/ledger.ts` (the pinned Node 24, like the npm bench scripts).
  * Env: LEDGER_BENCH_DIR (default os.tmpdir()) to measure another filesystem; LEDGER_BENCH_RECORDS (default 20000);
  * LEDGER_BENCH_REPS (default 3): every cell runs this many times and the median is printed (the dev VM is
  * shared, so single runs are noisy; the load average is printed before and after).

@@ -16,7 +16,7 @@
  * per-member GET), the RSS of kube-apiserver, etcd and the controllers after the run, and the CPU seconds each
  * of them and the runtime process used during the run (Linux /proc, clock ticks of 10 ms), to show where the
  * time goes on the machine. Targets
- * (research/perf-anchors.md §8): admission <= 2 s; 1,000 Ready <= 20 s with no delay; <= 2 writes per member,
+ * (docs/sim.md "Against the issue's targets"): admission <= 2 s; 1,000 Ready <= 20 s with no delay; <= 2 writes per member,
  * no per-member polling, no client-side throttle waits.
  *
  * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_KEEP=1 keeps the artifacts.

@@ -11,7 +11,7 @@
  *    ready, start the next). Skipped with BENCH_BASELINE=0 (it takes minutes: the sum of all delays).
  * 3. Placement latency from the parallel run's ledger: for each member of levels 1-2, the last
  *    dependency's `member-ready` -> the dependant's spawn call (`member-started.elapsedMs - startMs`) and
- *    -> spawned (`member-started`), p50/p99 (targets 5 ms and 25 ms, research/perf-anchors.md §8).
+ *    -> spawned (`member-started`), p50/p99 (targets 5 ms and 25 ms, docs/host.md "Measured: the runtime and the process backend").
  * 3b. Spawn floor: the compiled launcher alone starts 179 listeners at once (the widest level), no runtime;
  *    the time until the last has exec'd is printed with critical path + floor, the bound no scheduler beats.
  * 4. Runtime peak RSS with 1,000 members (cheap `sh` -> `sleep` members, log readiness), from the

@@ -1,7 +1,7 @@
 /**
  * Every pin of cohort-lab in one module: versions, SHA-256 sums, Go module versions and commits, image
  * digests, download URLs. Nothing else in the repository may spell a version or a digest literally; code
- * imports it from here (see DESIGN.md "Pin everything in one place").
+ * imports it from here (docs/architecture.md "Where to change X").
  *
  * Rules for every section:
  * - `sha256` fields are 64 lower-case hex digits, `commit` fields 40, `digest` fields `sha256:` + 64; any of them
@@ -11,8 +11,6 @@
  * - Each section names its upstream sources, so a pin can be re-checked by hand.
  * - `test/unit/pins.test.ts` checks the formats and that the npm SDK versions in package.json and
  *   package-lock.json agree with the plugin pins below.
- *
- * Sections are owned by the helper that added them; edit another section only with a small, named change.
  */
 
 // ------------------------------------------------------------------------------------------------
@@ -407,12 +405,12 @@ export interface LocalPins {
  *
  * Sources:
  * - kind v0.31.0: https://github.com/kubernetes-sigs/kind/releases/tag/v0.31.0 (binary sums as pinned by the
- *   public simulator this project descends from, research/seed-profile-facts.md section 1; other platforms'
+ *   public simulator this project descends from, docs/local.md "Pins and why these versions"; other platforms'
  *   sums are not known here). Go module `sigs.k8s.io/kind@v0.31.0` (`go mod download -json`: Sum, Origin.Hash);
  *   test/tools/kindcheck validates rendered kind configs with this version's own loader.
  * - kubectl v1.35.0: https://dl.k8s.io/release/v1.35.0/bin/linux/amd64/kubectl (sum as pinned by the simulator).
  * - Node image kindest/node:v1.35.0: https://github.com/kubernetes-sigs/kind/releases/tag/v0.31.0 (the release
- *   notes list the node images); digest as pinned by the simulator (seed-profile-facts.md section 1).
+ *   notes list the node images); digest as pinned by the simulator.
  * - kustomize v5.7.1: https://github.com/kubernetes-sigs/kustomize/releases/tag/kustomize%2Fv5.7.1 — the CLI
  *   built on `sigs.k8s.io/kustomize/api v0.20.1`, the kustomize API version in Kueue v0.17.0's go.mod (Kueue
  *   renders its release manifests with `kustomize build config/default`, Makefile target `artifacts`).

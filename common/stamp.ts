@@ -8,7 +8,6 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { stampFileName } from "./paths";
 
-/** How a tool directory was produced. */
 /**
  * How a tool directory was produced: a source build, a verified official download, a verified npm package, or
  * cohort-lab's substitute (only for pulumi-resource-command, when upstream cannot be obtained).

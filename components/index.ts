@@ -1,3 +1,3 @@
-/** Package components: cohort-lab's Pulumi ComponentResources, one class per file (STYLE.md §1). */
+/** Package components: cohort-lab's Pulumi ComponentResources, grouped by domain (docs/architecture.md "Floors"). */
 export * from "./run/CohortRun.js";
 export * from "./host/HostProfile.js";

@@ -1,5 +1,5 @@
 /**
- * `cohort`: the cohort runtime's command line (DESIGN.md "CLI").
+ * `cohort`: the cohort runtime's command line (runtime/README.md "CLI").
  *
  *   cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
  *              [--backend-config FILE] [--backend-option KEY=VALUE]...
@@ -191,10 +191,10 @@ function parseBackendOptions(configFile: string | undefined, pairs: readonly str
 
 /**
  * Keeps V8's young generation from growing (it grows to 64 MiB by default under allocation pressure).
- * The runtime forks every member, and fork(2) copies the page tables of every resident page: measured
- * here, 4.3 ms of system CPU per spawn at 50 MiB RSS against 11.6 ms at 200 MiB. With this flag a
- * runtime that spawned 200 members stays near 95 MiB instead of 135 MiB, at the price of more (cheap)
- * scavenges. https://v8.dev/blog/orinoco-parallel-scavenger explains the young generation.
+ * The runtime forks every member, and fork(2) copies the page tables of every resident page, so a spawn
+ * costs more the larger the runtime's RSS; a small young generation keeps it small, at the price of more
+ * (cheap) scavenges (figures: docs/host.md "Measured: the runtime and the process backend").
+ * https://v8.dev/blog/orinoco-parallel-scavenger explains the young generation.
  */
 function keepYoungGenerationSmall(): void {
   try {

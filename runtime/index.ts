@@ -1,6 +1,6 @@
 /**
  * Package runtime: the cohort runtime (spec, graph, scheduler, probes, ledger, backends, CLI), bundled
- * to one file by scripts/bundle.mjs (`dist/cohort.cjs`). See DESIGN.md "Contracts" and runtime/cli.ts.
+ * to one file by scripts/bundle.mjs (`dist/cohort.cjs`). See docs/architecture.md "Contracts" and runtime/cli.ts.
  */
 export type { Backend, MemberEndpoint, MemberEvent, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "./core/backend";
 export { formatDurationMs, parseDurationMs } from "./core/duration";

@@ -6,8 +6,7 @@
 # Lookup order: $COHORT_CHROMIUM (when it is an executable file), then `chromium`, `chromium-browser` on PATH.
 # Install: only as root on a Debian system (apt-get, non-interactive, --no-install-recommends; `apt-get update`
 # once and a retry when the first install fails, e.g. on a stale package list). The package starts no daemon.
-# Measured on this project's 2-core machine: about 12 s with a fresh download (25 packages, ~113 MB), no
-# update needed. Exit 0 with the path; exit 1 with the reason on stderr when there is none and it cannot be
+# The install time is in README.md "Tests". Exit 0 with the path; exit 1 with the reason on stderr when there is none and it cannot be
 # installed. Files (outside the work tree): ${COHORT_LAB_CACHE:-${XDG_CACHE_HOME:-~/.cache}/cohort-lab}/chromium/apt.log
 set -euo pipefail
 

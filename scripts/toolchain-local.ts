@@ -8,12 +8,7 @@
  * Each is cached by version under `<cache>/<tool>-<version>/bin/` with its stamp written last
  * (scripts/lib/tool.ts); paths by logical name come from `findLocalBinaries()` (common/local-catalog.ts).
  *
- * Measured 2026-12-01 (2 cores shared with two other toolchain builds, load average 7 to 16; GOMODCACHE
- * mostly filled by the pin checks, GOCACHE partly warm from the default set): pause 0.3 s, kind 7 s, crictl
- * 55 s, the CNI plugin 1 s, flanneld 201 s, etcd 87 s, CoreDNS 251 s, the node binaries 464 s, Temporal 428 s;
- * the control plane (227 s), Kueue (364 s) and Agent Sandbox (87 s) were built meanwhile by another process
- * through the shared cache locks.
- * A warm run takes under a second.
+ * Cold builds take minutes per tool on 2 cores (figures in docs/toolchain.md); a warm run only checks stamps.
  */
 import { execFile, spawnSync } from "node:child_process";
 import * as fs from "node:fs";

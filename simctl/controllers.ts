@@ -6,8 +6,8 @@
  * `kueue-webhook-service.kueue-system.svc`, writes them into its cert dir and injects the CA into the webhook
  * configurations and CRD conversion blocks. The API server reaches it through the ExternalName Service
  * `kueue-webhook-service` -> `localhost` on the sim's `kueueWebhook` port, which the `Kueue` component applies
- * in `controller: "external"` mode (k8s-stack.md §1.6). The Agent Sandbox controller runs with its webhook off;
- * its CRDs are applied with `conversion.strategy: None` (k8s-stack.md §1.7 option b).
+ * in `controller: "external"` mode (docs/sim.md "What runs"). The Agent Sandbox controller runs with its webhook off;
+ * its CRDs are applied with `conversion.strategy: None` (docs/sim.md "What runs").
  */
 import * as fs from "node:fs";
 import * as path from "node:path";

@@ -1,10 +1,10 @@
 /**
  * Pure renderers of the sim control plane: each component's argument list and config file, the kwok stages
  * (fake node shape, simulated pod start-up delay and failure injection) and kubeconfigs. No I/O here, so every
- * output is checked by unit tests (test/unit/sim/render.test.ts).
+ * output is checked by unit tests (test/unit/sim-render.test.ts).
  *
- * Flag sets follow controller-runtime envtest v0.23 and kwokctl v0.8.0 (binary runtime); see
- * /work/shared/research/k8s-stack.md §1.5 and the upstream sources named on each function.
+ * Flag sets follow controller-runtime envtest v0.23 and kwokctl v0.8.0 (binary runtime); see the upstream
+ * sources named on each function.
  */
 import { stringify } from "yaml";
 import { allocatableAnnotation, kwokNodeAnnotation } from "../components/sim/fakeNode";

@@ -1,7 +1,7 @@
 /**
  * The `local` profile: a kind cluster (1 control-plane + 2 workers) on this machine's Docker, with Kueue, Agent
  * Sandbox and a Temporal dev server, the cohort runtime deployed in the cluster, and the cohort run as Sandboxes
- * admitted by Kueue (DESIGN.md "Profiles"). See docs/local.md.
+ * admitted by Kueue. See docs/local.md.
  *
  * Config keys (besides the common ones of stacks/config.ts; objects are set field by field with `--path`):
  * - `cohort-lab:local` — `clusterName` (default `cohort-lab`), `workers` (2), `temporalPort` (7233, a loopback

@@ -2,7 +2,7 @@
  * Member app presets of the `host` profile: which stock, unmodified program a cohort's members run,
  * how it is started, configured and probed, and the run defaults (timeouts, concurrency) that fit it
  * on a small machine. A preset turns `cohort.app` + `cohort.size` from the stack config into the
- * RunSpec `roles` list (DESIGN.md "Contracts").
+ * RunSpec `roles` list (docs/architecture.md "RunSpec").
  *
  * - `openclaw`: a stock OpenClaw gateway (npm `openclaw`, pinned in common/pins.ts), run the way the
  *   public simulator ran it: no model credentials, every tool denied, exec denied, elevated tools off,
@@ -87,7 +87,7 @@ export class MemberProgramError extends pulumi.RunError {
  *   default `/tmp/openclaw/openclaw-<date>.log` would be shared by every gateway);
  * - `tools.deny: ["*"]`, `tools.elevated.enabled: false`, `tools.exec.mode: deny`,
  *   `agents.defaults.sandbox.mode: off`, `agents.defaults.skipBootstrap: true`: the public simulator's
- *   tool and sandbox policy (see research/seed-profile-facts.md section 5).
+ *   tool and sandbox policy (docs/local.md "Pins and why these versions").
  *
  * OpenClaw rewrites this file at start (it adds `meta` and migrates keys); that is its own business.
  */

@@ -1,7 +1,7 @@
 /**
- * Profile dispatch: one entry per simulator profile (DESIGN.md "Profiles"), keyed by the name a stack
+ * Profile dispatch: one entry per simulator profile (docs/architecture.md "How to add a profile"), keyed by the name a stack
  * selects with `cohort-lab:profile` (default: the stack name), and the stack-output shape every profile
- * returns (DESIGN.md "Stack outputs", the CI contract).
+ * returns (docs/architecture.md "Run summary and stack outputs", the CI contract).
  *
  * To add a profile: write `stacks/<profile>.ts` exporting a {@link ProfileDefinition}, import it here and
  * add one line to {@link PROFILES}.

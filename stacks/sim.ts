@@ -1,8 +1,7 @@
 /**
  * The `sim` profile: a real kube-apiserver, etcd, kube-controller-manager and kube-scheduler with kwok fake
  * nodes, all local processes supervised by `simctl`, plus the real Kueue manager and Agent Sandbox controller
- * running out of cluster; the cohort runs as Sandboxes admitted by Kueue on simulated nodes (DESIGN.md
- * "Profiles"). The Kubernetes side is the same as `local`: the SAME `Kueue`, `AgentSandbox` and `CohortRun`
+ * running out of cluster; the cohort runs as Sandboxes admitted by Kueue on simulated nodes. The Kubernetes side is the same as `local`: the SAME `Kueue`, `AgentSandbox` and `CohortRun`
  * components, the same per-run objects (components/run/manifests.ts), the same quota arithmetic
  * (components/k8s/quota.ts) and the same Kubernetes backend; the runtime runs out of cluster with the run's
  * ServiceAccount token (so the namespaced Role is exercised exactly as on `local`). See docs/sim.md.

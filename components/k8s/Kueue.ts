@@ -11,7 +11,7 @@
  *   (components/kind/steps.cjs `webhook-probe`): a `v1beta1` LocalQueue (CRD conversion webhook), a
  *   ResourceFlavor (validating webhook) and a Pod with a queue name that must come back with Kueue's
  *   scheduling gate (pod mutating webhook). A Deployment can be Ready before the API server can call it (the
- *   CA bundle is injected asynchronously); custom resources created then fail (field-notes C11).
+ *   CA bundle is injected asynchronously); custom resources created then fail (pulumi/pulumi-kubernetes#1712, #3176).
  *   `external` (the `sim` profile): the caller passes `webhookReady` — resources, or a function of the install
  *   resources returning them (e.g. the local manager's start and readiness steps, which need the CRDs first).
  * - Custom resources (ResourceFlavor, ClusterQueue) depend on their CRDs AND the webhook gate, so a single

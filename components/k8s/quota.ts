@@ -3,7 +3,7 @@
  * derived from what the cluster's nodes can actually hold, and whether a cohort fits in it.
  *
  * Why: a ClusterQueue whose `nominalQuota` exceeds what the nodes can schedule admits workloads whose pods
- * then stay Pending forever while still holding quota (kueue#1651, kueue#1530; research/field-notes.md C5).
+ * then stay Pending forever while still holding quota (kubernetes-sigs/kueue#1651, #1530).
  * So the quota is derived, never guessed:
  *
  *   quota = Σ allocatable of the eligible nodes − Σ requests of the pods that will run there besides the cohort

@@ -3,14 +3,14 @@
  * plain data and YAML. Pure: no I/O. `test/unit/kind-config.test.ts` checks every rendering with kind's own
  * loader and validation (test/tools/kindcheck) at the pinned kind version.
  *
- * Shape (from the public simulator this project descends from, research/seed-profile-facts.md section 1):
+ * Shape (from the public simulator this project descends from, docs/local.md "Pins and why these versions"):
  * - 1 control-plane and `workers` workers, every node on the digest-pinned node image;
  * - every node mounts the host's artifacts directory at {@link ARTIFACTS_NODE_PATH}, so a hostPath volume of
  *   any pod on any node writes into the host directory (the ledger lands on the host);
  * - the control-plane maps the Temporal NodePort to `127.0.0.1:<temporalHostPort>` on the host (kube-proxy
  *   serves a NodePort on every node, the control-plane included);
  * - every node carries two ownership labels (see {@link OWNER_LABELS}) that prove which stack created the
- *   cluster: `scripts/kind-cluster.cjs` adopts an existing cluster of the same name only when both match.
+ *   cluster: `components/kind/steps.cjs` adopts an existing cluster of the same name only when both match.
  *
  * @see https://kind.sigs.k8s.io/docs/user/configuration/ (v1alpha4 fields)
  */

@@ -196,7 +196,7 @@ function checkDocker() {
 }
 
 /**
- * Cluster names from `kind get clusters`, one per line; compared exactly (field-notes C1).
+ * Cluster names from `kind get clusters`, one per line; compared exactly (a `grep` would let `kind1` match `kind`: antrea-io/antrea#6838).
  *
  * @param {string} kind
  * @returns {string[]}

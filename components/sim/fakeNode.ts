@@ -34,7 +34,7 @@ export const agentPoolTaint: NodeTaint = { key: "cohort-lab.dev/agents", value: 
 
 /**
  * A GKE `e2-standard-16` node of the agent pool: allocatable 15890m CPU, 57Gi memory, 43Gi ephemeral storage
- * (measured on GKE, /work/shared/research/seed-profile-facts.md §6) and the GKE default of 110 pods per node.
+ * (measured on GKE by the public simulator this project descends from: docs/sim.md "Fake nodes and the quota") and the GKE default of 110 pods per node.
  *
  * @see https://cloud.google.com/kubernetes-engine/docs/concepts/plan-node-sizes (allocatable on GKE)
  * @see https://cloud.google.com/kubernetes-engine/quotas (110 pods per node)

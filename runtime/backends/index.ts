@@ -1,6 +1,7 @@
 /**
  * Backend registry: one entry per backend, loaded lazily so a bundle carries every backend but a run
- * loads only the one it uses (STYLE.md §12; kwok's runtime registry is the model).
+ * loads only the one it uses (kwok's runtime registry, kubernetes-sigs/kwok `pkg/kwokctl/runtime/registry.go`, is the
+ * model; docs/architecture.md "How to add a backend").
  *
  * To add a backend: implement `Backend` (runtime/core/backend.ts) in `runtime/backends/<name>/index.ts`
  * with a factory `(context: BackendContext) => Backend | Promise<Backend>`, and add one line to

@@ -1,7 +1,7 @@
 /**
  * The contract between the cohort runtime's core (scheduler, ledger) and a backend adapter
  * (`runtime/backends/<name>/`). The core never imports a backend's SDK; a backend never decides
- * ordering, deadlines or teardown order. See ../../../shared/DESIGN.md ("Principles") and STYLE.md §11.
+ * ordering, deadlines or teardown order. See docs/architecture.md "Backend".
  *
  * Extensions by the runtime core (all optional, so existing adapters keep compiling):
  * `MemberPlan.readiness`, `MemberHandle.detail`, `MemberHandle.exec`, `MemberHandle.listenerOwner`,
@@ -21,7 +21,7 @@ export interface MemberPlan {
   readonly runId: string;
   /** argv; `$(VAR)` references are already expanded by the core (Kubernetes semantics). */
   readonly command: readonly string[];
-  /** Environment for the member: the DESIGN.md COHORT_* variables plus the role's `app.env`. */
+  /** Environment for the member: the COHORT_* variables (runtime/README.md "Member environment") plus the role's `app.env`. */
   readonly env: Readonly<Record<string, string>>;
   /**
    * Names of env entries whose values are secrets (generated per member). A backend must never log
@@ -128,7 +128,7 @@ export interface MemberHandle {
 }
 
 /**
- * A backend adapter. Keep it narrow (STYLE.md §11): `available`, `start`, `stop`, plus optional
+ * A backend adapter. Keep it narrow: `available`, `start`, `stop`, plus optional
  * capabilities. Backends report exits and readiness through the `events` callback given at creation.
  */
 export interface Backend {

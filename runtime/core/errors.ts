@@ -3,8 +3,6 @@
  * with a stable, machine-readable `code` (kebab-case) so that the CLI, tests and CI can branch on it
  * without parsing messages. Messages are one human-readable sentence naming what was expected and
  * what was found.
- *
- * Shared file: other runtime modules add their error classes at the END of this file.
  */
 
 /** Base class of every named runtime error. */

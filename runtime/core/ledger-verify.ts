@@ -1,5 +1,5 @@
 /**
- * Verification and recovery of a run ledger (DESIGN.md "Ledger"; format in ./ledger.ts).
+ * Verification and recovery of a run ledger (docs/architecture.md "Ledger"; format in ./ledger.ts).
  *
  * `verifyLedger` checks everything the format promises and throws a {@link LedgerVerifyError} with a
  * stable `code` for the first violation. `recoverLedger` repairs exactly one kind of damage, a torn

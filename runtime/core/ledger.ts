@@ -1,6 +1,6 @@
 /**
  * The run ledger: a crash-safe, append-only, hash-chained record of one cohort run
- * (DESIGN.md "Ledger"). A run directory `{artifactRoot}/{runId}/` holds:
+ * (docs/architecture.md "Ledger"). A run directory `{artifactRoot}/{runId}/` holds:
  *
  * - `manifest.json`: written once, atomically, when the writer opens (run id, profile, backend, the
  *   normalized RunSpec and its SHA-256, tool versions, creation time, runtime pid). Pretty-printed JSON
@@ -42,12 +42,9 @@
  * loss can lose only the member-level records written since the last run-level transition, never a
  * transition, never a completion, and never anything in the middle (fdatasync of a later transition
  * covers all earlier bytes). Its cost is a fixed ~10 fdatasync calls per run regardless of size.
- * `"always"` costs one fdatasync per batch. Measured with bench/ledger.ts on the project's dev VM
- * (ext4 on virtio, 2 cores, load average 11–25 from parallel builds): fdatasync took 2–3 ms on
- * average and up to 520 ms (an ext4 journal commit also flushes other processes' dirty data); a
- * single sequential appender managed ~280–340 records/s with `"always"` against ~2,000–19,000 with
- * the other policies, and 64 concurrent appenders ~4,000–32,000 against ~30,000–215,000 (group
- * commit puts 64 records in each batch). Every awaited append on the scheduler's critical path would pay that
+ * `"always"` costs one fdatasync per batch: milliseconds on average and, behind an ext4 journal commit,
+ * hundreds of ms, and several times fewer records per second (bench/ledger.ts; figures: docs/host.md
+ * "Measured: the runtime and the process backend"). Every awaited append on the scheduler's critical path would pay that
  * latency, and member readiness gates are awaited per dependency level. Choose `"always"` where each
  * acknowledged record must survive power loss.
  *

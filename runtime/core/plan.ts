@@ -1,6 +1,6 @@
 /**
- * Member plans: everything a backend needs to start one member, resolved by the core (DESIGN.md
- * "Contracts": the member environment).
+ * Member plans: everything a backend needs to start one member, resolved by the core (runtime/README.md
+ * "Member environment").
  *
  * Environment of every member, in this order (later entries may reference earlier ones with `$(NAME)`):
  * - `COHORT_RUN_ID`, `COHORT_ROLE`, `COHORT_INDEX` (0-based), `COHORT_MEMBER` (`<role>-<index>`),

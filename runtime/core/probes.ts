@@ -18,7 +18,7 @@
  * (deadline, failure elsewhere, interrupt).
  *
  * Compare: docker compose polls dependency health every 500 ms on top of a 30 s HEALTHCHECK interval,
- * process-compose probes every 10 s by default (research/perf-anchors.md §5).
+ * process-compose probes every 10 s by default (docs/host.md "Measured: the runtime and the process backend").
  */
 import * as http from "node:http";
 import * as net from "node:net";

@@ -1,7 +1,7 @@
 /**
  * The cohort scheduler: admits the roster, starts members as a dependency graph, waits for the whole
  * roster to be ready, holds it, and tears it down in reverse dependency order, recording every step in
- * the ledger (DESIGN.md "Scheduler semantics").
+ * the ledger (runtime/README.md "Scheduler").
  *
  * Semantics:
  * - Event-driven. A member is scheduled the moment every member of every role it needs is ready, and
@@ -31,7 +31,7 @@
  *   remaining member at once with no grace (SIGKILL). The completion is written in every case.
  *
  * The scheduler never imports a backend SDK; the backend, the clock and the ledger arrive in one
- * {@link SchedulerConfig} (STYLE.md §13).
+ * {@link SchedulerConfig}.
  */
 import { randomBytes } from "node:crypto";
 import type { Backend, MemberEndpoint, MemberEvent, MemberHandle, MemberIdentity, MemberPlan } from "./backend";
@@ -103,7 +103,7 @@ export interface RunResult {
   readonly interruptedBy: string | null;
 }
 
-/** Everything the scheduler needs (STYLE.md §13). */
+/** Everything the scheduler needs. */
 export interface SchedulerConfig {
   readonly spec: CompiledRunSpec;
   /** `<name>-<yyyymmddThhmmssZ>-<6 hex>`. */

@@ -1,5 +1,5 @@
 /**
- * The RunSpec: the cohort a run executes (DESIGN.md "Contracts"), in three stages (STYLE.md §8):
+ * The RunSpec: the cohort a run executes (docs/architecture.md "RunSpec"), in three stages:
  *
  * 1. {@link RunSpecInput}: what a user writes (YAML or JSON); durations are strings such as `"90s"`,
  *    most fields optional.
@@ -10,7 +10,7 @@
  * Every refusal is a {@link SpecError} naming the field path (`roles[2].needs[0]`) and the reason, raised
  * before any side effect (no run directory, no ledger, no process).
  *
- * Extensions to the DESIGN.md shape (documented in runtime/README.md):
+ * Extensions to the base shape (documented in runtime/README.md "RunSpec"):
  * - `stopGracePeriod` (default `"10s"`): SIGTERM -> SIGKILL grace when members are stopped.
  * - `roles[].app.files`: relative path -> content, written into the member's directory before start.
  * - `roles[].app.secretEnv`: env names for which the runtime generates a fresh 32-byte hex token per
@@ -253,7 +253,7 @@ export const RUNSPEC_DEFAULTS = {
 } as const;
 
 /**
- * Applies every default of a RunSpec. The ONE place defaults are set (STYLE.md §8).
+ * Applies every default of a RunSpec. The ONE place defaults are set.
  *
  * @param parsed - output of {@link runSpecSchema}
  */

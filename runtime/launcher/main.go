@@ -12,8 +12,8 @@
 // the 2-core machine this project is developed on), fork(2) costs milliseconds because every page-table
 // entry of the parent is copied through the hypervisor. Go's os/exec path uses clone(CLONE_VM|CLONE_VFORK)
 // (src/syscall/exec_linux.go), which copies no page tables, and ForkExec calls may run concurrently
-// (acquireForkLock in src/syscall/exec_unix.go). Measured here: 179 fork+exec from perl take 1.0-1.5 s; 179
-// posix_spawn(3) (vfork) calls take 0.35-0.5 s.
+// (acquireForkLock in src/syscall/exec_unix.go). Figures: docs/host.md "Measured: the runtime and the
+// process backend".
 //
 // Each member: its own session and process group (setsid, pgid = pid), stdin /dev/null, stdout and stderr
 // connected to the runtime's unix socket (each connection starts with the line "<id> <fd>"), chdir to its

@@ -1,7 +1,7 @@
 /**
  * Building Go programs from the Go module proxy, outside the work tree.
  *
- * Two recipes (see /work/shared/research/pulumi-toolchain.md §1):
+ * Two recipes (docs/toolchain.md "What `npm run toolchain` provides"):
  * - {@link goBuild}: a throw-away *wrapper module* that requires the program's module at a pinned version or
  *   commit, then `go build`s its main package. This works where `go install pkg@version` is refused because
  *   the module's go.mod has replace directives (the Pulumi CLI), or because the proxy answers 403 for a

@@ -1,5 +1,5 @@
 /**
- * The real scheduler against an in-memory backend and ledger (STYLE.md §14-15): dependency order,
+ * The real scheduler against an in-memory backend and ledger: dependency order,
  * the concurrency bound, one record of each kind per member, fail fast, deadlines, teardown order,
  * hold, interrupt.
  */

@@ -3,7 +3,7 @@
  * it) on 12 fake e2-standard-16 nodes, no simulated start-up delay. Prints the figures of the issue's
  * targets (roster admitted as one gang Workload; admission -> all Ready; writes per member; per-member
  * reads; client-side throttle waits); asserts only what must hold at any speed (timed targets are
- * reported, not asserted: STYLE.md tests).
+ * reported, not asserted).
  *
  * Skipped (with the reason) when the sim binaries are not built.
  */

@@ -5,8 +5,8 @@
  * an unknown name — kind#2182 —, `kubectl get nodes -o json` a NodeList). The stand-ins are pinned by their own
  * SHA-256, which the script checks before every use exactly as it checks the real binaries.
  *
- * Covers field-notes C1 (exact name match, adopt only what this stack provably created, refuse otherwise), C2
- * (the host port is checked before kind runs), idempotent delete after out-of-band deletion, refusing to delete
+ * Covers the KindCluster rules of docs/local.md "What `pulumi up` builds": exact name match, adopt only what this
+ * stack provably created, refuse otherwise; the host port checked before kind runs; idempotent delete after out-of-band deletion, refusing to delete
  * a foreign cluster, SHA-256 enforcement, the webhook probe's retries and deadline, and the run-summary step.
  */
 import { spawnSync } from "node:child_process";

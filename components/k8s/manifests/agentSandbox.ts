@@ -6,7 +6,7 @@
  * - `controller: "external"` (the `sim` profile runs the controller as a local process with
  *   `--enable-webhook=false`): no Deployment and no Services (both select the controller's pods), and the
  *   CRD's `conversion` becomes `{ strategy: None }`, which the controller requires when its webhook is off
- *   (research/k8s-stack.md §1.7 option b). Only `v1beta1` (the storage version) is used then.
+ *   (docs/sim.md "What runs"). Only `v1beta1` (the storage version) is used then.
  *
  * @see https://github.com/kubernetes-sigs/agent-sandbox/blob/v0.5.5/k8s/controller.yaml
  */

@@ -3,7 +3,7 @@
  * Temporal CLI image's `temporal server start-dev`, and a NodePort Service for its gRPC frontend, which the
  * kind config maps to a loopback port on the host (components/kind/kindConfig.ts).
  *
- * Settings follow the public simulator this project descends from (research/seed-profile-facts.md §1):
+ * Settings follow the public simulator this project descends from (docs/local.md "Pins and why these versions"):
  * `--ip 0.0.0.0 --headless --db-filename /var/lib/temporal/temporal.db` on an emptyDir (state is lost when the
  * pod restarts: a dev server), uid/gid 1000, no service-account token, requests 100m CPU / 128Mi, a TCP
  * readiness probe on the frontend port.

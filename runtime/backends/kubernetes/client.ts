@@ -9,7 +9,7 @@
  *   Agent and hands it to every later request and watch of the run.
  * - **Counting.** Every call goes through {@link KubeClient.request} or {@link KubeClient.watch} with its
  *   verb/resource key from `counters.ts`, so the backend can report API calls per member.
- * - **No client-side throttling** (perf-anchors §3.3): none is added; parallelism is bounded by the
+ * - **No client-side throttling** (docs/sim.md "Against the issue's targets"; @kubernetes/client-node installs no limiter): none is added; parallelism is bounded by the
  *   callers (e.g. 32 creates in flight). 429 and 5xx responses are retried twice with a short backoff,
  *   honouring `Retry-After`; each attempt is counted.
  */

@@ -19,7 +19,7 @@
  *   including the secretKeyRef entries), so a secret's value never appears in the Sandbox spec.
  * - **Secrets** (`app.secretEnv`): one Secret per run holds every member's generated values under keys
  *   `<member>.<NAME>`; pods reference them with `secretKeyRef`.
- * - `restartPolicy: Never`: a member whose process exits is a failed member (DESIGN.md), so the pod must
+ * - `restartPolicy: Never`: a member whose process exits is a failed member (runtime/README.md "Scheduler"), so the pod must
  *   turn `Failed` rather than restart behind the scheduler's back. `terminationMessagePolicy:
  *   FallbackToLogsOnError` puts a failed container's log tail into its status (the exit's output tail).
  * - `enableServiceLinks: false`: each needed member gets a headless Service; without this every pod of a
@@ -262,7 +262,7 @@ export function cohortNeeds(role: CompiledRole, ctx: RenderContext): string {
   return JSON.stringify(needs);
 }
 
-/** The DESIGN.md `COHORT_*` variables of a member on Kubernetes, in the order they are rendered. */
+/** The `COHORT_*` variables (runtime/README.md "Member environment") of a member on Kubernetes, in the order they are rendered. */
 export function cohortVars(member: MemberPlan, role: CompiledRole, ctx: RenderContext): Record<string, string> {
   return {
     COHORT_RUN_ID: ctx.runId,

@@ -12,9 +12,8 @@
  * `pkg/util/client/client.go` Patch, strict mode) from its informer cache; a patch of ours landing first
  * makes Kueue's conflict, fails its whole group reconcile (an O(pods) pass) and requeues it with
  * controller-runtime's backoff. Waiting costs nothing: the pod cannot be scheduled before Kueue's gate is
- * gone anyway. (On the sim, 2 shared cores, one run each, admission -> all Ready at 1,000 members went
- * 54.4 s -> 48.6 s without a simulated delay and 43.7 s -> 49.4 s with 2 s +- 1 s: within that machine's
- * noise. Kueue's own ungating, at most 8 patches in flight, is the floor either way; docs/sim.md.)
+ * gone anyway. Kueue's own ungating, at most 8 patches in flight, is the floor either way (the before/after
+ * figures at 1,000 members: docs/sim.md "Measured").
  */
 import type { MemberHandle, MemberPlan } from "../../core/backend.js";
 import { MemberStartError } from "../../core/errors.js";

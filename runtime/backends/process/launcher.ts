@@ -4,17 +4,14 @@
  * `npm run build`) and the perl script below (the fallback where the binary is absent).
  *
  * Why a launcher at all: fork(2) copies the page tables of every resident page of the forking process, and
- * libuv's spawn blocks the runtime's event loop until the child has exec'd. Measured on the 2-core dev VM, a
- * spawn from the Node runtime costs 2 ms user + 4.3 ms system CPU at 50 MiB RSS and 11.6 ms system CPU
- * at 200 MiB; a fork from perl (7 MiB RSS) costs 0.4 ms user + 1.3 ms system CPU. For a level of 179
- * members that is ~1.6 s against ~0.3 s of CPU before the last member even exists, and in the runtime
- * it would all be serialized on the event loop. With a launcher the runtime only writes one request
- * line per member.
+ * libuv's spawn blocks the runtime's event loop until the child has exec'd, so spawning a wide level from
+ * the runtime costs several times the CPU of a small process's fork, all serialized on the event loop. With
+ * a launcher the runtime only writes one request line per member.
  *
- * Why the compiled one first: on a VM whose page tables are paravirtualized (this project's Firecracker dev
- * machine) even perl's fork costs 5-8 ms of wall time; the Go launcher starts members with
- * clone(CLONE_VM|CLONE_VFORK), which copies no page tables, from a pool of threads. Measured side by side
- * on the idle machine: 179 members (`sleep`) started in 0.76-0.86 s (native) against 3.1-3.6 s (perl).
+ * Why the compiled one first: on a VM whose page tables are paravirtualized even perl's fork costs
+ * milliseconds of wall time; the Go launcher starts members with clone(CLONE_VM|CLONE_VFORK), which copies
+ * no page tables, from a pool of threads, several times faster. Figures: docs/host.md "Measured: the runtime
+ * and the process backend".
  *
  * Protocol (one line per message, fields tab-separated, strings hex-encoded so no byte needs escaping):
  * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>... [<cgroup kind> <cgroup dir>]`
