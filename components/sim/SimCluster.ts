@@ -77,6 +77,12 @@ export function simctlCommand(nodePath: string, args: readonly string[]): string
   return [nodePath, "--import", "tsx", "simctl/main.ts", ...args].map(shellQuote).join(" ");
 }
 
+/**
+ * The `update` step of the control-plane and controller Commands: print the previous stdout again (the engine
+ * passes it as `PULUMI_COMMAND_STDOUT`), so an input change that is not a trigger keeps what runs.
+ */
+export const KEEP_PREVIOUS_STDOUT = `printf '%s' "$PULUMI_COMMAND_STDOUT"`;
+
 /** Lower-case hex SHA-256 of a JSON value. */
 function digest(value: unknown): string {
   return createHash("sha256").update(JSON.stringify(value)).digest("hex");
@@ -134,6 +140,9 @@ export class SimCluster extends pulumi.ComponentResource {
       `${name}-control-plane`,
       {
         create: simctlCommand(nodePath, startArgs),
+        // Every change that needs a new control plane is a trigger (a replacement); any other input change
+        // (the Node binary, where simctl lives) keeps the running one and its summary.
+        update: KEEP_PREVIOUS_STDOUT,
         delete: simctlCommand(nodePath, ["stop", "--state-dir", args.stateDir]),
         dir: args.projectDir,
         triggers: [args.stateDir, digest({ startArgs, pins: simPins, kueue: local.kueue.version, agentSandbox: local.agentSandbox.version })],
@@ -190,6 +199,7 @@ export class SimCluster extends pulumi.ComponentResource {
       `${this.baseName}-${controllerName}`,
       {
         create: simctlCommand(this.nodePath, args),
+        update: KEEP_PREVIOUS_STDOUT,
         delete: simctlCommand(this.nodePath, ["stop-controller", controllerName, "--state-dir", this.stateDir]),
         dir: this.projectDir,
         ...(configuration !== undefined ? { stdin: configuration } : {}),
