@@ -180,9 +180,16 @@ export function localTools(platform: string, root: string, env: NodeJS.ProcessEn
 }
 
 
+/**
+ * The program entry of the host-side steps, relative to the project directory: a stable path (it is stored in
+ * every local stack's state as part of the steps' create and delete commands, so moving it would update every
+ * existing stack); it runs components/kind/steps.cjs.
+ */
+export const STEPS_ENTRY = "scripts/local-profile.cjs";
+
 /** The command line of one step of components/kind/steps.cjs (run with `dir` = the project directory). */
 export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-progress" | "run-forget" | "capacity-check" | "load-images"): string {
-  return `${shellQuote(nodePath)} components/kind/steps.cjs ${step}`;
+  return `${shellQuote(nodePath)} ${STEPS_ENTRY} ${step}`;
 }
 
 /** The kind node image reference from the pins. */

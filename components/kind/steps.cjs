@@ -817,9 +817,10 @@ async function main() {
   await STEPS[/** @type {keyof typeof STEPS} */ (step)]();
 }
 
-module.exports = { isProgressLine, progressFilter };
+module.exports = { isProgressLine, progressFilter, runAsProgram };
 
-if (require.main === module) {
+/** Runs the step named by `process.argv[2]` and exits: the entry point (scripts/local-profile.cjs calls it). */
+function runAsProgram() {
   main().catch((err) => {
     if (process.argv[2] === "run-progress") {
       // The follower never fails `pulumi up`: one note, exit 0.
@@ -830,3 +831,5 @@ if (require.main === module) {
     process.exit(1);
   });
 }
+
+if (require.main === module) runAsProgram();

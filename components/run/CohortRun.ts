@@ -167,6 +167,8 @@ export const UNSUCCESSFUL_RUN_FILE = ".cohort-last-unsuccessful-run.json";
  * The shared step script (see the module doc). Inputs arrive as environment variables:
  * `COHORT_NODE`, `COHORT_BUNDLE`, `COHORT_BUNDLE_FALLBACK`, `COHORT_ARTIFACT_ROOT`, `COHORT_PROFILE`,
  * `COHORT_BACKEND`, `COHORT_BACKEND_CONFIG` (optional), `COHORT_KEEP_LEDGERS`; the provider adds `PULUMI_COMMAND_STDOUT` (previous summary).
+ * Its text (comments included) is the `interpreter` input of every run and guard Command, stored in each stack's
+ * state: any edit is an update of every existing stack's run resources, so change it only with a reason.
  */
 export const COHORT_RUN_SCRIPT = `set -u
 case "$1" in
@@ -201,7 +203,7 @@ case "$1" in
   case "$summary" in
   '{"runId":'*)
     # A run happened: its summary is the resource's state whatever its outcome, so the stack outputs name
-    # this run; the program fails the deployment with the reason on stderr (components/run/CohortRun.ts).
+    # this run; the program fails the deployment with the reason on stderr (components/CohortRun.ts).
     printf '%s\\n' "$summary"
     if [ "$rc" -ne 0 ]; then
       printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2

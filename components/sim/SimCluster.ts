@@ -70,18 +70,19 @@ export function parseSimSummary(stdout: string): SimStartSummary {
 }
 
 /**
- * The shell command that runs simctl: `'<node>' --import tsx simctl/main.ts <args>` (every argument
+ * The program entry the Commands run, relative to the project directory: a stable path (it is stored in every
+ * sim stack's state as part of the create and delete steps, so moving it would update every existing stack);
+ * it forwards to simctl/main.ts.
+ */
+export const SIMCTL_ENTRY = "scripts/sim/simctl.ts";
+
+/**
+ * The shell command that runs simctl: `'<node>' --import tsx scripts/sim/simctl.ts <args>` ({@link SIMCTL_ENTRY}) (every argument
  * single-quoted; none is secret).
  */
 export function simctlCommand(nodePath: string, args: readonly string[]): string {
-  return [nodePath, "--import", "tsx", "simctl/main.ts", ...args].map(shellQuote).join(" ");
+  return [nodePath, "--import", "tsx", SIMCTL_ENTRY, ...args].map(shellQuote).join(" ");
 }
-
-/**
- * The `update` step of the control-plane and controller Commands: print the previous stdout again (the engine
- * passes it as `PULUMI_COMMAND_STDOUT`), so an input change that is not a trigger keeps what runs.
- */
-export const KEEP_PREVIOUS_STDOUT = `printf '%s' "$PULUMI_COMMAND_STDOUT"`;
 
 /** Lower-case hex SHA-256 of a JSON value. */
 function digest(value: unknown): string {
@@ -140,9 +141,6 @@ export class SimCluster extends pulumi.ComponentResource {
       `${name}-control-plane`,
       {
         create: simctlCommand(nodePath, startArgs),
-        // Every change that needs a new control plane is a trigger (a replacement); any other input change
-        // (the Node binary, where simctl lives) keeps the running one and its summary.
-        update: KEEP_PREVIOUS_STDOUT,
         delete: simctlCommand(nodePath, ["stop", "--state-dir", args.stateDir]),
         dir: args.projectDir,
         triggers: [args.stateDir, digest({ startArgs, pins: simPins, kueue: local.kueue.version, agentSandbox: local.agentSandbox.version })],
@@ -199,7 +197,6 @@ export class SimCluster extends pulumi.ComponentResource {
       `${this.baseName}-${controllerName}`,
       {
         create: simctlCommand(this.nodePath, args),
-        update: KEEP_PREVIOUS_STDOUT,
         delete: simctlCommand(this.nodePath, ["stop-controller", controllerName, "--state-dir", this.stateDir]),
         dir: this.projectDir,
         ...(configuration !== undefined ? { stdin: configuration } : {}),

@@ -268,8 +268,8 @@ describe("local profile graph", () => {
     const summaryCommand = find(regs, "command:local:Command", "cohort-summary");
     expect(summaryCommand.dependencies).toContain(job.urn);
     expect([summaryCommand.inputs.create, summaryCommand.inputs.delete]).toEqual([
-      `'${process.execPath}' components/kind/steps.cjs run-summary`,
-      `'${process.execPath}' components/kind/steps.cjs run-forget`,
+      `'${process.execPath}' scripts/local-profile.cjs run-summary`,
+      `'${process.execPath}' scripts/local-profile.cjs run-forget`,
     ]);
   });
 
@@ -295,7 +295,7 @@ describe("local profile graph", () => {
     // A new run (new Job) replaces it too.
     expect(follower.inputs.triggers).toEqual(summaryCommand.inputs.triggers);
     expect((follower.inputs.triggers as unknown[]).length).toBe(2);
-    expect(follower.inputs.create).toBe(`'${process.execPath}' components/kind/steps.cjs run-progress`);
+    expect(follower.inputs.create).toBe(`'${process.execPath}' scripts/local-profile.cjs run-progress`);
     expect(follower.inputs.delete).toBeUndefined();
     expect(follower.inputs.update).toBeUndefined();
     // The kubeconfig is a secret: the mocks see the whole map wrapped in Pulumi's secret marker.
@@ -323,8 +323,8 @@ describe("local profile graph", () => {
     expect(env.COHORT_KIND_SHA256).toBe("eb244cbafcc157dff60cf68693c14c9a75c4e6e6fedaf9cd71c58117cb93e3fa");
     expect(kind.inputs.logging).toBe("stderr");
     expect(kind.inputs.addPreviousOutputInEnv).toBe(false);
-    expect(kind.inputs.create).toBe(`'${process.execPath}' components/kind/steps.cjs create`);
-    expect(kind.inputs.delete).toBe(`'${process.execPath}' components/kind/steps.cjs delete`);
+    expect(kind.inputs.create).toBe(`'${process.execPath}' scripts/local-profile.cjs create`);
+    expect(kind.inputs.delete).toBe(`'${process.execPath}' scripts/local-profile.cjs delete`);
   });
 
   it("exports the CI contract: the run as on the host profile, kube context, secret kubeconfig, Temporal address, queues", async (ctx) => {

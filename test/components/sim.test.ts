@@ -93,7 +93,7 @@ describe("sim profile graph", () => {
     const cp = command("sim-control-plane");
     expect(cp.parent).toBe(find(regs, "cohortlab:sim:SimCluster", "sim").urn);
     const create = cp.inputs.create as string;
-    expect(create).toContain("'simctl/main.ts' 'start' '--state-dir' '" + stateDir + "'");
+    expect(create).toContain("'scripts/sim/simctl.ts' 'start' '--state-dir' '" + stateDir + "'");
     expect(create).toContain("'--pod-ready-delay-ms' '1000' '--pod-ready-jitter-ms' '2000'");
     expect(create).toContain("'--port-base' '40100'");
     expect(cp.inputs.delete).toContain(`'stop' '--state-dir' '${stateDir}'`);
