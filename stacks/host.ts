@@ -20,7 +20,7 @@ import { cacheRoot, toolDir } from "../common/paths.js";
 import { resolveRunSpec } from "./config.js";
 import { MEMBER_PRESETS } from "./members.js";
 import { toolchain } from "../common/pins.js";
-import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Where `npm run build` writes the runtime bundle, relative to the project directory. */
 export const RUNTIME_BUNDLE_RELATIVE_PATH = path.join("dist", "cohort.cjs");

@@ -54,7 +54,7 @@ import { Temporal } from "../components/k8s/Temporal.js";
 import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
 import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import { local, type ImagePin } from "../common/pins.js";
-import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Where `npm run build` writes the runtime bundle, relative to the project directory. */
 export const LOCAL_RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");

@@ -45,7 +45,7 @@ import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
 import { portsFromBase } from "../components/sim/ports.js";
 import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import { local } from "../common/pins.js";
-import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Where `npm run build` writes the runtime bundle, relative to the project directory. */
 export const SIM_RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");
