@@ -13,8 +13,8 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { parse, stringify } from "yaml";
 import { KUEUE_MANIFESTS, loadManifests } from "../components/k8s/manifests/cache.js";
-import { KUEUE_NAMESPACE, KUEUE_WEBHOOK_SECRET, renderKueueConfiguration } from "../components/k8s/manifests/kueue.js";
-import { simKueueConfigurationInput } from "../components/sim/queue.js";
+import { KUEUE_NAMESPACE, KUEUE_WEBHOOK_SECRET, kueueConfiguration, renderKueueConfiguration } from "../components/k8s/manifests/kueue.js";
+import { simExcludedNamespaces } from "../components/sim/queue.js";
 import type { PortName } from "./ports";
 import { httpGet } from "./probe";
 import { controllerClientQps, type ComponentName, type SimLayout } from "./render";
@@ -49,7 +49,7 @@ export function externalKueueConfig(base: Readonly<Record<string, unknown>>, l: 
 
 /** The profile's base Configuration when none is given: the `sim` defaults over the release's own. */
 function defaultKueueBase(): Record<string, unknown> {
-  return renderKueueConfiguration(loadManifests(KUEUE_MANIFESTS), simKueueConfigurationInput()) as Record<string, unknown>;
+  return renderKueueConfiguration(loadManifests(KUEUE_MANIFESTS), kueueConfiguration({ excludedNamespaces: simExcludedNamespaces })) as Record<string, unknown>;
 }
 
 /** Options a controller's start may take. */

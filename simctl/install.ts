@@ -11,10 +11,10 @@ import * as k8s from "@kubernetes/client-node";
 import { parse, stringify } from "yaml";
 import { renderAgentSandboxInstall } from "../components/k8s/manifests/agentSandbox.js";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../components/k8s/manifests/cache.js";
-import { renderClusterQueue, renderKueueConfiguration, renderKueueInstall, renderResourceFlavor } from "../components/k8s/manifests/kueue.js";
+import { kueueConfiguration, renderClusterQueue, renderKueueConfiguration, renderKueueInstall, renderResourceFlavor } from "../components/k8s/manifests/kueue.js";
 import { deriveQuota, type QuotaResult } from "../components/k8s/quota.js";
 import { toNodeCapacity, type FakeNodeManifest } from "../components/sim/fakeNode.js";
-import { simFlavor, simKueueConfigurationInput, simQueueNames } from "../components/sim/queue.js";
+import { simExcludedNamespaces, simFlavor, simQueueNames } from "../components/sim/queue.js";
 import { httpGet, waitUntil } from "./probe.js";
 
 /** Field manager of the harness's server-side applies. */
@@ -123,7 +123,7 @@ export interface InstallOptions {
 export async function installControllerObjects(o: InstallOptions): Promise<void> {
   const kueueUpstream = loadManifests(KUEUE_MANIFESTS);
   const sandboxUpstream = loadManifests(AGENT_SANDBOX_MANIFESTS);
-  const configuration = simKueueConfigurationInput();
+  const configuration = kueueConfiguration({ excludedNamespaces: simExcludedNamespaces });
   const kueue = renderKueueInstall(kueueUpstream, { controller: "external", image: "", configuration, externalWebhookPort: o.kueueWebhookPort });
   const sandbox = renderAgentSandboxInstall(sandboxUpstream, { controller: "external", image: "" });
   await applyObjects(o.kubeconfigPath, kueue);

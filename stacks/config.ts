@@ -34,6 +34,9 @@ export const CONFIG_NAMESPACE = "cohort-lab";
 /** Directory of the Pulumi project (holds Pulumi.yaml, node_modules/ and dist/). */
 export const PROJECT_DIR = path.resolve(__dirname, "..");
 
+/** Where `npm run build` writes the runtime bundle, relative to the project directory (the ONE place it is set). */
+export const RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");
+
 /** Top-level keys every profile understands. */
 export const COMMON_CONFIG_KEYS = ["profile", "artifactRoot", "keepLedgers", "cohort"] as const;
 
@@ -144,16 +147,21 @@ export interface StackConfig {
   readonly cohort: CohortConfig;
 }
 
-const integer = (min: number, max: number) =>
+/**
+ * A zod field for an integer from `min` to `max`; a string of digits counts as its number (what a flat
+ * `pulumi config set` stores). The reason reads `must be an integer from <min> to <max> (got …)` (`"range"`,
+ * for profile knobs) or names the bound that was crossed, `must be an integer >= <min> (got …)` (`"bound"`,
+ * for the cohort's own fields).
+ */
+export const integerIn = (min: number, max: number, wording: "range" | "bound" = "range") =>
   z.unknown().transform((value, ctx): number => {
     const n = typeof value === "string" && /^-?\d+$/.test(value.trim()) ? Number(value) : value;
-    if (typeof n !== "number" || !Number.isInteger(n)) {
-      ctx.addIssue({ code: "custom", message: `must be an integer >= ${min} (got ${describe(value)})` });
-      return z.NEVER;
-    }
-    if (n < min) ctx.addIssue({ code: "custom", message: `must be an integer >= ${min} (got ${n})` });
-    else if (n > max) ctx.addIssue({ code: "custom", message: `must be an integer <= ${max} (got ${n})` });
-    return n;
+    const inRange = typeof n === "number" && Number.isInteger(n) && n >= min && n <= max;
+    if (inRange) return n;
+    if (wording === "range") ctx.addIssue({ code: "custom", message: `must be an integer from ${min} to ${max} (got ${describe(value)})` });
+    else if (typeof n !== "number" || !Number.isInteger(n)) ctx.addIssue({ code: "custom", message: `must be an integer >= ${min} (got ${describe(value)})` });
+    else ctx.addIssue({ code: "custom", message: n < min ? `must be an integer >= ${min} (got ${n})` : `must be an integer <= ${max} (got ${n})` });
+    return z.NEVER;
   });
 
 const cohortSchema = z.strictObject({
@@ -162,7 +170,7 @@ const cohortSchema = z.strictObject({
     .unknown()
     .refine(isMemberApp, { error: (issue) => `must be one of ${MEMBER_APPS.join(", ")} (got ${describe(issue.input)})` })
     .optional(),
-  size: integer(1, MAX_COHORT_SIZE).optional(),
+  size: integerIn(1, MAX_COHORT_SIZE, "bound").optional(),
   roles: z.unknown().optional(),
   startupTimeout: z.unknown().optional(),
   memberTimeout: z.unknown().optional(),
@@ -172,7 +180,8 @@ const cohortSchema = z.strictObject({
   stopGracePeriod: z.unknown().optional(),
 });
 
-function describe(value: unknown): string {
+/** A config value as a refusal's `(got …)` names it: strings quoted, lists and objects by kind. */
+export function describe(value: unknown): string {
   if (value === undefined) return "nothing";
   if (value === null) return "null";
   if (typeof value === "string") return JSON.stringify(value);
@@ -193,6 +202,19 @@ function formatPath(parts: readonly PropertyKey[]): string {
 }
 
 /**
+ * The issues of a failed zod parse of the object key `prefix`, each keyed by its `pulumi config` path
+ * (`cohort-lab:<prefix>.<field>`); an unknown field lists the `known` ones.
+ */
+export function zodIssues(prefix: string, error: z.ZodError, known: readonly string[]): ConfigIssue[] {
+  return error.issues.flatMap((issue): ConfigIssue[] => {
+    if (issue.code === "unrecognized_keys") {
+      return issue.keys.map((k) => ({ key: configKey(formatPath([prefix, ...issue.path, k])), reason: `unknown field (known fields: ${known.join(", ")})` }));
+    }
+    return [{ key: configKey(formatPath([prefix, ...issue.path])), reason: issue.message }];
+  });
+}
+
+/**
  * Reads the namespace's raw config from the Pulumi runtime (values as stored: objects as JSON text).
  * Keys come back without the `cohort-lab:` prefix.
  */
@@ -205,11 +227,13 @@ export function readRawConfig(): RawConfig {
 }
 
 /**
- * Parses a raw config value that must be an object (set with `--path`).
+ * Parses a raw config value that must be an object (set with `--path`); a value that is not one becomes an issue
+ * `must be an object whose fields are set one by one<how> (got …)`.
  *
- * @returns the object, or `undefined` when the key is unset
+ * @param how - how to set a field, from its leading blank or comma, e.g. " with --path, e.g. \`pulumi config set --path local.<field> <value>\`"
+ * @returns the object, or `undefined` when the key is unset or not an object
  */
-function parseObject(raw: RawConfig, key: string, stack: string, issues: ConfigIssue[]): Record<string, unknown> | undefined {
+export function parseObjectKey(raw: RawConfig, key: string, issues: ConfigIssue[], how: string): Record<string, unknown> | undefined {
   const text = raw[key];
   if (text === undefined) return undefined;
   let value: unknown;
@@ -219,10 +243,7 @@ function parseObject(raw: RawConfig, key: string, stack: string, issues: ConfigI
     value = text;
   }
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    issues.push({
-      key: configKey(key),
-      reason: `must be an object whose fields are set one by one, e.g. \`${configCommand(stack, `set --path ${key}.size 4`)}\` (got ${describe(value)})`,
-    });
+    issues.push({ key: configKey(key), reason: `must be an object whose fields are set one by one${how} (got ${describe(value)})` });
     return undefined;
   }
   return value as Record<string, unknown>;
@@ -328,20 +349,7 @@ const PLACEHOLDER_ROLE = { name: "placeholder", app: { command: ["true"] } } as 
 function checkCohort(cohortRaw: Record<string, unknown>, stack: string): { readonly issues: ConfigIssue[]; readonly cohort?: CohortConfig } {
   const issues: ConfigIssue[] = [];
   const parsed = cohortSchema.safeParse(cohortRaw);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      if (issue.code === "unrecognized_keys") {
-        for (const field of issue.keys) {
-          issues.push({
-            key: configKey(`cohort.${formatPath([...issue.path, field])}`),
-            reason: `unknown field (known fields: ${COHORT_FIELDS.join(", ")})`,
-          });
-        }
-      } else {
-        issues.push({ key: configKey(formatPath(["cohort", ...issue.path])), reason: issue.message });
-      }
-    }
-  }
+  if (!parsed.success) issues.push(...zodIssues("cohort", parsed.error, COHORT_FIELDS));
   let roles: readonly unknown[] | undefined;
   if (cohortRaw.roles !== undefined) {
     const r = parseRoles(cohortRaw.roles, stack);
@@ -465,7 +473,7 @@ export function parseStackConfig(raw: RawConfig, ctx: ParseContext): StackConfig
   }
   const keepLedgers = parseBoolean(raw, "keepLedgers", issues) ?? CONFIG_DEFAULTS.keepLedgers;
 
-  const checked = checkCohort(parseObject(raw, "cohort", ctx.stack, issues) ?? {}, ctx.stack);
+  const checked = checkCohort(parseObjectKey(raw, "cohort", issues, `, e.g. \`${configCommand(ctx.stack, "set --path cohort.size 4")}\``) ?? {}, ctx.stack);
   issues.push(...checked.issues);
   if (issues.length > 0 || checked.cohort === undefined) throw new StackConfigError(uniqueIssues(issues));
   const cohort = checked.cohort;

@@ -17,13 +17,10 @@ import semver from "semver";
 import { CohortRun } from "../components/run/CohortRun.js";
 import { HostPrerequisiteError, HostProfile, inspectRuntimeBundle } from "../components/host/HostProfile.js";
 import { cacheRoot, toolDir } from "../common/paths.js";
-import { resolveRunSpec } from "./config.js";
+import { resolveRunSpec, RUNTIME_BUNDLE } from "./config.js";
 import { MEMBER_PRESETS } from "./members.js";
 import { toolchain } from "../common/pins.js";
-import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
-
-/** Where `npm run build` writes the runtime bundle, relative to the project directory. */
-export const RUNTIME_BUNDLE_RELATIVE_PATH = path.join("dist", "cohort.cjs");
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
 /** The Node binary that runs the runtime and the members. */
 export interface HostNode {
@@ -78,7 +75,7 @@ export function buildHost(ctx: ProfileContext): StackOutputs {
   const presetCtx = { nodePath, projectDir };
   const resolved = resolveRunSpec(config.cohort, presetCtx);
   if (config.cohort.roles === undefined && config.cohort.app !== undefined) checkMemberNode(config.cohort.app, node.version, nodePath);
-  const bundleSource = path.join(projectDir, RUNTIME_BUNDLE_RELATIVE_PATH);
+  const bundleSource = path.join(projectDir, RUNTIME_BUNDLE);
   inspectRuntimeBundle(bundleSource);
 
   const hostProfile = new HostProfile("host", { artifactRoot: config.artifactRoot, runtimeBundleSource: bundleSource, nodePath });

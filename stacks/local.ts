@@ -26,7 +26,6 @@
  *    namespace, LocalQueue, RBAC, bundle) → CohortRun with the Kubernetes-Job executor.
  */
 import { execFileSync } from "node:child_process";
-import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -41,25 +40,23 @@ import { CohortRun } from "../components/run/CohortRun.js";
 import { AgentSandbox } from "../components/k8s/AgentSandbox.js";
 import { KindCluster, localTools, pinnedNodeImage, type ClusterImage, type NodeImage } from "../components/kind/KindCluster.js";
 import { Kueue } from "../components/k8s/Kueue.js";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/k8s/manifests/cache.js";
+import type { KubernetesObject } from "../components/k8s/manifests/cache.js";
 import { ARTIFACTS_NODE_PATH, TEMPORAL_NODE_PORT } from "../components/kind/kindConfig.js";
 import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbox.js";
-import { KUEUE_NAMESPACE, renderKueueInstall, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
+import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, renderKueueInstall, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
 import { RUNTIME_JOB_RESOURCES } from "../components/run/manifests.js";
 import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/k8s/manifests/temporal.js";
-import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type NodeCapacity, type QuotaResult, type ReservedPods } from "../components/k8s/quota.js";
+import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { Runtime } from "../components/run/Runtime.js";
 import { Temporal } from "../components/k8s/Temporal.js";
-import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
-import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
+import { parseDurationMs } from "../runtime/core/duration.js";
+import { clusterKnobFields, clusterKnobs, describe, integerIn, parseObjectKey, planClusterRun, planQuota, queueOutputs, refuseMissingManifests, resolvePodRunSpec, zodIssues, type ClusterKnobs, type ClusterManifests, type PodRunSpec } from "./cluster.js";
+import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
 import { local, type ImagePin } from "../common/pins.js";
-import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
-
-/** Where `npm run build` writes the runtime bundle, relative to the project directory. */
-export const LOCAL_RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Queue names of the profile. */
-export const LOCAL_QUEUES = { resourceFlavor: "cohort-lab-default", clusterQueue: "cohort-lab", localQueue: "cohort" } as const;
+export const LOCAL_QUEUES = cohortQueueNames("cohort-lab-default");
 
 /** Defaults of `cohort-lab:local` (the ONE place they are set). */
 export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalPort: 7233, kindWait: "5m" } as const;
@@ -75,9 +72,6 @@ export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalP
  * @see https://github.com/kubernetes-sigs/kueue/blob/v0.17.0/pkg/controller/jobs/job/job_webhook.go
  */
 export const LOCAL_KUEUE_FRAMEWORKS: readonly string[] = ["batch/job", "pod"];
-
-/** Extra time Kueue's waitForPodsReady gives beyond the cohort's startupTimeout, so the runtime's own deadline fires first. */
-export const WAIT_FOR_PODS_READY_MARGIN_MS = 60_000;
 
 /** Namespaces Kueue never manages on this profile (the pod integration must exclude kube-system and kueue-system). */
 export const LOCAL_EXCLUDED_NAMESPACES = ["kube-system", "kube-public", "kube-node-lease", "local-path-storage", KUEUE_NAMESPACE, AGENT_SANDBOX_NAMESPACE, SYSTEM_NAMESPACE];
@@ -261,50 +255,15 @@ export const NODE_IMAGE_MODES = ["auto", "built", "upstream"] as const;
 export type NodeImageMode = (typeof NODE_IMAGE_MODES)[number];
 
 /** `cohort-lab:local`, validated, defaults applied. */
-export interface LocalConfig {
+export interface LocalConfig extends ClusterKnobs {
   /** Which node image the cluster runs. @default "auto" */
   readonly nodeImage: NodeImageMode;
   readonly clusterName: string;
   readonly workers: number;
   readonly temporalPort: number;
-  /** Kueue waitForPodsReady timeout (a duration string) if set. */
-  readonly waitForPodsReadyTimeout?: string;
-  readonly queue: { readonly cpu?: string; readonly memory?: string };
 }
 
-const QUANTITY_TEXT = /^[+]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$/;
 const IMAGE_REF = /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?@(sha256:[0-9a-f]{64})$/;
-
-function describe(value: unknown): string {
-  return typeof value === "string" ? JSON.stringify(value) : value === undefined ? "nothing" : Array.isArray(value) ? "a list" : typeof value === "object" && value !== null ? "an object" : String(value);
-}
-
-const intIn = (min: number, max: number) =>
-  z.unknown().transform((value, ctx): number => {
-    const n = typeof value === "string" && /^\d+$/.test(value.trim()) ? Number(value) : value;
-    if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
-      ctx.addIssue({ code: "custom", message: `must be an integer from ${min} to ${max} (got ${describe(value)})` });
-      return z.NEVER;
-    }
-    return n;
-  });
-const quantity = z.unknown().transform((value, ctx): string => {
-  const text = typeof value === "number" ? String(value) : value;
-  if (typeof text !== "string" || !QUANTITY_TEXT.test(text)) {
-    ctx.addIssue({ code: "custom", message: `must be a Kubernetes quantity such as 8, 7500m, 16Gi (got ${describe(value)})` });
-    return z.NEVER;
-  }
-  return text;
-});
-const duration = z.unknown().transform((value, ctx): string => {
-  try {
-    parseDurationMs(value);
-  } catch (error) {
-    ctx.addIssue({ code: "custom", message: (error as Error).message });
-    return z.NEVER;
-  }
-  return value as string;
-});
 
 const localSchema = z.strictObject({
   clusterName: z
@@ -313,10 +272,9 @@ const localSchema = z.strictObject({
       error: (issue) => `must match ^[a-z0-9.-]+$ (kind's rule) and have at most 50 characters (got ${describe(issue.input)})`,
     })
     .optional(),
-  workers: intIn(1, 16).optional(),
-  temporalPort: intIn(1024, 65535).optional(),
-  waitForPodsReadyTimeout: duration.optional(),
-  queue: z.strictObject({ cpu: quantity.optional(), memory: quantity.optional() }).optional(),
+  workers: integerIn(1, 16).optional(),
+  temporalPort: integerIn(1024, 65535).optional(),
+  ...clusterKnobFields,
   nodeImage: z
     .unknown()
     .refine((v) => typeof v === "string" && (NODE_IMAGE_MODES as readonly string[]).includes(v), {
@@ -373,31 +331,6 @@ export interface LocalArtifacts {
   readonly images: BuiltImages;
 }
 
-function zodIssues(prefix: string, error: z.ZodError, known: readonly string[]): ConfigIssue[] {
-  return error.issues.flatMap((issue): ConfigIssue[] => {
-    if (issue.code === "unrecognized_keys") {
-      return issue.keys.map((k) => ({ key: configKey([prefix, ...issue.path.map(String), k].join(".")), reason: `unknown field (known fields: ${known.join(", ")})` }));
-    }
-    return [{ key: configKey([prefix, ...issue.path.map(String)].join(".")), reason: issue.message }];
-  });
-}
-
-function parseObjectKey(raw: RawConfig, key: string, issues: ConfigIssue[]): unknown {
-  const text = raw[key];
-  if (text === undefined) return {};
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    value = text;
-  }
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    issues.push({ key: configKey(key), reason: `must be an object whose fields are set one by one with --path, e.g. \`pulumi config set --path ${key}.<field> <value>\` (got ${describe(value)})` });
-    return {};
-  }
-  return value;
-}
-
 /** The images the profile deploys, resolved from pins and config. */
 export interface ResolvedImages {
   /** Image references to deploy: `repository:tag@digest`, or `repository:tag` when the digest is missing (preview only). */
@@ -415,9 +348,9 @@ export interface ResolvedImages {
  */
 export function parseLocalConfig(raw: RawConfig, built: BuiltImages = {}): { local: LocalConfig; images: ResolvedImages } {
   const issues: ConfigIssue[] = [];
-  const parsedLocal = localSchema.safeParse(parseObjectKey(raw, "local", issues));
+  const parsedLocal = localSchema.safeParse(parseObjectKey(raw, "local", issues, byPath("local")) ?? {});
   if (!parsedLocal.success) issues.push(...zodIssues("local", parsedLocal.error, Object.keys(localSchema.shape)));
-  const parsedImages = imagesSchema.safeParse(parseObjectKey(raw, "images", issues));
+  const parsedImages = imagesSchema.safeParse(parseObjectKey(raw, "images", issues, byPath("images")) ?? {});
   if (!parsedImages.success) issues.push(...zodIssues("images", parsedImages.error, Object.keys(IMAGE_KEYS)));
 
   const refs: Partial<Record<ImageKey, string>> = {};
@@ -465,11 +398,15 @@ export function parseLocalConfig(raw: RawConfig, built: BuiltImages = {}): { loc
       workers: l.workers ?? LOCAL_DEFAULTS.workers,
       temporalPort: l.temporalPort ?? LOCAL_DEFAULTS.temporalPort,
       nodeImage: (l.nodeImage as NodeImageMode | undefined) ?? "auto",
-      ...(l.waitForPodsReadyTimeout !== undefined ? { waitForPodsReadyTimeout: l.waitForPodsReadyTimeout } : {}),
-      queue: { ...(l.queue?.cpu !== undefined ? { cpu: l.queue.cpu } : {}), ...(l.queue?.memory !== undefined ? { memory: l.queue.memory } : {}) },
+      ...clusterKnobs(l),
     },
     images: { refs: refs as Record<ImageKey, string>, missing, load },
   };
+}
+
+/** How a field of an object key is set, for {@link parseObjectKey}'s refusal. */
+function byPath(key: string): string {
+  return ` with --path, e.g. \`pulumi config set --path ${key}.<field> <value>\``;
 }
 
 /** The message for images without a digest (a warning in preview, a refusal in `pulumi up`). */
@@ -496,39 +433,20 @@ export function resolveLocalRunSpec(
   runtimeImage: string | undefined,
   projectDir: string,
   built: BuiltImages = {},
-): ResolvedRunSpec & { readonly usesRuntimeImage: boolean; readonly memberImages: readonly ClusterImage[] } {
-  const roles = config.cohort.roles;
-  if (roles === undefined) {
-    throw new StackConfigError([
-      {
-        key: configKey("cohort.roles"),
-        reason:
-          "the local profile runs members as Pods, so it needs a custom roster (cohort.roles in the RunSpec shape, images pinned by digest); " +
-          `the app presets (${config.cohort.app ?? "openclaw"}) run host programs. See Pulumi.local.yaml for an example`,
-      },
-    ]);
-  }
-  let usesRuntimeImage = false;
-  const memberImages = new Map<string, ClusterImage>();
-  const withImages = roles.map((role) => {
-    if (role === null || typeof role !== "object" || Array.isArray(role)) return role;
-    const r = role as { app?: unknown };
-    if (r.app === null || typeof r.app !== "object" || Array.isArray(r.app)) return role;
-    const app = r.app as { image?: unknown };
-    if (app.image !== undefined && app.image !== "") {
+): PodRunSpec & { readonly usesRuntimeImage: boolean } {
+  const resolved = resolvePodRunSpec(config, {
+    profile: "local",
+    membersRun: "as Pods",
+    rosterNote: ", images pinned by digest",
+    defaultImage: runtimeImage ?? "",
+    projectDir,
+    builtImage: (image) => {
       // A member image built here (named by its digest reference): loaded into the nodes from its archive.
-      const b = typeof app.image === "string" ? builtByRef(built, app.image) : undefined;
-      if (b !== undefined) memberImages.set(b.repository, { ref: `${b.repository}:${b.tag}`, digest: b.digest, archive: b.archive });
-      return role;
-    }
-    usesRuntimeImage = true;
-    return { ...r, app: { ...app, image: runtimeImage ?? "" } };
+      const b = builtByRef(built, image);
+      return b !== undefined ? { ref: `${b.repository}:${b.tag}`, digest: b.digest, archive: b.archive } : undefined;
+    },
   });
-  return {
-    ...resolveRunSpec({ ...config.cohort, roles: withImages }, { nodePath: process.execPath, projectDir }),
-    usesRuntimeImage,
-    memberImages: [...memberImages.values()],
-  };
+  return { ...resolved, usesRuntimeImage: resolved.usesDefaultImage };
 }
 
 /** The built image a member's `app.image` names (`repository[:tag]@digest` of a built image), if any. */
@@ -578,7 +496,7 @@ export interface LocalPlan {
   readonly loadImages: readonly ClusterImage[];
   readonly local: LocalConfig;
   readonly images: ResolvedImages;
-  readonly resolved: ResolvedRunSpec;
+  readonly resolved: PodRunSpec & { readonly usesRuntimeImage: boolean };
   readonly quota: QuotaResult;
   readonly configuration: KueueConfigurationInput;
   /** The Job's `activeDeadlineSeconds`. */
@@ -587,7 +505,7 @@ export interface LocalPlan {
   readonly namespace: string;
   readonly bundle: Buffer;
   readonly bundleSha256: string;
-  readonly manifests: { readonly kueue: readonly KubernetesObject[]; readonly agentSandbox: readonly KubernetesObject[] };
+  readonly manifests: ClusterManifests;
   /** Kubernetes backend options for the runtime Job (see {@link resolveLocalRunSpec}). */
   readonly backendOptions: Readonly<Record<string, string>>;
 }
@@ -603,7 +521,7 @@ export interface PlanInput {
   /** Where warnings go. @default pulumi.log.warn */
   readonly warn?: (message: string) => void;
   /** @default the tool cache */
-  readonly manifests?: { readonly kueue: readonly KubernetesObject[]; readonly agentSandbox: readonly KubernetesObject[] };
+  readonly manifests?: ClusterManifests;
   /** @default reads `<projectDir>/dist/cohort.cjs` */
   readonly bundle?: Buffer;
   /** What the toolchain built. @default nothing built */
@@ -638,40 +556,8 @@ export function planLocal(input: PlanInput): LocalPlan {
   const resolved = resolveLocalRunSpec(config, runtimeImage, projectDir, artifacts.images);
   const spec = resolved.spec;
 
-  const startupMs = parseDurationMs(spec.startupTimeout);
-  let waitMs = startupMs + WAIT_FOR_PODS_READY_MARGIN_MS;
-  if (localConfig.waitForPodsReadyTimeout !== undefined) {
-    waitMs = parseDurationMs(localConfig.waitForPodsReadyTimeout);
-    if (waitMs <= startupMs) {
-      throw new StackConfigError([
-        {
-          key: configKey("local.waitForPodsReadyTimeout"),
-          reason:
-            `${localConfig.waitForPodsReadyTimeout} is not longer than the cohort's startupTimeout ${spec.startupTimeout}: Kueue would evict the roster's Workload ` +
-            "before the runtime's own deadline names the member that is late; set it above startupTimeout or leave it unset",
-        },
-      ]);
-    }
-  }
-  const configuration: KueueConfigurationInput = {
-    // requeuingStrategy: the runtime fails the run when its Workload is evicted, so a requeue would only restart a
-    // half-started society: deactivate on the first eviction (backoffLimitCount 0). blockAdmission stays false: the
-    // whole roster is ONE Workload (a pod group), and the quota is derived so that an admitted roster can schedule.
-    waitForPodsReady: { timeout: formatDurationMs(waitMs), blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } },
-    excludedNamespaces: LOCAL_EXCLUDED_NAMESPACES,
-    frameworks: LOCAL_KUEUE_FRAMEWORKS,
-  };
-
-  let manifests = input.manifests;
-  if (manifests === undefined) manifests = { kueue: loadManifests(KUEUE_MANIFESTS), agentSandbox: loadManifests(AGENT_SANDBOX_MANIFESTS) };
-
-  const bundlePath = path.join(projectDir, LOCAL_RUNTIME_BUNDLE);
-  let bundle = input.bundle;
-  if (bundle === undefined) {
-    if (!existsSync(bundlePath)) throw new pulumi.RunError(`the cohort runtime bundle ${bundlePath} does not exist: run \`npm run build\` first`);
-    bundle = readFileSync(bundlePath);
-  }
-  const bundleSha256 = createHash("sha256").update(bundle).digest("hex");
+  const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({ profile: "local", projectDir, resolved, knobs: localConfig, manifests: input.manifests, bundle: input.bundle });
+  const configuration = kueueConfiguration({ waitForPodsReadyTimeout, excludedNamespaces: LOCAL_EXCLUDED_NAMESPACES, frameworks: LOCAL_KUEUE_FRAMEWORKS });
 
   // Quota: the nodes kind will create, less the system pods and what this profile deploys besides the cohort.
   const kueueInstall = renderKueueInstall(manifests.kueue, { controller: "in-cluster", image: images.refs.kueue, configuration });
@@ -682,30 +568,16 @@ export function planLocal(input: PlanInput): LocalPlan {
     { name: "temporal", placement: "replicas", count: 1, requests: TEMPORAL_REQUESTS, source: "components/k8s/manifests/temporal.ts" },
     { name: "cohort runtime Job", placement: "replicas", count: 1, requests: RUNTIME_JOB_RESOURCES.requests, source: "components/run/manifests.ts" },
   ];
-  let quota: QuotaResult;
-  let roles: CohortRoleDemand[];
-  try {
-    quota = deriveQuota({
-      nodes: kindNodes(localConfig.clusterName, localConfig.workers, facts),
-      reserved,
-      override: localConfig.queue,
-      overrideKey: configKey("local.queue"),
-    });
-    roles = spec.roles.map((role, i) => ({
-      name: role.name,
-      replicas: role.replicas,
-      requests: { ...(role.resources.cpu !== undefined ? { cpu: role.resources.cpu } : {}), ...(role.resources.memory !== undefined ? { memory: role.resources.memory } : {}) },
-      replicasKey: configKey(`cohort.roles[${i}].replicas`),
-    }));
-    checkCohortFits(quota, roles, configKey("cohort"));
-  } catch (error) {
-    if (error instanceof QuotaError) throw new StackConfigError([{ key: error.key, reason: error.reason }]);
-    throw error;
-  }
+  const quota = planQuota({
+    nodes: kindNodes(localConfig.clusterName, localConfig.workers, facts),
+    reserved,
+    override: localConfig.queue,
+    overrideKey: configKey("local.queue"),
+    spec,
+  });
 
   const ms = (text: string) => parseDurationMs(text);
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
-  const runHash = createHash("sha256").update(`${resolved.specSha256}\n${bundleSha256}`).digest("hex").slice(0, 10);
   return {
     // The official Node image runs as root (no USER), so members in it cannot keep the backend's default
     // runAsNonRoot: true (kubelet refuses to start them). They still drop every capability and cannot escalate.
@@ -718,7 +590,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     quota,
     configuration,
     jobDeadlineSeconds,
-    namespace: `${spec.name}-${runHash}`,
+    namespace,
     bundle,
     bundleSha256,
     manifests,
@@ -749,9 +621,8 @@ export interface LocalBuildOverrides {
 export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides = {}): StackOutputs {
   const { config, projectDir } = ctx;
   const facts = overrides.facts ?? hostFacts();
-  let plan: LocalPlan;
-  try {
-    plan = planLocal({
+  const plan = refuseMissingManifests(() =>
+    planLocal({
       config,
       raw: ctx.raw,
       projectDir,
@@ -763,11 +634,8 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
       builtSystemPods: BUILT_NODE_SYSTEM_PODS,
       ...(overrides.toolCacheRoot !== undefined ? { toolCacheRoot: overrides.toolCacheRoot } : {}),
       ...(overrides.upstreamNodeImagePresent !== undefined ? { upstreamNodeImagePresent: overrides.upstreamNodeImagePresent } : {}),
-    });
-  } catch (error) {
-    if (error instanceof ManifestsMissingError) throw new pulumi.RunError(error.message);
-    throw error;
-  }
+    }),
+  );
   const stackId = `${pulumi.getOrganization()}/${pulumi.getProject()}/${pulumi.getStack()}`;
   const artifactsDir = existsSync(config.artifactRoot) ? realpathOr(config.artifactRoot) : config.artifactRoot;
 
@@ -830,7 +698,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     runAs: { uid: facts.uid, gid: facts.gid },
     activeDeadlineSeconds: plan.jobDeadlineSeconds,
     backendOptions: plan.backendOptions,
-    localQueueDependsOn: [kueue.crds.get("localqueues.kueue.x-k8s.io")!, kueue.clusterQueue, ...kueue.webhookReady],
+    localQueueDependsOn: kueue.localQueueReady,
   });
   const run = new CohortRun("cohort", {
     spec: plan.resolved.spec,
@@ -851,7 +719,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     kubeContext: cluster.kubeContext,
     kubeconfig: cluster.kubeconfig,
     temporalAddress: temporal.hostAddress,
-    queues: pulumi.output({ clusterQueue: LOCAL_QUEUES.clusterQueue, localQueue: LOCAL_QUEUES.localQueue }),
+    queues: queueOutputs(LOCAL_QUEUES),
   };
 }
 

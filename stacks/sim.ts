@@ -21,8 +21,6 @@
  * Namespace, LocalQueue, ServiceAccount, Role, RoleBinding → run credentials → CohortRun (process executor,
  * `--backend kubernetes --backend-config <state>/runs/<ns>/backend.json`).
  */
-import { createHash } from "node:crypto";
-import { existsSync, readFileSync } from "node:fs";
 import * as path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
@@ -33,27 +31,21 @@ import { CohortRun } from "../components/run/CohortRun.js";
 import { FakeNodePool } from "../components/sim/FakeNodePool.js";
 import { createObject } from "../components/k8s/k8sObject.js";
 import { Kueue } from "../components/k8s/Kueue.js";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/k8s/manifests/cache.js";
-import { renderKueueConfiguration } from "../components/k8s/manifests/kueue.js";
+import { kueueConfiguration, renderKueueConfiguration, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
 import { renderRunObjects, RUNTIME_NAMES } from "../components/run/manifests.js";
-import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type QuotaResult } from "../components/k8s/quota.js";
+import type { QuotaResult } from "../components/k8s/quota.js";
 import { SimCluster, simctlCommand } from "../components/sim/SimCluster.js";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity } from "../components/sim/fakeNode.js";
-import { simFlavor, simKueueConfigurationInput, simQueueNames } from "../components/sim/queue.js";
-import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
+import { simExcludedNamespaces, simFlavor, simQueueNames } from "../components/sim/queue.js";
+import { parseDurationMs } from "../runtime/core/duration.js";
 import { portsFromBase } from "../components/sim/ports.js";
-import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
+import { clusterKnobFields, clusterKnobs, durationMs, integerIn, parseObjectKey, planClusterRun, planQuota, queueOutputs, refuseMissingManifests, resolvePodRunSpec, RUNTIME_BUNDLE, zodIssues, type ClusterKnobs, type ClusterManifests } from "./cluster.js";
+import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import { local } from "../common/pins.js";
-import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";
-
-/** Where `npm run build` writes the runtime bundle, relative to the project directory. */
-export const SIM_RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Defaults of `cohort-lab:sim` (the ONE place they are set). */
 export const SIM_DEFAULTS = { nodes: 8, pool: "agents", portBase: 26400, podReadyDelay: "0s", podReadyJitter: "0s" } as const;
-
-/** Extra time Kueue's waitForPodsReady gives beyond the cohort's startupTimeout (as on `local`). */
-export const SIM_WAIT_FOR_PODS_READY_MARGIN_MS = 60_000;
 
 /**
  * The image a role without `app.image` gets: any digest-pinned reference passes the backend's check, and kwok
@@ -62,67 +54,22 @@ export const SIM_WAIT_FOR_PODS_READY_MARGIN_MS = 60_000;
 export const SIM_PLACEHOLDER_IMAGE = `${local.temporal.repository}:${local.temporal.tag}@${local.temporal.digest}`;
 
 /** `cohort-lab:sim`, validated, defaults applied. */
-export interface SimConfig {
+export interface SimConfig extends ClusterKnobs {
   readonly nodes: number;
   readonly portBase: number;
   readonly podReadyDelayMs: number;
   readonly podReadyJitterMs: number;
   /** Absolute. */
   readonly stateDir: string;
-  readonly waitForPodsReadyTimeout?: string;
-  readonly queue: { readonly cpu?: string; readonly memory?: string };
 }
-
-function describe(value: unknown): string {
-  return typeof value === "string" ? JSON.stringify(value) : value === undefined ? "nothing" : Array.isArray(value) ? "a list" : typeof value === "object" && value !== null ? "an object" : String(value);
-}
-
-const intIn = (min: number, max: number) =>
-  z.unknown().transform((value, ctx): number => {
-    const n = typeof value === "string" && /^\d+$/.test(value.trim()) ? Number(value) : value;
-    if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
-      ctx.addIssue({ code: "custom", message: `must be an integer from ${min} to ${max} (got ${describe(value)})` });
-      return z.NEVER;
-    }
-    return n;
-  });
-const durationMs = z.unknown().transform((value, ctx): number => {
-  try {
-    return parseDurationMs(value);
-  } catch (error) {
-    ctx.addIssue({ code: "custom", message: (error as Error).message });
-    return z.NEVER;
-  }
-});
-const QUANTITY_TEXT = /^[+]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$/;
-const quantity = z.unknown().transform((value, ctx): string => {
-  const text = typeof value === "number" ? String(value) : value;
-  if (typeof text !== "string" || !QUANTITY_TEXT.test(text)) {
-    ctx.addIssue({ code: "custom", message: `must be a Kubernetes quantity such as 8, 7500m, 16Gi (got ${describe(value)})` });
-    return z.NEVER;
-  }
-  return text;
-});
 
 const simSchema = z.strictObject({
-  nodes: intIn(1, 5000).optional(),
-  portBase: intIn(1024, 65535 - 11).optional(),
+  nodes: integerIn(1, 5000).optional(),
+  portBase: integerIn(1024, 65535 - 11).optional(),
   podReadyDelay: durationMs.optional(),
   podReadyJitter: durationMs.optional(),
   stateDir: z.string().min(1, "must be a directory path").optional(),
-  waitForPodsReadyTimeout: z
-    .unknown()
-    .transform((value, ctx): string => {
-      try {
-        parseDurationMs(value);
-      } catch (error) {
-        ctx.addIssue({ code: "custom", message: (error as Error).message });
-        return z.NEVER;
-      }
-      return value as string;
-    })
-    .optional(),
-  queue: z.strictObject({ cpu: quantity.optional(), memory: quantity.optional() }).optional(),
+  ...clusterKnobFields,
 });
 
 /**
@@ -132,30 +79,10 @@ const simSchema = z.strictObject({
  */
 export function parseSimConfig(raw: RawConfig, projectDir: string, stack: string): SimConfig {
   const issues: ConfigIssue[] = [];
-  let value: unknown = {};
-  if (raw.sim !== undefined) {
-    try {
-      value = JSON.parse(raw.sim);
-    } catch {
-      value = raw.sim;
-    }
-    if (value === null || typeof value !== "object" || Array.isArray(value)) {
-      throw new StackConfigError([
-        { key: configKey("sim"), reason: `must be an object whose fields are set one by one with --path, e.g. \`pulumi config set --path sim.nodes 12\` (got ${describe(value)})` },
-      ]);
-    }
-  }
+  const value = parseObjectKey(raw, "sim", issues, " with --path, e.g. `pulumi config set --path sim.nodes 12`") ?? {};
+  if (issues.length > 0) throw new StackConfigError(issues);
   const parsed = simSchema.safeParse(value);
-  if (!parsed.success) {
-    for (const issue of parsed.error.issues) {
-      if (issue.code === "unrecognized_keys") {
-        for (const k of issue.keys) issues.push({ key: configKey(["sim", ...issue.path.map(String), k].join(".")), reason: `unknown field (known fields: ${Object.keys(simSchema.shape).join(", ")})` });
-      } else {
-        issues.push({ key: configKey(["sim", ...issue.path.map(String)].join(".")), reason: issue.message });
-      }
-    }
-    throw new StackConfigError(issues);
-  }
+  if (!parsed.success) throw new StackConfigError(zodIssues("sim", parsed.error, Object.keys(simSchema.shape)));
   const c = parsed.data;
   return {
     nodes: c.nodes ?? SIM_DEFAULTS.nodes,
@@ -163,37 +90,8 @@ export function parseSimConfig(raw: RawConfig, projectDir: string, stack: string
     podReadyDelayMs: c.podReadyDelay ?? parseDurationMs(SIM_DEFAULTS.podReadyDelay),
     podReadyJitterMs: c.podReadyJitter ?? parseDurationMs(SIM_DEFAULTS.podReadyJitter),
     stateDir: path.resolve(projectDir, c.stateDir ?? path.join(".sim", stack)),
-    ...(c.waitForPodsReadyTimeout !== undefined ? { waitForPodsReadyTimeout: c.waitForPodsReadyTimeout } : {}),
-    queue: { ...(c.queue?.cpu !== undefined ? { cpu: c.queue.cpu } : {}), ...(c.queue?.memory !== undefined ? { memory: c.queue.memory } : {}) },
+    ...clusterKnobs(c),
   };
-}
-
-/**
- * The RunSpec of the sim profile: `cohort.roles` is required; a role without `app.image` gets
- * {@link SIM_PLACEHOLDER_IMAGE}.
- *
- * @throws {StackConfigError} naming `cohort-lab:cohort.roles` when no roles are configured, or any RunSpec problem
- */
-export function resolveSimRunSpec(config: StackConfig, projectDir: string): ResolvedRunSpec {
-  const roles = config.cohort.roles;
-  if (roles === undefined) {
-    throw new StackConfigError([
-      {
-        key: configKey("cohort.roles"),
-        reason:
-          "the sim profile runs members as Pods on simulated nodes, so it needs a custom roster (cohort.roles in the RunSpec shape); " +
-          `the app presets (${config.cohort.app ?? "openclaw"}) run host programs. See Pulumi.sim.yaml for an example`,
-      },
-    ]);
-  }
-  const withImages = roles.map((role) => {
-    if (role === null || typeof role !== "object" || Array.isArray(role)) return role;
-    const r = role as { app?: unknown };
-    if (r.app === null || typeof r.app !== "object" || Array.isArray(r.app)) return role;
-    const app = r.app as { image?: unknown };
-    return app.image !== undefined && app.image !== "" ? role : { ...r, app: { ...app, image: SIM_PLACEHOLDER_IMAGE } };
-  });
-  return resolveRunSpec({ ...config.cohort, roles: withImages }, { nodePath: process.execPath, projectDir });
 }
 
 /** Everything the profile decided before creating resources. */
@@ -201,12 +99,12 @@ export interface SimPlan {
   readonly sim: SimConfig;
   readonly resolved: ResolvedRunSpec;
   readonly quota: QuotaResult;
-  readonly kueueConfiguration: ReturnType<typeof simKueueConfigurationInput>;
+  readonly kueueConfiguration: KueueConfigurationInput;
   /** The run namespace (`<cohort name>-<10 hex>`). */
   readonly namespace: string;
   readonly bundle: Buffer;
   readonly bundleSha256: string;
-  readonly manifests: { readonly kueue: readonly KubernetesObject[]; readonly agentSandbox: readonly KubernetesObject[] };
+  readonly manifests: ClusterManifests;
 }
 
 /** Inputs of {@link planSim}. */
@@ -231,60 +129,23 @@ export interface SimPlanInput {
 export function planSim(input: SimPlanInput): SimPlan {
   const { config, raw, projectDir } = input;
   const sim = parseSimConfig(raw, projectDir, input.stack);
-  const resolved = resolveSimRunSpec(config, projectDir);
+  // A role without app.image gets SIM_PLACEHOLDER_IMAGE.
+  const resolved: ResolvedRunSpec = resolvePodRunSpec(config, { profile: "sim", membersRun: "as Pods on simulated nodes", defaultImage: SIM_PLACEHOLDER_IMAGE, projectDir });
   const spec = resolved.spec;
 
-  const startupMs = parseDurationMs(spec.startupTimeout);
-  let waitMs = startupMs + SIM_WAIT_FOR_PODS_READY_MARGIN_MS;
-  if (sim.waitForPodsReadyTimeout !== undefined) {
-    waitMs = parseDurationMs(sim.waitForPodsReadyTimeout);
-    if (waitMs <= startupMs) {
-      throw new StackConfigError([
-        {
-          key: configKey("sim.waitForPodsReadyTimeout"),
-          reason:
-            `${sim.waitForPodsReadyTimeout} is not longer than the cohort's startupTimeout ${spec.startupTimeout}: Kueue would evict the roster's Workload ` +
-            "before the runtime's own deadline names the member that is late; set it above startupTimeout or leave it unset",
-        },
-      ]);
-    }
-  }
-  const kueueConfiguration = simKueueConfigurationInput(formatDurationMs(waitMs));
-
-  const manifests = input.manifests ?? { kueue: loadManifests(KUEUE_MANIFESTS), agentSandbox: loadManifests(AGENT_SANDBOX_MANIFESTS) };
-  const bundlePath = path.join(projectDir, SIM_RUNTIME_BUNDLE);
-  let bundle = input.bundle;
-  if (bundle === undefined) {
-    if (!existsSync(bundlePath)) throw new pulumi.RunError(`the cohort runtime bundle ${bundlePath} does not exist: run \`npm run build\` first`);
-    bundle = readFileSync(bundlePath);
-  }
-  const bundleSha256 = createHash("sha256").update(bundle).digest("hex");
+  const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({ profile: "sim", projectDir, resolved, knobs: sim, manifests: input.manifests, bundle: input.bundle });
+  const kueueConfig = kueueConfiguration({ waitForPodsReadyTimeout, excludedNamespaces: simExcludedNamespaces });
 
   // Quota: exactly the nodes the FakeNodePool registers; nothing else runs on them (the controllers are local processes).
-  const flavor = simFlavor();
-  let quota: QuotaResult;
-  try {
-    quota = deriveQuota({
-      nodes: Array.from({ length: sim.nodes }, (_, i) => toNodeCapacity(fakeNodeManifest(SIM_DEFAULTS.pool, i, e2Standard16AgentNode))),
-      reserved: [],
-      flavorNodeLabels: flavor.nodeLabels,
-      flavorTolerations: flavor.tolerations,
-      override: sim.queue,
-      overrideKey: configKey("sim.queue"),
-    });
-    const roles: CohortRoleDemand[] = spec.roles.map((role, i) => ({
-      name: role.name,
-      replicas: role.replicas,
-      requests: { ...(role.resources.cpu !== undefined ? { cpu: role.resources.cpu } : {}), ...(role.resources.memory !== undefined ? { memory: role.resources.memory } : {}) },
-      replicasKey: configKey(`cohort.roles[${i}].replicas`),
-    }));
-    checkCohortFits(quota, roles, configKey("cohort"));
-  } catch (error) {
-    if (error instanceof QuotaError) throw new StackConfigError([{ key: error.key, reason: error.reason }]);
-    throw error;
-  }
-  const runHash = createHash("sha256").update(`${resolved.specSha256}\n${bundleSha256}`).digest("hex").slice(0, 10);
-  return { sim, resolved, quota, kueueConfiguration, namespace: `${spec.name}-${runHash}`, bundle, bundleSha256, manifests };
+  const quota = planQuota({
+    nodes: Array.from({ length: sim.nodes }, (_, i) => toNodeCapacity(fakeNodeManifest(SIM_DEFAULTS.pool, i, e2Standard16AgentNode))),
+    reserved: [],
+    flavor: simFlavor(),
+    override: sim.queue,
+    overrideKey: configKey("sim.queue"),
+    spec,
+  });
+  return { sim, resolved, quota, kueueConfiguration: kueueConfig, namespace, bundle, bundleSha256, manifests };
 }
 
 /**
@@ -295,13 +156,7 @@ export function planSim(input: SimPlanInput): SimPlan {
  */
 export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manifests" | "bundle"> = {}): StackOutputs {
   const { config, projectDir } = ctx;
-  let plan: SimPlan;
-  try {
-    plan = planSim({ config, raw: ctx.raw, projectDir, stack: ctx.stack, ...inject });
-  } catch (error) {
-    if (error instanceof ManifestsMissingError) throw new pulumi.RunError(error.message);
-    throw error;
-  }
+  const plan = refuseMissingManifests(() => planSim({ config, raw: ctx.raw, projectDir, stack: ctx.stack, ...inject }));
   const ports = portsFromBase(plan.sim.portBase);
   const nodePath = process.execPath;
 
@@ -366,7 +221,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
   const namespace = createObject("run", run.namespace, { ...base, dependsOn: [...kueue.webhookReady] });
   const localQueue = createObject("run", run.localQueue, {
     ...base,
-    dependsOn: [namespace, kueue.crds.get("localqueues.kueue.x-k8s.io")!, kueue.clusterQueue, ...kueue.webhookReady],
+    dependsOn: [namespace, ...kueue.localQueueReady],
   });
   const serviceAccount = createObject("run", run.serviceAccount, { ...base, dependsOn: [namespace] });
   const role = createObject("run", run.role, { ...base, dependsOn: [namespace, ...sandbox.install] });
@@ -401,12 +256,12 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
       keepLedgers: config.keepLedgers,
       execution: {
         kind: "process",
-        runtime: { runtimeBundlePath: path.join(projectDir, SIM_RUNTIME_BUNDLE), runtimeBundleSha256: plan.bundleSha256, nodePath },
+        runtime: { runtimeBundlePath: path.join(projectDir, RUNTIME_BUNDLE), runtimeBundleSha256: plan.bundleSha256, nodePath },
         artifactRoot: config.artifactRoot,
         profile: "sim",
         backend: "kubernetes",
         backendConfigFile,
-        fallbackRuntimeBundlePath: path.join(projectDir, SIM_RUNTIME_BUNDLE),
+        fallbackRuntimeBundlePath: path.join(projectDir, RUNTIME_BUNDLE),
       },
     },
     { dependsOn: [credentials, localQueue, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, pool.ready] },
@@ -418,7 +273,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     run: runOutputs,
     kubeContext: cluster.kubeContext,
     kubeconfig: cluster.kubeconfig,
-    queues: pulumi.output({ clusterQueue: simQueueNames.clusterQueue, localQueue: simQueueNames.localQueue }),
+    queues: queueOutputs(simQueueNames),
   };
 }
 

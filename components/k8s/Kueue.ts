@@ -136,6 +136,11 @@ export class Kueue extends pulumi.ComponentResource {
   public readonly webhookReady: readonly pulumi.Resource[];
   public readonly resourceFlavor: k8s.apiextensions.CustomResource;
   public readonly clusterQueue: k8s.apiextensions.CustomResource;
+  /**
+   * What a LocalQueue that points at {@link clusterQueue} must wait for: the LocalQueue CRD, the ClusterQueue and
+   * {@link webhookReady} (depend on these before creating a run's LocalQueue).
+   */
+  public readonly localQueueReady: readonly pulumi.Resource[];
   public readonly clusterQueueName: string;
   public readonly resourceFlavorName: string;
   /** The rendered objects (install, then ResourceFlavor and ClusterQueue), for inspection and tests. */
@@ -221,6 +226,7 @@ export class Kueue extends pulumi.ComponentResource {
     this.crds = crds;
     if (deployment !== undefined) this.deployment = deployment;
     this.webhookReady = webhookReady;
+    this.localQueueReady = [crdFor("LocalQueue"), this.clusterQueue, ...webhookReady];
     this.clusterQueueName = args.queue.clusterQueue;
     this.resourceFlavorName = args.queue.resourceFlavor;
     this.objects = [...rendered, flavor, clusterQueue];

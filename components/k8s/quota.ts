@@ -22,6 +22,7 @@
  * @see https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#meaning-of-cpu (quantities)
  * @see https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#resources (nominalQuota)
  */
+import { parseQuantityValue, QuantityError } from "./quantity.js";
 
 /** Amounts in base units: CPU in millicores, memory in bytes. */
 export interface Amount {
@@ -133,33 +134,21 @@ export class QuotaError extends Error {
   }
 }
 
-const QUANTITY_RE = /^([+-]?)(\d*)(?:\.(\d*))?(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$/;
-const BINARY: Record<string, bigint> = { Ki: 1n << 10n, Mi: 1n << 20n, Gi: 1n << 30n, Ti: 1n << 40n, Pi: 1n << 50n, Ei: 1n << 60n };
-const DECIMAL_EXP: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G: 9, T: 12, P: 15, E: 18 };
-
 /**
- * Parses a Kubernetes quantity exactly (decimal and binary suffixes, exponents) and scales it.
+ * Parses a Kubernetes quantity exactly (components/k8s/quantity.ts) and scales it.
  *
  * @param scale - 1000 for CPU in millicores, 1 for bytes
  * @returns the value × scale, rounded UP to an integer (Kubernetes rounds CPU requests up to 1m)
  * @throws {QuotaError} naming `key` for a malformed or negative quantity
- * @see https://github.com/kubernetes/apimachinery/blob/master/pkg/api/resource/quantity.go (grammar)
  */
 export function parseQuantity(text: string, scale: number, key: string): number {
-  const m = QUANTITY_RE.exec(text.trim());
-  if (m === null) throw new QuotaError(key, `${JSON.stringify(text)} is not a Kubernetes quantity (e.g. 500m, 2, 1.5, 512Mi, 4Gi)`);
-  const [, sign, int = "", frac = "", exp, suffix] = m;
-  if (int === "" && frac === "") throw new QuotaError(key, `${JSON.stringify(text)} is not a Kubernetes quantity (e.g. 500m, 2, 1.5, 512Mi, 4Gi)`);
-  if (sign === "-") throw new QuotaError(key, `${JSON.stringify(text)} is negative`);
-  let num = BigInt(`${int}${frac}` || "0") * BigInt(scale);
-  let den = 10n ** BigInt(frac.length);
-  const power = exp !== undefined ? Number(exp.slice(1)) : suffix !== undefined && suffix in DECIMAL_EXP ? DECIMAL_EXP[suffix]! : 0;
-  if (suffix !== undefined && suffix in BINARY) num *= BINARY[suffix]!;
-  if (power >= 0) num *= 10n ** BigInt(power);
-  else den *= 10n ** BigInt(-power);
-  const value = (num + den - 1n) / den;
-  if (value > BigInt(Number.MAX_SAFE_INTEGER)) throw new QuotaError(key, `${JSON.stringify(text)} is too large`);
-  return Number(value);
+  try {
+    return parseQuantityValue(text, scale);
+  } catch (error) {
+    if (!(error instanceof QuantityError)) throw error;
+    const reason = error.problem === "negative" ? "is negative" : error.problem === "too large" ? "is too large" : "is not a Kubernetes quantity (e.g. 500m, 2, 1.5, 512Mi, 4Gi)";
+    throw new QuotaError(key, `${JSON.stringify(text)} ${reason}`);
+  }
 }
 
 /** Millicores as text: `500m`, `8000m`. */

@@ -7,7 +7,8 @@ import { parse, parseAllDocuments } from "yaml";
 import { describe, expect, it } from "vitest";
 import { deriveQuota } from "../../components/k8s/quota";
 import { e2Standard16AgentNode, fakeNodeManifest, fakeNodeName, toNodeCapacity } from "../../components/sim/fakeNode";
-import { simFlavor, simKueueConfigurationInput } from "../../components/sim/queue";
+import { kueueConfiguration } from "../../components/k8s/manifests/kueue";
+import { simExcludedNamespaces, simFlavor } from "../../components/sim/queue";
 import { externalKueueConfig } from "../../simctl/controllers";
 import { parsePortOverrides, portNames, type PortMap } from "../../simctl/ports";
 import {
@@ -241,7 +242,7 @@ describe("fake nodes and quota", () => {
 
 describe("Kueue's external Configuration", () => {
   it("keeps the profile's fields and replaces only the process ones", () => {
-    const base = { apiVersion: "config.kueue.x-k8s.io/v1beta2", kind: "Configuration", waitForPodsReady: simKueueConfigurationInput("3m").waitForPodsReady, integrations: { frameworks: ["pod"] }, controller: { groupKindConcurrency: { Pod: 5 } } };
+    const base = { apiVersion: "config.kueue.x-k8s.io/v1beta2", kind: "Configuration", waitForPodsReady: kueueConfiguration({ waitForPodsReadyTimeout: "3m", excludedNamespaces: simExcludedNamespaces }).waitForPodsReady, integrations: { frameworks: ["pod"] }, controller: { groupKindConcurrency: { Pod: 5 } } };
     expect(parse(externalKueueConfig(base, l, ports))).toEqual({
       ...base,
       namespace: "kueue-system",

@@ -69,6 +69,33 @@ export interface KueueConfigurationInput {
   readonly frameworks?: readonly string[];
 }
 
+/**
+ * The Kueue Configuration choices every cluster profile makes (the ONE place they are written):
+ * - `requeuingStrategy`: the runtime fails the run when its Workload is evicted, so a requeue would only restart a
+ *   half-started society: deactivate on the first eviction (`backoffLimitCount: 0`);
+ * - `blockAdmission: false`: the whole roster is ONE Workload (a pod group), and the quota is derived so that an
+ *   admitted roster can schedule.
+ *
+ * @param o.waitForPodsReadyTimeout - Go duration; the stacks pass the cohort's startupTimeout + 1m. @default "5m"
+ * @param o.excludedNamespaces - namespaces Kueue never manages (must include kube-system and kueue-system)
+ * @param o.frameworks - `integrations.frameworks`. @default ["pod"]
+ */
+export function kueueConfiguration(o: { readonly waitForPodsReadyTimeout?: string; readonly excludedNamespaces: readonly string[]; readonly frameworks?: readonly string[] }): KueueConfigurationInput {
+  return {
+    waitForPodsReady: { timeout: o.waitForPodsReadyTimeout ?? "5m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } },
+    excludedNamespaces: o.excludedNamespaces,
+    frameworks: o.frameworks ?? ["pod"],
+  };
+}
+
+/** Names of the ClusterQueue and the LocalQueue of every cluster profile (each profile names its own ResourceFlavor). */
+export const COHORT_QUEUES = { clusterQueue: "cohort-lab", localQueue: "cohort" } as const;
+
+/** A profile's queue object names: its ResourceFlavor and {@link COHORT_QUEUES}. */
+export function cohortQueueNames<F extends string>(resourceFlavor: F): { readonly resourceFlavor: F; readonly clusterQueue: "cohort-lab"; readonly localQueue: "cohort" } {
+  return { resourceFlavor, ...COHORT_QUEUES };
+}
+
 /** Options of {@link renderKueueInstall}. */
 export interface KueueInstallOptions {
   readonly controller: ControllerMode;
