@@ -48,6 +48,7 @@ import { loadRunView, outcomeText } from "./core/ledger-view";
 import { writeFileAtomic } from "./core/atomic";
 import { Scheduler, type LedgerSink, type RunProgress, type RunResult } from "./core/scheduler";
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
+import type { RunSummary } from "./core/summary";
 import { escapeControls, wellFormed, wellFormedValue } from "./core/text";
 import packageJson from "../package.json";
 
@@ -435,7 +436,7 @@ async function writeRunReport(runDir: string, io: CliIo): Promise<string | null>
 }
 
 function report(result: RunResult, spec: CompiledRunSpec, runDir: string, reportPath: string | null, io: CliIo): number {
-  const summary = {
+  const summary: RunSummary = {
     runId: result.runId,
     outcome: result.outcome,
     size: spec.size,

@@ -19,7 +19,7 @@ export { LedgerWriter, readLedger } from "./core/ledger";
 export { ledgerTimeline, showLedger } from "./core/ledger-show";
 export { recoverLedger, verifyLedger } from "./core/ledger-verify";
 export { memberDir, planMembers } from "./core/plan";
-export { Scheduler, realClock, type Clock, type FirstFailure, type LedgerSink, type Outcome, type RunProgress, type RunResult, type SchedulerConfig } from "./core/scheduler";
+export { Scheduler, realClock, type Clock, type FirstFailure, type LedgerSink, type RunProgress, type RunResult, type SchedulerConfig } from "./core/scheduler";
 export {
   compileRunSpec,
   loadRunSpec,
@@ -33,5 +33,6 @@ export {
   type RunSpec,
   type RunSpecInput,
 } from "./core/spec";
+export { OUTCOMES, parseRunSummary, runSummarySchema, type Outcome, type RunSummary } from "./core/summary";
 export { backendNames, createBackend, type BackendContext, type BackendFactory } from "./backends/index";
 export { COHORT_VERSION, main, newRunId } from "./cli";

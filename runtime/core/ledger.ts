@@ -68,6 +68,7 @@ import { performance } from "node:perf_hooks";
 import { z } from "zod";
 import { fsyncDir, writeFileAtomic } from "./atomic";
 import { LedgerClosedError, LedgerExistsError, LedgerInputError, LedgerVerifyError, LedgerWriteError } from "./errors";
+import { OUTCOMES, type Outcome } from "./summary";
 import { findLoneSurrogate, hexBytes, invalidUtf8, mayHoldLoneSurrogateEscape, wellFormedValue } from "./text";
 
 /** File names inside a run directory. */
@@ -77,11 +78,7 @@ export const LEDGER_FILES = {
   completion: "completion.json",
 } as const;
 
-/** How a run ended. */
-export type Outcome = "succeeded" | "failed" | "interrupted";
-
-/** The outcomes, in the order they are documented. */
-export const OUTCOMES: readonly Outcome[] = ["succeeded", "failed", "interrupted"];
+export { OUTCOMES, type Outcome } from "./summary";
 
 /**
  * Record kinds the cohort scheduler writes. The writer and verifier accept any kind matching
@@ -311,7 +308,7 @@ const PhasesSchema = z.record(z.string(), z.number().finite().nonnegative());
 /** Shape of `completion.json` as the verifier checks it (consistency of outcome and firstFailure included). */
 export const CompletionSchema = z
   .looseObject({
-    outcome: z.enum(["succeeded", "failed", "interrupted"]),
+    outcome: z.enum(OUTCOMES),
     firstFailure: FirstFailureSchema,
     records: z.number().int().nonnegative(),
     recordsSha256: hex64,
@@ -322,7 +319,7 @@ export const CompletionSchema = z
   .superRefine(checkOutcome);
 
 const CompletionInputSchema = z
-  .looseObject({ outcome: z.enum(["succeeded", "failed", "interrupted"]), firstFailure: FirstFailureSchema, phasesMs: PhasesSchema })
+  .looseObject({ outcome: z.enum(OUTCOMES), firstFailure: FirstFailureSchema, phasesMs: PhasesSchema })
   .superRefine(checkOutcome);
 
 function checkOutcome(c: { outcome: Outcome; firstFailure: unknown }, ctx: z.RefinementCtx): void {

@@ -41,6 +41,7 @@ import { memberIdentities, planMembers } from "./plan";
 import { PortAllocator } from "./ports";
 import { ProbeAbortedError, probeStatus, waitReady, watchLiveness, type LivenessFailure, type ProbeStatus } from "./probes";
 import { restartDelayMs, type CompiledRole, type CompiledRunSpec } from "./spec";
+import type { Outcome } from "./summary";
 
 /** Monotonic time and timers. */
 export interface Clock {
@@ -57,8 +58,8 @@ export const realClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
-/** How a run ended. */
-export type Outcome = "succeeded" | "failed" | "interrupted";
+/** How a run ended (./summary.ts). */
+export type { Outcome };
 
 /** The first failure of a run. `reason`'s first line is a one-line summary naming the member. */
 export interface FirstFailure {
