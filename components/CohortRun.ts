@@ -45,8 +45,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import { canonicalJson, sha256Hex } from "../runtime/core/ledger.js";
-import type { RunSpec } from "../runtime/core/spec.js";
+import { canonicalJson, sha256Hex, type RunSpec } from "../runtime/index.js";
 
 /**
  * The environment key that asks the command provider for a status pipe on fd 3 (scripts/lib/command-provider.ts

@@ -51,7 +51,7 @@ import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/manifests/tem
 import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type NodeCapacity, type QuotaResult, type ReservedPods } from "../components/quota.js";
 import { Runtime } from "../components/Runtime.js";
 import { Temporal } from "../components/Temporal.js";
-import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
+import { formatDurationMs, parseDurationMs } from "../runtime/index.js";
 import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import { local, type ImagePin } from "./pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profiles.js";

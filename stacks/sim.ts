@@ -41,7 +41,7 @@ import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type Q
 import { SimCluster, simctlCommand } from "../components/SimCluster.js";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity } from "../components/sim/fakeNode.js";
 import { simFlavor, simKueueConfigurationInput, simQueueNames } from "../components/sim/queue.js";
-import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
+import { formatDurationMs, parseDurationMs } from "../runtime/index.js";
 import { portsFromBase } from "../scripts/sim/ports.js";
 import { configKey, resolveRunSpec, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import { local } from "./pins.js";

@@ -67,7 +67,7 @@ export interface FirstFailure {
   readonly reason: string;
 }
 
-/** The part of the ledger writer (runtime/core/ledger.ts `LedgerWriter`) the scheduler uses. */
+/** The part of the ledger writer (runtime/core/ledger/writer.ts `LedgerWriter`) the scheduler uses. */
 export interface LedgerSink {
   append(kind: string, fields?: Record<string, unknown> & { member?: string }): Promise<unknown>;
   redact(secret: string): void;

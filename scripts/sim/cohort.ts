@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { renderRunObjects, RUNTIME_NAMES } from "../../components/manifests/runtime.js";
 import { simQueueNames } from "../../components/sim/queue.js";
-import { readLedger, type LedgerRecord } from "../../runtime/core/ledger.js";
+import { readLedger, type LedgerRecord } from "../../runtime/index.js";
 import { writeRunCredentials } from "./credentials.js";
 import { applyObjects } from "./install.js";
 import { waitUntil } from "./probe.js";
