@@ -20,7 +20,7 @@ describe("runtime/index.ts (the door)", () => {
   });
 
   it("exports the names the rest of the repository imports", async () => {
-    const door = await import("../../runtime/index");
+    const door = await import("../../runtime/index.js");
     for (const name of [
       "canonicalJson", "sha256Hex", "readLedger", "LedgerWriter", "verifyLedger", "DEFAULT_FSYNC_POLICY",
       "SpecError", "MAX_COHORT_SIZE", "RUNSPEC_API_VERSION", "RUNSPEC_KIND", "validateRunSpec",
