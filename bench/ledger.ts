@@ -19,8 +19,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { performance } from "node:perf_hooks";
-import { DEFAULT_FSYNC_POLICY, LedgerWriter, type FsyncPolicy } from "../runtime/core/ledger";
-import { verifyLedger } from "../runtime/core/ledger-verify";
+import { DEFAULT_FSYNC_POLICY, LedgerWriter, verifyLedger, type FsyncPolicy } from "../runtime/index";
 
 const N = Number(process.env.LEDGER_BENCH_RECORDS ?? 20_000);
 const REPS = Number(process.env.LEDGER_BENCH_REPS ?? 3);

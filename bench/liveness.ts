@@ -18,7 +18,7 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { readLedger } from "../runtime/core/ledger";
+import { readLedger } from "../runtime/index";
 import { runCohortCli } from "./cohort-cli";
 
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-liveness-"));

@@ -25,7 +25,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import type { LedgerRecord } from "../runtime/core/ledger";
+import type { LedgerRecord } from "../runtime/index";
 import { runCohortOnSim, type SimRunResult } from "../simctl/cohort";
 import { simStatus } from "../simctl/cluster";
 import { PROJECT_DIR } from "../stacks/config";

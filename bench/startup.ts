@@ -28,9 +28,7 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { Launcher } from "../runtime/backends/process/launcher";
-import { criticalPath } from "../runtime/core/graph";
-import { LedgerWriter, readLedger, type LedgerRecord } from "../runtime/core/ledger";
+import { Launcher, LedgerWriter, criticalPath, readLedger, type LedgerRecord } from "../runtime/index";
 import { runCohortCli } from "./cohort-cli";
 
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-startup-"));

@@ -37,17 +37,18 @@ import { readProcStat } from "./backends/process/status";
 import { prepareRunDir } from "./core/artifacts";
 import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
-import { LedgerWriter } from "./core/ledger";
-import { recoverLedger, verifyLedger } from "./core/ledger-verify";
+import { LedgerWriter } from "./core/ledger/writer";
+import { recoverLedger, verifyLedger } from "./core/ledger/verify";
 import { acquireRunLock, takeoverMessage, type HeldRunLock } from "./core/run-lock";
 import { isRunId } from "./core/run-id";
-import { showLedger } from "./core/ledger-show";
-import { renderJunit } from "./core/ledger-junit";
-import { renderReport } from "./core/ledger-report";
-import { loadRunView, outcomeText } from "./core/ledger-view";
+import { showLedger } from "./core/ledger/show";
+import { renderJunit } from "./core/ledger/junit";
+import { renderReport } from "./core/ledger/report";
+import { loadRunView, outcomeText } from "./core/ledger/view";
 import { writeFileAtomic } from "./core/atomic";
 import { Scheduler, type LedgerSink, type RunProgress, type RunResult } from "./core/scheduler";
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
+import type { RunSummary } from "./core/summary";
 import { escapeControls, wellFormed, wellFormedValue } from "./core/text";
 import packageJson from "../package.json";
 
@@ -416,7 +417,7 @@ async function runLocked(plan: RunPlan, io: CliIo): Promise<number> {
 export const RUN_REPORT_FILE = "report.html";
 
 /**
- * Writes `<runDir>/report.html` (./core/ledger-report.ts) once the run's completion is written, on every
+ * Writes `<runDir>/report.html` (./core/ledger/report.ts) once the run's completion is written, on every
  * outcome. A failure (the ledger cannot be read, a full disk) is one `cohort: report not written: <reason>`
  * line on stderr and never changes the run's outcome or exit code.
  *
@@ -435,7 +436,7 @@ async function writeRunReport(runDir: string, io: CliIo): Promise<string | null>
 }
 
 function report(result: RunResult, spec: CompiledRunSpec, runDir: string, reportPath: string | null, io: CliIo): number {
-  const summary = {
+  const summary: RunSummary = {
     runId: result.runId,
     outcome: result.outcome,
     size: spec.size,

@@ -1,30 +1,29 @@
 /**
- * Package runtime: the cohort runtime (spec, graph, scheduler, probes, ledger, backends, CLI), bundled
- * to one file by scripts/bundle.mjs (`dist/cohort.cjs`). See docs/architecture.md "Contracts" and runtime/cli.ts.
+ * Package runtime: the cohort runtime (spec, graph, scheduler, probes, ledger, backends), bundled to one file
+ * by scripts/bundle.mjs (`dist/cohort.cjs`, entry runtime/cli.ts). See DESIGN.md "Contracts" and runtime/cli.ts.
+ *
+ * This file is the ONE door into the runtime for components/, stacks/, simctl/, scripts/ and bench/: they
+ * import runtime/index.ts, never runtime/core/* or runtime/backends/*. It stays cheap to import from a Pulumi
+ * program: it loads Node built-ins, zod and nothing that runs on import; no backend SDK (the Kubernetes client
+ * and execa are loaded by the backends on first use, runtime/backends/index.ts). The CLI itself (`main`,
+ * `COHORT_VERSION`, `newRunId`) is runtime/cli.ts, the bundle's entry: it loads the terminal progress bars
+ * and checks the Node version on import, so it is not re-exported here.
  */
-export type { Backend, MemberEndpoint, MemberEvent, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "./core/backend";
-export { formatDurationMs, parseDurationMs } from "./core/duration";
-export {
-  BackendUnavailableError,
-  CohortError,
-  MemberExitedError,
-  MemberStartError,
-  MemberStartTimeoutError,
-  RunInterruptedError,
-  SpecError,
-  type SpecIssue,
-} from "./core/errors";
-export { checkRoleGraph, criticalPath, roleLevels } from "./core/graph";
-export { LedgerWriter, readLedger } from "./core/ledger";
-export { ledgerTimeline, showLedger } from "./core/ledger-show";
-export { recoverLedger, verifyLedger } from "./core/ledger-verify";
-export { memberDir, planMembers } from "./core/plan";
-export { Scheduler, realClock, type Clock, type FirstFailure, type LedgerSink, type Outcome, type RunProgress, type RunResult, type SchedulerConfig } from "./core/scheduler";
+
+// The run contract: the outcome and the `cohort run` summary line.
+export { OUTCOMES, parseRunSummary, runSummarySchema, type Outcome, type RunSummary } from "./core/summary";
+
+// RunSpec.
 export {
   compileRunSpec,
   loadRunSpec,
+  MAX_COHORT_SIZE,
+  MAX_NAME_LENGTH,
   parseRunSpecText,
+  RUNSPEC_API_VERSION,
   RUNSPEC_DEFAULTS,
+  RUNSPEC_KIND,
+  runSpecSchema,
   validateRunSpec,
   withDefaults,
   type CompiledRole,
@@ -33,5 +32,55 @@ export {
   type RunSpec,
   type RunSpecInput,
 } from "./core/spec";
-export { backendNames, createBackend, type BackendContext, type BackendFactory } from "./backends/index";
-export { COHORT_VERSION, main, newRunId } from "./cli";
+export { durationProblem, formatDurationMs, parseDurationMs } from "./core/duration";
+export { cpuMillicores, isNonNegativeQuantity, isQuantity, memoryBytes, parseQuantity, quantityValue, type Quantity } from "./core/quantity";
+export { checkRoleGraph, criticalPath, roleLevels, type GraphIssue, type RoleNode } from "./core/graph";
+export {
+  BackendUnavailableError,
+  CohortError,
+  LedgerInputError,
+  LedgerVerifyError,
+  MemberExitedError,
+  MemberStartError,
+  MemberStartTimeoutError,
+  RunInterruptedError,
+  SpecError,
+  type LedgerVerifyCode,
+  type SpecIssue,
+} from "./core/errors";
+
+// Digests and the run ledger.
+export { canonicalJson, sha256Hex } from "./core/digest";
+export {
+  DEFAULT_FSYNC_POLICY,
+  LEDGER_FILES,
+  LedgerWriter,
+  ledgerTimeline,
+  loadRunView,
+  readLedger,
+  recoverLedger,
+  renderJunit,
+  renderReport,
+  showLedger,
+  verifyLedger,
+  type Completion,
+  type FsyncPolicy,
+  type LedgerManifest,
+  type LedgerRecord,
+  type LedgerTimeline,
+  type LedgerWriterOptions,
+  type RecordKind,
+  type RecoverReport,
+  type RunView,
+  type VerifyReport,
+} from "./core/ledger/index";
+
+// Scheduling and backends.
+export type { Backend, BackendContext, BackendFactory, MemberEndpoint, MemberEvent, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "./core/backend";
+export { memberDir, planMembers } from "./core/plan";
+export { Scheduler, realClock, type Clock, type FirstFailure, type LedgerSink, type RunProgress, type RunResult, type SchedulerConfig } from "./core/scheduler";
+export { backendNames, createBackend } from "./backends/index";
+/** The process backend's member launcher (no execa on import: it is loaded when a launcher starts). */
+export { Launcher, NATIVE_LAUNCHER_NAME, launcherBeside } from "./backends/process/launcher";
+/** The RBAC rules the Kubernetes backend needs (derived from its API calls; no Kubernetes client loaded). */
+export { RUNTIME_POLICY_RULES, type PolicyRule } from "./backends/kubernetes/rbac";

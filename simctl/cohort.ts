@@ -8,7 +8,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { renderRunObjects, RUNTIME_NAMES } from "../components/run/manifests.js";
 import { simQueueNames } from "../components/sim/queue.js";
-import { readLedger, type LedgerRecord } from "../runtime/core/ledger.js";
+import { parseRunSummary, readLedger, type LedgerRecord, type RunSummary } from "../runtime/index.js";
 import { writeRunCredentials } from "./credentials.js";
 import { applyObjects } from "./install.js";
 import { waitUntil } from "./probe.js";
@@ -38,15 +38,7 @@ export interface SimRunOptions {
 export interface SimRunResult {
   readonly exitCode: number;
   /** The runtime's JSON summary line (absent when it printed none). */
-  readonly summary?: {
-    readonly runId: string;
-    readonly outcome: string;
-    readonly size: number;
-    readonly readyCount: number;
-    readonly timeToReadyMs: number | null;
-    readonly ledgerPath: string;
-    readonly firstFailure: { readonly member: string; readonly reason: string } | null;
-  };
+  readonly summary?: RunSummary;
   /** The runtime's last stderr line (its one-line reason on failure). */
   readonly reason: string;
   readonly stderr: string;
@@ -117,7 +109,7 @@ export async function runCohortOnSim(o: SimRunOptions): Promise<SimRunResult> {
   const stdout = String(r.stdout).trim();
   const stderr = String(r.stderr);
   const last = stdout.split("\n").filter((x) => x.trim() !== "").at(-1);
-  const summary = last !== undefined && last.startsWith("{") ? (JSON.parse(last) as SimRunResult["summary"]) : undefined;
+  const summary = last !== undefined && last.startsWith("{") ? parseRunSummary(last) : undefined;
   const records = summary !== undefined && fs.existsSync(summary.ledgerPath) ? (await readLedger(summary.ledgerPath)).records : [];
   return {
     exitCode: r.exitCode ?? -1,

@@ -24,8 +24,8 @@ import type { ClusterImage } from "../components/kind/KindCluster.js";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/k8s/manifests/cache.js";
 import { isQuantity } from "../components/k8s/quantity.js";
 import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type NodeCapacity, type QuotaResult, type ReservedPods, type Toleration } from "../components/k8s/quota.js";
-import { formatDurationMs, parseDurationMs } from "../runtime/core/duration.js";
-import type { RunSpec } from "../runtime/core/spec.js";
+import { formatDurationMs, parseDurationMs } from "../runtime/index.js";
+import type { RunSpec } from "../runtime/index.js";
 import { configKey, describe, integerIn, parseObjectKey, resolveRunSpec, RUNTIME_BUNDLE, StackConfigError, zodIssues, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import type { QueueNames } from "./profile.js";
 

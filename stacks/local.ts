@@ -49,7 +49,7 @@ import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/k8s/manifests
 import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { Runtime } from "../components/run/Runtime.js";
 import { Temporal } from "../components/k8s/Temporal.js";
-import { parseDurationMs } from "../runtime/core/duration.js";
+import { parseDurationMs } from "../runtime/index.js";
 import { clusterKnobFields, clusterKnobs, describe, integerIn, parseObjectKey, planClusterRun, planQuota, queueOutputs, refuseMissingManifests, resolvePodRunSpec, zodIssues, type ClusterKnobs, type ClusterManifests, type PodRunSpec } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
 import { local, type ImagePin } from "../common/pins.js";

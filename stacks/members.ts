@@ -16,7 +16,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
-import type { RunSpecInput } from "../runtime/core/spec.js";
+import type { RunSpecInput } from "../runtime/index.js";
 import { hostMembers, type NpmMemberProgramPin } from "../common/pins.js";
 
 /** One role of a RunSpec as the user writes it (before runtime defaults). */

@@ -37,7 +37,7 @@ import type { QuotaResult } from "../components/k8s/quota.js";
 import { SimCluster, simctlCommand } from "../components/sim/SimCluster.js";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity } from "../components/sim/fakeNode.js";
 import { simExcludedNamespaces, simFlavor, simQueueNames } from "../components/sim/queue.js";
-import { parseDurationMs } from "../runtime/core/duration.js";
+import { parseDurationMs } from "../runtime/index.js";
 import { portsFromBase } from "../components/sim/ports.js";
 import { clusterKnobFields, clusterKnobs, durationMs, integerIn, parseObjectKey, planClusterRun, planQuota, queueOutputs, refuseMissingManifests, resolvePodRunSpec, RUNTIME_BUNDLE, zodIssues, type ClusterKnobs, type ClusterManifests } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import { NATIVE_LAUNCHER_NAME, launcherBeside } from "../../runtime/backends/process/launcher.js";
+import { NATIVE_LAUNCHER_NAME, launcherBeside } from "../../runtime/index.js";
 
 /** Arguments of {@link HostProfile}. Plain values: they are checked before any resource exists. */
 export interface HostProfileArgs {

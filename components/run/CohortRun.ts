@@ -45,8 +45,8 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import { canonicalJson, sha256Hex } from "../../runtime/core/ledger.js";
-import type { RunSpec } from "../../runtime/core/spec.js";
+import { canonicalJson, sha256Hex } from "../../runtime/index.js";
+import type { RunSpec } from "../../runtime/index.js";
 import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan, type RunOutcome, type RunSummary } from "./execution.js";
 import { executeAsKubernetesJob, type KubernetesJobExecution } from "./kubernetesJob.js";
 
@@ -136,7 +136,7 @@ export interface CohortRunSummary {
   /** Absolute path (on this machine) of the run's ledger directory. */
   readonly ledgerPath: string;
   /** `null`, or the first failure: the member and the first line of its reason. */
-  readonly firstFailure: { readonly member: string; readonly reason: string } | null;
+  readonly firstFailure: { readonly member: string | null; readonly reason: string } | null;
   /** SHA-256 of the canonical RunSpec, equal to the ledger manifest's `specSha256`. */
   readonly specSha256: string;
   /** Absolute path of the run's HTML report (`report.html` in the ledger directory); `null` when it was not written. */
@@ -152,7 +152,7 @@ export interface CohortRunOutputs {
   readonly timeToReadyMs: pulumi.Output<number | null>;
   readonly ledgerPath: pulumi.Output<string>;
   /** `null`, or the first failure: the member and the first line of the reason. */
-  readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
+  readonly firstFailure: pulumi.Output<{ readonly member: string | null; readonly reason: string } | null>;
   readonly reportPath: pulumi.Output<string | null>;
 }
 
@@ -337,7 +337,7 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
   public readonly readyCount: pulumi.Output<number>;
   public readonly timeToReadyMs: pulumi.Output<number | null>;
   public readonly ledgerPath: pulumi.Output<string>;
-  public readonly firstFailure: pulumi.Output<{ readonly member: string; readonly reason: string } | null>;
+  public readonly firstFailure: pulumi.Output<{ readonly member: string | null; readonly reason: string } | null>;
   /** Absolute path of the run's `report.html`; `null` when it was not written (see {@link RunSummary.reportPath}). */
   public readonly reportPath: pulumi.Output<string | null>;
   /** Digest of the RunSpec (equals the ledger manifest's `specSha256`). */

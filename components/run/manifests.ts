@@ -26,7 +26,7 @@
  */
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
-import { RUNTIME_POLICY_RULES } from "../../runtime/backends/kubernetes/rbac.js";
+import { RUNTIME_POLICY_RULES } from "../../runtime/index.js";
 import type { KubernetesObject } from "../k8s/manifests/cache.js";
 import { renderLocalQueue } from "../k8s/manifests/kueue.js";
 

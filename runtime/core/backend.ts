@@ -8,7 +8,7 @@
  * `MemberEvent.cause`, `Backend.readiness`, `Backend.restarts`, `Backend.endpoints`, `Backend.stats` and
  * {@link MemberIdentity}.
  */
-import type { CompiledReadiness } from "./spec";
+import type { CompiledReadiness, CompiledRunSpec } from "./spec";
 
 /** One member as the core hands it to a backend: every field is resolved (no defaults left). */
 export interface MemberPlan {
@@ -178,3 +178,29 @@ export interface Backend {
 
 /** Callback through which a backend reports member events to the core. */
 export type MemberEventSink = (event: MemberEvent) => void;
+
+/** What every backend factory gets. */
+export interface BackendContext {
+  /** The run id (`<name>-<yyyymmddThhmmssZ>-<6 hex>`). */
+  readonly runId: string;
+  /** Absolute run directory `<artifacts>/<runId>`. */
+  readonly runDir: string;
+  /** The compiled RunSpec of the run. */
+  readonly spec: CompiledRunSpec;
+  /** Sink for member events (exits, readiness); the scheduler's `events`. */
+  readonly events: MemberEventSink;
+  /**
+   * Backend-specific settings: `cohort run --backend-config FILE` (a YAML/JSON mapping) overlaid with
+   * `--backend-option KEY=VALUE` (repeatable; VALUE is parsed as JSON when it is valid JSON, else kept as
+   * a string). @default {}
+   */
+  readonly options: Readonly<Record<string, unknown>>;
+  /**
+   * Optional sink for a backend's own ledger records (e.g. the process backend's `member-killed` and
+   * `backend-warning`); appended to the run's ledger in call order. Never throws.
+   */
+  readonly record?: (kind: string, fields: Record<string, unknown> & { member?: string }) => void;
+}
+
+/** Creates a backend for one run. */
+export type BackendFactory = (context: BackendContext) => Backend | Promise<Backend>;

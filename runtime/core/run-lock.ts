@@ -27,7 +27,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { CohortError } from "./errors";
 import { tempNameFor } from "./atomic";
-import { readProcStat } from "../backends/process/status";
+import { readProcStat } from "./proc-stat";
 
 /** File name of the lock inside the artifact root. */
 export const RUN_LOCK_FILE = ".cohort-run.lock";

@@ -41,6 +41,7 @@ import { memberIdentities, planMembers } from "./plan";
 import { PortAllocator } from "./ports";
 import { ProbeAbortedError, probeStatus, waitReady, watchLiveness, type LivenessFailure, type ProbeStatus } from "./probes";
 import { restartDelayMs, type CompiledRole, type CompiledRunSpec } from "./spec";
+import type { Outcome } from "./summary";
 
 /** Monotonic time and timers. */
 export interface Clock {
@@ -57,8 +58,8 @@ export const realClock: Clock = {
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 
-/** How a run ended. */
-export type Outcome = "succeeded" | "failed" | "interrupted";
+/** How a run ended (./summary.ts). */
+export type { Outcome };
 
 /** The first failure of a run. `reason`'s first line is a one-line summary naming the member. */
 export interface FirstFailure {
@@ -66,7 +67,7 @@ export interface FirstFailure {
   readonly reason: string;
 }
 
-/** The part of the ledger writer (runtime/core/ledger.ts `LedgerWriter`) the scheduler uses. */
+/** The part of the ledger writer (runtime/core/ledger/writer.ts `LedgerWriter`) the scheduler uses. */
 export interface LedgerSink {
   append(kind: string, fields?: Record<string, unknown> & { member?: string }): Promise<unknown>;
   redact(secret: string): void;

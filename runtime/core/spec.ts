@@ -29,6 +29,7 @@ import { z } from "zod";
 import { durationProblem, parseDurationMs } from "./duration.js";
 import { SpecError, type SpecIssue } from "./errors.js";
 import { referencedVars } from "./expand.js";
+import { isNonNegativeQuantity } from "./quantity.js";
 import { checkRoleGraph, roleDependants, roleLevels } from "./graph.js";
 import { cutUnits, findLoneSurrogate } from "./text.js";
 
@@ -65,8 +66,6 @@ export const RESERVED_MEMBER_FILES: readonly string[] = ["output.log"];
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const IMAGE_BY_DIGEST = /^[^\s@]+@sha256:[0-9a-f]{64}$/;
-/** Kubernetes resource quantity (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/quantity/). */
-const QUANTITY = /^[+]?(\d+(\.\d*)?|\.\d+)(([KMGTPE]i)|[numkMGTPE]|[eE][+-]?\d+)?$/;
 
 const dnsLabel = (what: string, max = 63) =>
   z
@@ -146,7 +145,7 @@ const roleSchema = z.strictObject({
   readiness: readinessSchema.optional(),
   liveness: livenessSchema.optional(),
   restart: restartSchema.optional(),
-  resources: z.record(z.string(), z.string().regex(QUANTITY, "must be a Kubernetes quantity such as 100m, 1, 128Mi, 1Gi")).optional(),
+  resources: z.record(z.string(), z.string().refine(isNonNegativeQuantity, "must be a Kubernetes quantity such as 100m, 1, 128Mi, 1Gi")).optional(),
 });
 
 /** The zod schema of a RunSpec document (shape only; cross-field rules are in {@link validateRunSpec}). */

@@ -9,13 +9,13 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { readLedger } from "../../runtime/core/ledger";
-import { recoverLedger, verifyLedger } from "../../runtime/core/ledger-verify";
+import { recoverLedger, verifyLedger } from "../../runtime/core/ledger/verify";
 import { tempRunDir } from "./ledger-fixtures";
 
 const repo = path.resolve(__dirname, "../..");
 
 const CHILD = `
-import { LedgerWriter } from ${JSON.stringify(path.join(repo, "runtime/core/ledger.ts"))};
+import { LedgerWriter } from ${JSON.stringify(path.join(repo, "runtime/core/ledger/index.ts"))};
 const [dir, policy] = process.argv.slice(2);
 (async () => {
   const w = await LedgerWriter.open(dir, {

@@ -9,9 +9,9 @@ import { spawnSync, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { COLLAPSE_MEMBERS, COLLAPSE_ROLE_MEMBERS, renderReport } from "../../runtime/core/ledger-report";
-import { ledgerTimeline } from "../../runtime/core/ledger-show";
-import { runViewOf } from "../../runtime/core/ledger-view";
+import { COLLAPSE_MEMBERS, COLLAPSE_ROLE_MEMBERS, renderReport } from "../../runtime/core/ledger/report";
+import { ledgerTimeline } from "../../runtime/core/ledger/show";
+import { runViewOf } from "../../runtime/core/ledger/view";
 import { syntheticRun } from "./ledger-fixtures";
 import { buildBundle, processesOfRun, runBundle, tempDir, type CliExit } from "./process-helpers";
 

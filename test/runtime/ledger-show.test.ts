@@ -2,7 +2,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { LedgerWriter } from "../../runtime/core/ledger";
-import { ledgerTimeline, showLedger } from "../../runtime/core/ledger-show";
+import { ledgerTimeline, showLedger } from "../../runtime/core/ledger/show";
 import { THREE_LEVEL_SPEC, manifestFor, manualClock, tempRunDir } from "./ledger-fixtures";
 
 /** Writes `[ms, kind, fields]` events with a manual clock. */

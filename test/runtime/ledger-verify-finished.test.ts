@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest";
 import { main } from "../../runtime/cli";
 import { LedgerVerifyError } from "../../runtime/core/errors";
 import { LedgerWriter } from "../../runtime/core/ledger";
-import { verifyLedger } from "../../runtime/core/ledger-verify";
+import { verifyLedger } from "../../runtime/core/ledger/verify";
 import { manifestFor, manualClock, tempRunDir } from "./ledger-fixtures";
 
 /** A ledger with the records of a whole run: started, one member, teardown started and finished. */

@@ -4,7 +4,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { LedgerVerifyError } from "../../runtime/core/errors";
 import { canonicalJson } from "../../runtime/core/ledger";
-import { recoverLedger, verifyLedger } from "../../runtime/core/ledger-verify";
+import { recoverLedger, verifyLedger } from "../../runtime/core/ledger/verify";
 import { allFileContents, buildLedger, manifestFor, recordLines, tempRunDir, writeRecordLines } from "./ledger-fixtures";
 
 const sha = (b: string | Buffer): string => createHash("sha256").update(b).digest("hex");

@@ -4,7 +4,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { LedgerClosedError, LedgerExistsError, LedgerInputError, LedgerWriteError } from "../../runtime/core/errors";
 import { LedgerWriter, canonicalJson, readLedger } from "../../runtime/core/ledger";
-import { verifyLedger } from "../../runtime/core/ledger-verify";
+import { verifyLedger } from "../../runtime/core/ledger/verify";
 import { THREE_LEVEL_SPEC, allFileContents, manifestFor, manualClock, recordLines, tempRunDir } from "./ledger-fixtures";
 
 const sha = (b: string | Buffer): string => createHash("sha256").update(b).digest("hex");

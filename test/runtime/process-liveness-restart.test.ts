@@ -7,8 +7,8 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { showLedger } from "../../runtime/core/ledger-show";
-import { verifyLedger } from "../../runtime/core/ledger-verify";
+import { showLedger } from "../../runtime/core/ledger/show";
+import { verifyLedger } from "../../runtime/core/ledger/verify";
 import { nodeMember, processesOfRun, runCohort } from "./process-helpers";
 
 const sh = (script: string) => ["sh", "-c", script];

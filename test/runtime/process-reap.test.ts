@@ -10,8 +10,8 @@ import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { COHORT_CGROUP_DIR, type CgroupHierarchy } from "../../runtime/backends/process/cgroup";
 import { reapRun } from "../../runtime/backends/process/reap";
-import { showLedger } from "../../runtime/core/ledger-show";
-import { verifyLedger } from "../../runtime/core/ledger-verify";
+import { showLedger } from "../../runtime/core/ledger/show";
+import { verifyLedger } from "../../runtime/core/ledger/verify";
 import { httpListener, runCohort, tempDir, usableCgroupHierarchy } from "./process-helpers";
 
 const sh = (script: string) => ["sh", "-c", script];

@@ -8,7 +8,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { cgroupHierarchies } from "../../runtime/backends/process/cgroup";
 import { listProcesses, readProcStat } from "../../runtime/backends/process/status";
-import { verifyLedger } from "../../runtime/core/ledger-verify";
+import { verifyLedger } from "../../runtime/core/ledger/verify";
 import { filesUnder, groupExists, httpListener, nodeMember, processesOfRun, runCohort as runWith, tempDir } from "./process-helpers";
 
 const sh = (script: string) => ["sh", "-c", script];

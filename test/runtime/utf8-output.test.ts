@@ -7,7 +7,7 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { describe, expect, it } from "vitest";
-import { verifyLedger } from "../../runtime/core/ledger-verify";
+import { verifyLedger } from "../../runtime/core/ledger/verify";
 import { findLoneSurrogate } from "../../runtime/core/text";
 import { nodeMember, runCohort as runWith } from "./process-helpers";
 

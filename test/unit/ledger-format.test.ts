@@ -4,7 +4,7 @@ import * as path from "node:path";
 import { describe, expect, it } from "vitest";
 import { CohortError, LedgerInputError, LedgerVerifyError } from "../../runtime/core/errors";
 import { LedgerWriter, canonicalJson, isRfc3339, sha256Hex, type LedgerRecord } from "../../runtime/core/ledger";
-import { timelineOf } from "../../runtime/core/ledger-show";
+import { timelineOf } from "../../runtime/core/ledger/show";
 
 describe("canonicalJson", () => {
   it.each([

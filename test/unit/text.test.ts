@@ -10,7 +10,7 @@ import { PassThrough } from "node:stream";
 import { afterAll, describe, expect, it } from "vitest";
 import { OutputCapture } from "../../runtime/backends/process/start";
 import { LedgerWriter } from "../../runtime/core/ledger";
-import { verifyLedger } from "../../runtime/core/ledger-verify";
+import { verifyLedger } from "../../runtime/core/ledger/verify";
 import { loadRunSpec } from "../../runtime/core/spec";
 import { cutUnits, findLoneSurrogate, hasLoneSurrogate, lastUnits, wellFormed, wellFormedValue } from "../../runtime/core/text";
 

@@ -5,10 +5,9 @@
  * arrive by watch. See admit.ts, start.ts, stop.ts, run.ts (events), render.ts (objects), rbac.ts.
  */
 import { z } from "zod";
-import type { Backend, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend.js";
+import type { Backend, BackendContext, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend.js";
 import { BackendUnavailableError, SpecError } from "../../core/errors.js";
 import type { CompiledRunSpec } from "../../core/spec.js";
-import type { BackendContext } from "../index.js";
 import { admitRoster } from "./admit.js";
 import { HttpMethod, KubeApiError, KubeClient } from "./client.js";
 import { ApiCounters, type ApiCallStats } from "./counters.js";

@@ -32,6 +32,7 @@ import { createHash } from "node:crypto";
 import type { MemberPlan } from "../../core/backend.js";
 import { SpecError, type SpecIssue } from "../../core/errors.js";
 import { expandEnv, expandVars } from "../../core/expand.js";
+import { quantityValue } from "../../core/quantity.js";
 import type { CompiledRole, CompiledRunSpec } from "../../core/spec.js";
 import {
   CONTAINER_NAME,
@@ -129,21 +130,8 @@ export function memberHost(member: string, namespace: string): string {
   return `${member}.${namespace}.svc`;
 }
 
-/**
- * Parses a Kubernetes quantity to a number of base units (`100m` -> 0.1, `1Gi` -> 1073741824), for
- * comparing shapes. Returns `NaN` for text that is not a quantity (the spec validator refuses those).
- */
-export function quantityValue(quantity: string): number {
-  const match = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$/.exec(quantity.trim());
-  if (match === null) return Number.NaN;
-  const base = Number(match[1]);
-  if (match[2] !== undefined) return base * 10 ** Number(match[2].slice(1));
-  const factors: Record<string, number> = {
-    Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
-    n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
-  };
-  return match[3] === undefined ? base : base * factors[match[3]]!;
-}
+/** Kubernetes quantity -> base units for comparing shapes (one parser: runtime/core/quantity.ts). */
+export { quantityValue };
 
 /**
  * The pod shape of a role as Kueue's role hash sees it (resource requests and container ports; every

@@ -31,7 +31,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { Backend, ListenerOwner, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
+import type { Backend, BackendContext, ListenerOwner, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError, SpecError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
 import { Launcher, findNativeLauncher, launcherAvailable, type LaunchExit, type LauncherProgram } from "./launcher";
@@ -833,12 +833,7 @@ function round3(ms: number): number {
 /**
  * Registry factory (runtime/backends/index.ts).
  */
-export function createProcessBackend(context: {
-  readonly runDir: string;
-  readonly events: MemberEventSink;
-  readonly options?: Readonly<Record<string, unknown>>;
-  readonly record?: ProcessBackendOptions["record"];
-}): ProcessBackend {
+export function createProcessBackend(context: BackendContext): ProcessBackend {
   const launcher = context.options?.launcher;
   if (launcher !== undefined && !(launcherModes as readonly unknown[]).includes(launcher)) {
     throw new SpecError([{ path: "process.launcher", reason: `must be one of ${launcherModes.map((m) => `"${m}"`).join(", ")}; got ${JSON.stringify(launcher)}` }]);

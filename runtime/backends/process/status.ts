@@ -7,48 +7,13 @@
  * platforms fall back to `kill(-pgid, 0)` (kill(2)), which also counts zombies.
  */
 import * as fs from "node:fs";
+import { readProcStat, type ProcStat } from "../../core/proc-stat";
 
 /** True on platforms with /proc/<pid>/stat. */
 export const HAS_PROC = process.platform === "linux" && fs.existsSync("/proc/self/stat");
 
-/** Fields of /proc/<pid>/stat the backend uses. */
-export interface ProcStat {
-  readonly pid: number;
-  /** One-letter state: R, S, D, Z (zombie), T, ... */
-  readonly state: string;
-  readonly ppid: number;
-  readonly pgid: number;
-  readonly sid: number;
-  /** Start time in clock ticks since boot (field 22): with the pid, identifies a process uniquely. */
-  readonly startTicks: number;
-}
-
-/**
- * Reads /proc/<pid>/stat (Linux). The command name (field 2) may contain spaces and parentheses, so
- * fields are split after its LAST `)`.
- *
- * @returns undefined when the process does not exist (or /proc is unavailable)
- */
-export function readProcStat(pid: number): ProcStat | undefined {
-  let text: string;
-  try {
-    text = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return undefined;
-  }
-  const close = text.lastIndexOf(")");
-  if (close === -1) return undefined;
-  const fields = text.slice(close + 2).split(" ");
-  // fields[0] is field 3 (state); field N is fields[N - 3].
-  return {
-    pid,
-    state: fields[0] ?? "?",
-    ppid: Number(fields[1]),
-    pgid: Number(fields[2]),
-    sid: Number(fields[3]),
-    startTicks: Number(fields[19]),
-  };
-}
+/** /proc/<pid>/stat (moved to the core, which the run lock needs too: runtime/core/proc-stat.ts). */
+export { readProcStat, type ProcStat } from "../../core/proc-stat";
 
 /**
  * The environment a process was started with (/proc/<pid>/environ), as NAME -> value.

@@ -4,7 +4,7 @@
  *
  * Sections: the run's identity and outcome (run id, profile, backend, outcome, size, ready count, time to
  * ready, created/completed, spec digest, tool versions), the ledger's verification status, the phases,
- * the first failure with its output tail, the critical path (from ./ledger-show.ts, the same computation
+ * the first failure with its output tail, the critical path (from ./show.ts, the same computation
  * as `ledger show`) against the time to ready, the timeline as a Gantt chart, per-role statistics (members,
  * ready, failed, restarted, unhealthy, start-to-ready quantiles) and the members as a table.
  *
@@ -23,9 +23,9 @@
  * output is untrusted). A run without completion.json (crashed or still running) is rendered with what
  * its records say, and says so.
  */
-import { outcomeText, type RunView } from "./ledger-view";
-import type { TimelineMember } from "./ledger-show";
-import { escapeControls } from "./text";
+import { outcomeText, type RunView } from "./view";
+import type { TimelineMember } from "./show";
+import { escapeControls } from "../text";
 
 /**
  * Escapes `& < > " '` for HTML text and attribute values, and writes C0 control characters other than tab and
@@ -355,7 +355,7 @@ function memberTable(view: RunView): string {
 
 /**
  * Render a run as one self-contained HTML document (UTF-8 text; see the module doc for its sections).
- * @param view - the run, from ./ledger-view.ts `loadRunView`
+ * @param view - the run, from ./view.ts `loadRunView`
  * @returns the HTML text, ending with a newline
  */
 export function renderReport(view: RunView): string {

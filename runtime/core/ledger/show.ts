@@ -6,8 +6,9 @@
  * `.needs`): role `r` with `n` replicas has members `r-0` … `r-(n-1)`, and a member depends on every
  * member of every role its role needs. Members that appear only in records are listed too.
  */
-import { readLedger, type LedgerRecord } from "./ledger";
-import { verifyLedger } from "./ledger-verify";
+import type { LedgerRecord } from "./format";
+import { readLedger } from "./read";
+import { verifyLedger } from "./verify";
 
 /** One member's timeline; offsets are `elapsedMs` of its records (ms since run start). */
 export interface TimelineMember {

@@ -19,7 +19,7 @@
  * suffix (`2026-12-01T20:11:42`, the XSD's form). Every text is escaped, and characters XML 1.0 forbids
  * (C0 controls other than tab, newline and carriage return, lone surrogates, U+FFFE, U+FFFF) are removed.
  */
-import { outcomeText, type RunView } from "./ledger-view";
+import { outcomeText, type RunView } from "./view";
 
 /** Removes the characters XML 1.0 does not allow (https://www.w3.org/TR/xml/#charsets). */
 export function stripInvalidXmlChars(text: string): string {
@@ -91,7 +91,7 @@ export function junitCases(view: RunView): JunitCase[] {
 
 /**
  * Render a run as a JUnit XML document (see the module doc).
- * @param view - the run, from ./ledger-view.ts `loadRunView`
+ * @param view - the run, from ./view.ts `loadRunView`
  * @param hostname - the `hostname` attribute @default "localhost"
  * @returns the XML text (UTF-8, with an XML declaration), ending with a newline
  */

@@ -1,5 +1,5 @@
 /**
- * Verification and recovery of a run ledger (docs/architecture.md "Ledger"; format in ./ledger.ts).
+ * Verification and recovery of a run ledger (DESIGN.md "Ledger"; format in ./format.ts).
  *
  * `verifyLedger` checks everything the format promises and throws a {@link LedgerVerifyError} with a
  * stable `code` for the first violation. `recoverLedger` repairs exactly one kind of damage, a torn
@@ -10,20 +10,13 @@
 import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import * as path from "node:path";
-import { writeFileAtomic, fsyncDir } from "./atomic";
-import { LedgerVerifyError } from "./errors";
-import { findLoneSurrogate, type LoneSurrogate } from "./text";
-import {
-  LEDGER_FILES,
-  type Outcome,
-  canonicalJson,
-  isRfc3339,
-  parseCompletion,
-  parseManifest,
-  readOptional,
-  sha256Hex,
-  splitLines,
-} from "./ledger";
+import { writeFileAtomic, fsyncDir } from "../atomic";
+import { LedgerVerifyError } from "../errors";
+import { findLoneSurrogate, type LoneSurrogate } from "../text";
+import { canonicalJson, sha256Hex } from "../digest";
+import type { Outcome } from "../summary";
+import { LEDGER_FILES, isRfc3339 } from "./format";
+import { parseCompletion, parseManifest, readOptional, splitLines } from "./read";
 
 /**
  * Record kinds that end a run: the scheduler writes `teardown-finished` last and then completion.json

@@ -1,16 +1,17 @@
 /**
  * One run directory read for the reports (`cohort ledger report`, `cohort ledger junit`): the ledger
  * files, the verification status, the per-member timeline and critical path (computed once, by
- * ./ledger-show.ts `timelineOf`), each member's failure with its output tail, and the run's markers.
+ * ./show.ts `timelineOf`), each member's failure with its output tail, and the run's markers.
  *
  * Unlike `ledger show`, a ledger that does NOT verify is still read when it parses: the reports show the
  * verification error prominently (a CI job wants to see what it can of a damaged run) instead of refusing.
  */
 import * as path from "node:path";
-import { LedgerVerifyError } from "./errors";
-import { LEDGER_FILES, parseManifest, readLedger, readOptional, splitLines, type Completion, type LedgerManifest, type LedgerRecord } from "./ledger";
-import { timelineOf, type LedgerTimeline } from "./ledger-show";
-import { verifyLedger, type VerifyReport } from "./ledger-verify";
+import { LedgerVerifyError } from "../errors";
+import { LEDGER_FILES, type Completion, type LedgerManifest, type LedgerRecord } from "./format";
+import { parseManifest, readLedger, readOptional, splitLines } from "./read";
+import { timelineOf, type LedgerTimeline } from "./show";
+import { verifyLedger, type VerifyReport } from "./verify";
 
 /** The verification status of a run directory: the report of `verifyLedger`, or the error it threw. */
 export type Verification = { readonly ok: true; readonly report: VerifyReport } | { readonly ok: false; readonly error: string };
