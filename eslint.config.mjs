@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * ESLint flat config: eslint recommended + typescript-eslint recommended (untyped: no project service, so a full
- * run stays within seconds on 2 cores), plus the floor rules of the issue #11 layout (/work/plan/layout.md):
+ * run stays within seconds on 2 cores), plus the floor rules of the issue #11 layout (docs/architecture.md "Floors"):
  *
  *   0 common/  1 runtime/  2 components/  3 stacks/, simctl/  4 scripts/  5 bench/, test/, index.ts
  *
@@ -25,13 +25,13 @@ const upThen = (n, rest) => `^(\\./)?(\\.\\./){${n}}${rest}`;
 const filesAt = (root, depth) => [`${root}/${"*/".repeat(depth)}*.${EXT}`];
 
 const message = {
-  leavesCommon: "common/ is floor 0: it imports nothing from the repository outside common/ (layout.md).",
-  npmInCommon: "common/ is floor 0: Node built-ins only (write them as node:*), no npm package (layout.md).",
-  leavesRuntime: "runtime/ is floor 1: it imports nothing from the repository outside runtime/ (layout.md).",
-  coreBackends: "runtime/core/ must not import runtime/backends/* (layout.md).",
-  corePackages: "runtime/core/ must not import @kubernetes/client-node, execa or @pulumi/* (layout.md).",
-  runtimeDoor: "Import the runtime only through runtime/index.ts, never runtime/core/* or runtime/backends/* (layout.md).",
-  upward: "Upward import: a file may import only from its own floor or lower ones (layout.md).",
+  leavesCommon: "common/ is floor 0: it imports nothing from the repository outside common/ (docs/architecture.md).",
+  npmInCommon: "common/ is floor 0: Node built-ins only (write them as node:*), no npm package (docs/architecture.md).",
+  leavesRuntime: "runtime/ is floor 1: it imports nothing from the repository outside runtime/ (docs/architecture.md).",
+  coreBackends: "runtime/core/ must not import runtime/backends/* (docs/architecture.md).",
+  corePackages: "runtime/core/ must not import @kubernetes/client-node, execa or @pulumi/* (docs/architecture.md).",
+  runtimeDoor: "Import the runtime only through runtime/index.ts, never runtime/core/* or runtime/backends/* (docs/architecture.md).",
+  upward: "Upward import: a file may import only from its own floor or lower ones (docs/architecture.md).",
 };
 
 /** `folders` (top-level names) forbidden from a file `depth` folders below its floor's root folder. */

@@ -39,6 +39,23 @@ const IMAGE = `registry.invalid/bench/member@sha256:${"ab".repeat(32)}`;
 const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
 
 /** CPU seconds (user + system) of a process, or of this process's waited-for children (`children`), from /proc. */
+
+/** The Kubernetes backend's `backend-stats` ledger record, as far as this benchmark reads it. */
+interface BackendStats {
+  readonly admission?: unknown;
+  readonly writesPerMember?: number;
+  readonly memberWritesPerMember?: number;
+  readonly apiCalls?: {
+    readonly calls?: Record<string, number>;
+    readonly reads?: number;
+    readonly watches?: number;
+    readonly conflicts?: number;
+    readonly throttled?: number;
+    readonly clientThrottleWaits?: number;
+    readonly maxInFlight?: number;
+  };
+}
+
 function cpuSeconds(pid: number | "self", children = false): number {
   try {
     const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
@@ -121,7 +138,7 @@ function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<stri
   const starts = r.records.filter((x) => x.kind === "member-ready").map((x) => Number((x as unknown as { startToReadyMs: number }).startToReadyMs));
   const slowest = starts.length > 0 ? Math.max(...starts) : null;
   const simulated = timing.podReadyDelayMs + timing.jitterMs;
-  const statsRec = record(r.records, "backend-stats") as { stats?: Record<string, any> } | undefined;
+  const statsRec = record(r.records, "backend-stats") as { stats?: BackendStats } | undefined;
   const stats = statsRec?.stats;
   const calls = (stats?.apiCalls?.calls ?? {}) as Record<string, number>;
   const ttr = rosterReady !== undefined ? Number(rosterReady.timeToReadyMs) : null;
@@ -137,7 +154,7 @@ function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<stri
     ratio: ttr !== null && simulated > 0 ? Number((ttr / simulated).toFixed(2)) : null,
     writesPerMember: stats !== undefined ? Number(Number(stats.writesPerMember).toFixed(3)) : null,
     memberWritesPerMember: stats !== undefined ? Number(stats.memberWritesPerMember) : null,
-    readsPerMember: stats !== undefined ? Number((Number(stats.apiCalls.reads) / size).toFixed(4)) : null,
+    readsPerMember: stats !== undefined ? Number((Number(stats.apiCalls?.reads) / size).toFixed(4)) : null,
     perMemberGets: Object.entries(calls)
       .filter(([k]) => k.startsWith("get pods") || k.startsWith("get sandboxes"))
       .reduce((a, [, n]) => a + n, 0),

@@ -50,6 +50,7 @@ import { Scheduler, type LedgerSink, type RunProgress, type RunResult } from "./
 import { loadRunSpec, type CompiledRunSpec } from "./core/spec";
 import type { RunSummary } from "./core/summary";
 import { escapeControls, wellFormed, wellFormedValue } from "./core/text";
+// eslint-disable-next-line no-restricted-imports -- the package manifest (data, for the version), not code of another floor
 import packageJson from "../package.json";
 
 /** The runtime's version (package.json). */

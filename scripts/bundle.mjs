@@ -53,7 +53,7 @@ export function buildLauncher(outDir) {
   } catch (error) {
     rmSync(tmp, { force: true });
     const output = `${error.stdout ?? ""}${error.stderr ?? ""}`.trim();
-    throw new Error(`cannot build the member launcher (runtime/launcher, needs Go >= 1.26 on PATH): ${output || error.message}`);
+    throw new Error(`cannot build the member launcher (runtime/launcher, needs Go >= 1.26 on PATH): ${output || error.message}`, { cause: error });
   }
   renameSync(tmp, file);
   return { file, bytes: statSync(file).size, version };

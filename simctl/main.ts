@@ -136,7 +136,7 @@ async function main(argv: string[]): Promise<number> {
           log(`${names.length} fake nodes Ready`);
         } catch (err) {
           await stopSim(dir, 3_000);
-          throw new Error(`registering fake nodes failed (sim stopped and removed): ${(err as Error).message}`);
+          throw new Error(`registering fake nodes failed (sim stopped and removed): ${(err as Error).message}`, { cause: err });
         }
       }
       process.stdout.write(`${summary(state, values["print-kubeconfig"] === true)}\n`);

@@ -195,7 +195,7 @@ export function findLocalArtifacts(env: NodeJS.ProcessEnv = process.env): LocalA
     try {
       record = JSON.parse(readFileSync(path.join(dir, "image.json"), "utf8")) as { tag: string; id: string; archive: string };
     } catch (error) {
-      throw new Error(`${path.join(dir, "image.json")} is not a node image record (${(error as Error).message}); remove ${dir} and run \`npm run toolchain -- local-images\``);
+      throw new Error(`${path.join(dir, "image.json")} is not a node image record (${(error as Error).message}); remove ${dir} and run \`npm run toolchain -- local-images\``, { cause: error });
     }
     if (stamp.createdAt > newest) {
       newest = stamp.createdAt;

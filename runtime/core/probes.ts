@@ -262,6 +262,7 @@ function waitLogLine(pattern: string, handle: MemberHandle, status: ProbeStatus,
   if (subscribe === undefined) return Promise.reject(new Error(`the backend cannot run log probes (member ${handle.member})`));
   const regex = new RegExp(pattern);
   return new Promise<void>((resolve, reject) => {
+    // eslint-disable-next-line prefer-const -- assigned after `finish`, which closes over it, is defined
     let unsubscribe: (() => void) | undefined;
     let settled = false;
     const finish = (error?: Error): void => {

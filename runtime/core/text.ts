@@ -74,6 +74,7 @@ export function hasLoneSurrogate(text: string): boolean {
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /** C0 control characters other than tab and newline, and DEL. */
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
 
 /**

@@ -14,7 +14,7 @@ import { find, installMocks, settle, type Registration } from "./local-harness.j
 
 const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-local-preview-"));
 let regs: Registration[] = [];
-let warnings: string[] = [];
+const warnings: string[] = [];
 let skipReason: string | undefined;
 
 beforeAll(async () => {

@@ -181,6 +181,7 @@ describe("cohort ledger report / junit on real runs", () => {
     const r = await cohort(["ledger", "junit", failure.runDir, "--out", out]);
     expect(r.code, r.stderr).toBe(0);
     const raw = fs.readFileSync(out, "utf8");
+    // eslint-disable-next-line no-control-regex -- the report must carry no control characters
     expect(raw).not.toMatch(/[\u0000-\u0008\u000B\u000C\u000E-\u001F]/);
     const root = parseXml(out);
     expect(root.tag).toBe("testsuites");

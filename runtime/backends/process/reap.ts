@@ -92,7 +92,7 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
   try {
     manifest = JSON.parse(fs.readFileSync(path.join(dir, "manifest.json"), "utf8")) as typeof manifest;
   } catch (error) {
-    throw new Error(`${dir} holds no readable manifest.json: ${(error as Error).message}`);
+    throw new Error(`${dir} holds no readable manifest.json: ${(error as Error).message}`, { cause: error });
   }
   if (typeof manifest.runId !== "string" || manifest.runId === "") throw new Error(`${dir}/manifest.json has no runId`);
   if (!isRunId(manifest.runId)) {
