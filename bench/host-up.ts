@@ -33,12 +33,19 @@ async function main(): Promise<void> {
     await pulumi(["config", "set", "--stack", "host", "--path", "cohort.size", String(size)]);
     const load = os.loadavg()[0]?.toFixed(1);
     const started = performance.now();
-    const up = await execa("npm", ["run", "-s", "pulumi", "--", "-C", projectDir, "up", "--yes", "--stack", "host", "--skip-preview"], { cwd: PROJECT_DIR, env, all: true, reject: false });
+    const up = await execa("npm", ["run", "-s", "pulumi", "--", "-C", projectDir, "up", "--yes", "--stack", "host", "--skip-preview"], {
+      cwd: PROJECT_DIR,
+      env,
+      all: true,
+      reject: false,
+    });
     const wallS = (performance.now() - started) / 1000;
     if (up.exitCode !== 0) {
       console.log(`${app} size ${size}: pulumi up FAILED after ${wallS.toFixed(1)} s (load ${load}):\n${String(up.all).split("\n").slice(-6).join("\n")}`);
     } else {
-      const out = JSON.parse(String((await pulumi(["stack", "output", "--json", "--stack", "host"])).stdout)) as { run: { timeToReadyMs: number; readyCount: number; size: number } };
+      const out = JSON.parse(String((await pulumi(["stack", "output", "--json", "--stack", "host"])).stdout)) as {
+        run: { timeToReadyMs: number; readyCount: number; size: number };
+      };
       console.log(
         `${app} size ${size}: pulumi up ${wallS.toFixed(1)} s wall; time to ready ${(out.run.timeToReadyMs / 1000).toFixed(1)} s; ready ${out.run.readyCount}/${out.run.size} (1-min load at start ${load}, ${os.cpus().length} CPUs)`,
       );

@@ -136,43 +136,55 @@ function pad(rows: string[][]): string {
 }
 
 async function main(): Promise<void> {
-  console.log(
-    `ledger bench: ${fmt(N)} records per cell, median of ${REPS}, dir ${ROOT}, node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg()[0]!.toFixed(2)}`,
-  );
+  console.log(`ledger bench: ${fmt(N)} records per cell, median of ${REPS}, dir ${ROOT}, node ${process.version}, ${os.cpus().length} cpus, load ${os.loadavg()[0]!.toFixed(2)}`);
   await measure("none", 64, 2000); // warm up the JIT
   const rows: string[][] = [["policy", "1 appender rec/s", "(batches/syncs)", "64 appenders rec/s", "(batches/syncs)", "fdatasync mean/max ms"]];
   for (const policy of POLICIES) {
-    const one = await median(() => measure(policy, 1), (r) => r.recordsPerSec);
-    const many = await median(() => measure(policy, 64), (r) => r.recordsPerSec);
+    const one = await median(
+      () => measure(policy, 1),
+      (r) => r.recordsPerSec,
+    );
+    const many = await median(
+      () => measure(policy, 64),
+      (r) => r.recordsPerSec,
+    );
     rows.push([
       policy + (policy === DEFAULT_FSYNC_POLICY ? " (default)" : ""),
       fmt(one.recordsPerSec),
       `(${fmt(one.batches)}/${fmt(one.syncs)})`,
       fmt(many.recordsPerSec),
       `(${fmt(many.batches)}/${fmt(many.syncs)})`,
-      one.syncs + many.syncs === 0
-        ? "-"
-        : `${((one.syncMs + many.syncMs) / (one.syncs + many.syncs)).toFixed(2)}/${Math.max(one.syncMsMax, many.syncMsMax).toFixed(1)}`,
+      one.syncs + many.syncs === 0 ? "-" : `${((one.syncMs + many.syncMs) / (one.syncs + many.syncs)).toFixed(2)}/${Math.max(one.syncMsMax, many.syncMsMax).toFixed(1)}`,
     ]);
   }
   console.log(pad(rows));
 
-  const cost = await median(() => syncCost(), (x) => x.cpuUs);
+  const cost = await median(
+    () => syncCost(),
+    (x) => x.cpuUs,
+  );
   console.log(`\nsynchronous cost of append() (event loop blocked per record): ${cost.wallUs.toFixed(2)} us wall, ${cost.cpuUs.toFixed(2)} us CPU`);
 
   const srows: string[][] = [["policy", "1,000 members x 6 records, wall ms", "batches", "syncs"]];
   for (const policy of POLICIES) {
-    const s = await median(() => schedulerShaped(policy), (r) => r.ms);
+    const s = await median(
+      () => schedulerShaped(policy),
+      (r) => r.ms,
+    );
     srows.push([policy, s.ms.toFixed(1), fmt(s.batches), fmt(s.syncs)]);
   }
   console.log(`\nscheduler-shaped run (1,000 concurrent member flows awaiting each append):\n${pad(srows)}`);
 
   const secrets = Array.from({ length: 1000 }, () => randomBytes(16).toString("hex"));
-  const plain = await median(() => measure(DEFAULT_FSYNC_POLICY, 64), (r) => r.recordsPerSec);
-  const redacted = await median(() => measure(DEFAULT_FSYNC_POLICY, 64, N, secrets), (r) => r.recordsPerSec);
-  console.log(
-    `\nredaction, 64 appenders, ${DEFAULT_FSYNC_POLICY}: no secrets ${fmt(plain.recordsPerSec)} rec/s, 1,000 registered secrets ${fmt(redacted.recordsPerSec)} rec/s`,
+  const plain = await median(
+    () => measure(DEFAULT_FSYNC_POLICY, 64),
+    (r) => r.recordsPerSec,
   );
+  const redacted = await median(
+    () => measure(DEFAULT_FSYNC_POLICY, 64, N, secrets),
+    (r) => r.recordsPerSec,
+  );
+  console.log(`\nredaction, 64 appenders, ${DEFAULT_FSYNC_POLICY}: no secrets ${fmt(plain.recordsPerSec)} rec/s, 1,000 registered secrets ${fmt(redacted.recordsPerSec)} rec/s`);
   console.log(`\nload average at the end: ${os.loadavg()[0]!.toFixed(2)}`);
   fs.rmSync(ROOT, { recursive: true, force: true });
 }

@@ -108,7 +108,12 @@ async function main(): Promise<void> {
   const sizes = (process.env.BENCH_MEMBERS ?? "200,1000").split(",").map(Number);
   const hold = process.env.BENCH_HOLD ?? "30s";
   const modes = (process.env.BENCH_MODES ?? "on,off").split(",");
-  out(`cohort liveness bench  (${os.cpus().length} CPUs, node ${process.version}, hold ${hold}, load ${os.loadavg().map((x) => x.toFixed(2)).join(" ")})`);
+  out(
+    `cohort liveness bench  (${os.cpus().length} CPUs, node ${process.version}, hold ${hold}, load ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")})`,
+  );
   const { bundle } = (await import("../scripts/bundle.mjs")) as typeof import("../scripts/bundle.mjs");
   const built = await bundle({ outfile: path.join(WORK, "cohort.cjs") });
   const member = listener();
@@ -122,7 +127,12 @@ async function main(): Promise<void> {
       );
     }
   }
-  out(`load average after: ${os.loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  out(
+    `load average after: ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
+  );
   if (process.env.BENCH_KEEP !== "1") fs.rmSync(WORK, { recursive: true, force: true });
   else out(`artifacts kept in ${WORK}`);
 }

@@ -36,7 +36,11 @@ import { simUnavailableReason, startSim } from "../test/sim/harness";
 
 const SIZES = (process.env.BENCH_SIZES ?? "9,50").split(",").map((s) => Number(s.trim()));
 const BUNDLE = path.join(PROJECT_DIR, "dist", "cohort.cjs");
-const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+const load = (): string =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
 const s = (ms: number | undefined): string => (ms === undefined ? "n/a" : `${(ms / 1000).toFixed(1)} s`);
 
 /** A roster of `size` members: one router and `size - 1` agents that reach it before they listen (Pulumi.local.yaml's shape). */
@@ -110,10 +114,17 @@ function stampSeconds(prefix: string): { tool: string; seconds: number }[] {
 
 /** Resident memory of the cluster's node containers (`docker stats --no-stream`), MiB by container. */
 function clusterMemory(clusterName: string): Record<string, string> {
-  const names = execFileSync("docker", ["ps", "--filter", `label=io.x-k8s.kind.cluster=${clusterName}`, "--format", "{{.Names}}"], { encoding: "utf8" }).split("\n").filter(Boolean);
+  const names = execFileSync("docker", ["ps", "--filter", `label=io.x-k8s.kind.cluster=${clusterName}`, "--format", "{{.Names}}"], { encoding: "utf8" })
+    .split("\n")
+    .filter(Boolean);
   if (names.length === 0) return {};
   const out = execFileSync("docker", ["stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}", ...names], { encoding: "utf8" });
-  return Object.fromEntries(out.split("\n").filter(Boolean).map((l) => [l.split(" ")[0]!, l.split(" ").slice(1).join(" ")]));
+  return Object.fromEntries(
+    out
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => [l.split(" ")[0]!, l.split(" ").slice(1).join(" ")]),
+  );
 }
 
 interface LocalFigures {
@@ -193,7 +204,13 @@ async function benchSim(): Promise<Map<number, number | undefined>> {
       const spec = { apiVersion: "cohort-lab/v1", kind: "Cohort", ...roster(size) } as Record<string, unknown>;
       // The sim's pods are not processes: commands are not run; kwok makes every pod Running and Ready.
       for (const role of spec.roles as { app: Record<string, unknown> }[]) role.app = { ...role.app, image: `registry.invalid/bench/member@sha256:${"ab".repeat(32)}` };
-      const r = await runCohortOnSim({ stateDir: sim.stateDir, specText: JSON.stringify(spec), namespace: `bench-local-${size}`, bundlePath: BUNDLE, artifactRoot: path.join(work, "artifacts") });
+      const r = await runCohortOnSim({
+        stateDir: sim.stateDir,
+        specText: JSON.stringify(spec),
+        namespace: `bench-local-${size}`,
+        bundlePath: BUNDLE,
+        artifactRoot: path.join(work, "artifacts"),
+      });
       const ready = r.records.find((x) => x.kind === "roster-ready") as unknown as { timeToReadyMs?: number } | undefined;
       out.set(size, ready?.timeToReadyMs);
       console.log(`sim   ${String(size).padStart(3)} members: ${r.summary?.outcome ?? `exit ${r.exitCode}`}; admission -> all ready ${s(ready?.timeToReadyMs)}; load ${load()}`);

@@ -36,7 +36,11 @@ const NODES = Number(process.env.BENCH_NODES ?? 12);
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-sim-"));
 const BUNDLE = path.join(PROJECT_DIR, "dist", "cohort.cjs");
 const IMAGE = `registry.invalid/bench/member@sha256:${"ab".repeat(32)}`;
-const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+const load = (): string =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
 
 /** CPU seconds (user + system) of a process, or of this process's waited-for children (`children`), from /proc. */
 

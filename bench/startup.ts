@@ -32,7 +32,11 @@ import { Launcher, LedgerWriter, criticalPath, readLedger, type LedgerRecord } f
 import { runCohortCli } from "./cohort-cli";
 
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-startup-"));
-const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(" ");
+const load = (): string =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(" ");
 
 // ---- the cohort ---------------------------------------------------------------------------------
 
@@ -70,7 +74,7 @@ int main(void) {
 }
 `;
 const LISTENER_PERL =
-  'my @d = split /,/, $ENV{DELAYS}; select(undef, undef, undef, $d[$ENV{COHORT_INDEX}] / 1000); ' +
+  "my @d = split /,/, $ENV{DELAYS}; select(undef, undef, undef, $d[$ENV{COHORT_INDEX}] / 1000); " +
   "socket(S, PF_INET, SOCK_STREAM, 0) or die; setsockopt(S, SOL_SOCKET, SO_REUSEADDR, 1); " +
   'bind(S, sockaddr_in($ENV{COHORT_PORT}, INADDR_LOOPBACK)) or die "bind: $!"; listen(S, 128) or die; sleep 1 while 1';
 const LISTENER_NODE =
@@ -291,7 +295,11 @@ async function main(): Promise<void> {
   const row = (label: string, value: string, note = ""): void => out(`  ${label.padEnd(44)} ${value.padStart(14)}  ${note}`);
   out("start-up (200 members, 3 levels)                       value  notes");
   row("critical path (longest chain of delays)", `${(cp.totalMs / 1000).toFixed(3)} s`, cp.roles.join(" -> "));
-  row("time to ready, parallel (admission -> ready)", `${(ttr / 1000).toFixed(3)} s`, `concurrency 256; wall ${(parallel.wallMs / 1000).toFixed(1)} s incl. runtime boot and teardown`);
+  row(
+    "time to ready, parallel (admission -> ready)",
+    `${(ttr / 1000).toFixed(3)} s`,
+    `concurrency 256; wall ${(parallel.wallMs / 1000).toFixed(1)} s incl. runtime boot and teardown`,
+  );
   row("ratio time to ready / critical path", (ttr / cp.totalMs).toFixed(3));
   row("target: <= 1.05 x critical path + 0.3 s", `${(target / 1000).toFixed(3)} s`, ttr <= target ? "MET" : `MISSED by ${((ttr - target) / 1000).toFixed(3)} s`);
   if (sequential !== null) {
@@ -312,11 +320,17 @@ async function main(): Promise<void> {
     `the launcher alone, no runtime (p50 ${floor.p50Ms.toFixed(0)} ms); critical path + floor = ${((cp.totalMs + floor.lastMs) / 1000).toFixed(3)} s`,
   );
   row("runtime peak RSS, 200-member run", `${((parallelRuntime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`);
-  row(`runtime peak RSS, ${rssMembers} members`, `${((runtime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`, `time to ready ${((rssRun.summary.timeToReadyMs ?? 0) / 1000).toFixed(1)} s; runtime CPU ${(((runtime.cpuUserMs ?? 0) + (runtime.cpuSystemMs ?? 0)) / 1000).toFixed(1)} s`);
+  row(
+    `runtime peak RSS, ${rssMembers} members`,
+    `${((runtime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`,
+    `time to ready ${((rssRun.summary.timeToReadyMs ?? 0) / 1000).toFixed(1)} s; runtime CPU ${(((runtime.cpuUserMs ?? 0) + (runtime.cpuSystemMs ?? 0)) / 1000).toFixed(1)} s`,
+  );
   row("ledger appends, fire-and-forget (scheduler)", `${Math.round(ledger.fireAndForget)} rec/s`, "default fsync policy, 20,000 member-started records");
   row("ledger appends, awaited one by one", `${Math.round(ledger.awaited)} rec/s`, "5,000 records");
   out();
-  out(`load average (1/5/15 min): before ${loadBefore}; after parallel ${loadAfterParallel}${sequential ? `; after sequential ${loadAfterSeq}` : ""}; after ${rssMembers}-member run ${loadAfterRss}`);
+  out(
+    `load average (1/5/15 min): before ${loadBefore}; after parallel ${loadAfterParallel}${sequential ? `; after sequential ${loadAfterSeq}` : ""}; after ${rssMembers}-member run ${loadAfterRss}`,
+  );
   if (process.env.BENCH_KEEP !== "1") fs.rmSync(WORK, { recursive: true, force: true });
   else out(`artifacts kept in ${WORK}`);
 }

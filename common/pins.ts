@@ -236,11 +236,37 @@ export interface SimPins {
 
 /** The Kubernetes staging modules replaced by their published `v0.<minor>.<patch>` tags in the wrapper. */
 const kubernetesStagingModules = [
-  "api", "apiextensions-apiserver", "apimachinery", "apiserver", "cli-runtime", "client-go", "cloud-provider",
-  "cluster-bootstrap", "code-generator", "component-base", "component-helpers", "controller-manager", "cri-api",
-  "cri-client", "csi-translation-lib", "dynamic-resource-allocation", "endpointslice", "externaljwt", "kms",
-  "kube-aggregator", "kube-controller-manager", "kube-proxy", "kube-scheduler", "kubectl", "kubelet", "metrics",
-  "mount-utils", "pod-security-admission", "sample-apiserver", "sample-cli-plugin", "sample-controller",
+  "api",
+  "apiextensions-apiserver",
+  "apimachinery",
+  "apiserver",
+  "cli-runtime",
+  "client-go",
+  "cloud-provider",
+  "cluster-bootstrap",
+  "code-generator",
+  "component-base",
+  "component-helpers",
+  "controller-manager",
+  "cri-api",
+  "cri-client",
+  "csi-translation-lib",
+  "dynamic-resource-allocation",
+  "endpointslice",
+  "externaljwt",
+  "kms",
+  "kube-aggregator",
+  "kube-controller-manager",
+  "kube-proxy",
+  "kube-scheduler",
+  "kubectl",
+  "kubelet",
+  "metrics",
+  "mount-utils",
+  "pod-security-admission",
+  "sample-apiserver",
+  "sample-cli-plugin",
+  "sample-controller",
 ] as const;
 
 const kubernetesVersion = "v1.35.4";
@@ -284,9 +310,7 @@ export const sim: SimPins = {
       "k8s.io/component-base/version.gitMinor": "35",
       "k8s.io/component-base/version.gitTreeState": "clean",
     },
-    replace: Object.fromEntries(
-      kubernetesStagingModules.map((m) => [`k8s.io/${m}`, `k8s.io/${m}@${kubernetesStagingVersion}`]),
-    ),
+    replace: Object.fromEntries(kubernetesStagingModules.map((m) => [`k8s.io/${m}`, `k8s.io/${m}@${kubernetesStagingVersion}`])),
     versionCheck: { args: ["--version"], expect: `Kubernetes ${kubernetesVersion}` },
   },
   kwok: {

@@ -56,7 +56,6 @@ import packageJson from "../package.json";
 /** The runtime's version (package.json). */
 export const COHORT_VERSION: string = packageJson.version;
 
-
 /** Where the CLI writes; injectable for tests. */
 export interface CliIo {
   readonly stdout: NodeJS.WritableStream & { isTTY?: boolean };
@@ -160,7 +159,10 @@ function parse<T extends Record<string, { type: "string" | "boolean"; multiple?:
 
 /** `<name>-<yyyymmddThhmmssZ>-<6 hex>`, e.g. `society-20261130T072301Z-3fa9c1`. */
 export function newRunId(name: string, now: Date = new Date(), hex: string = randomBytes(3).toString("hex")): string {
-  const stamp = now.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
+  const stamp = now
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d{3}Z$/, "Z");
   return `${name}-${stamp}-${hex}`;
 }
 
@@ -698,11 +700,7 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
         return 0;
       case "recover": {
         const recovered = await recoverLedger(dir);
-        io.stdout.write(
-          recovered.recovered
-            ? `recovered: cut a torn final line (${recovered.truncatedBytes} bytes, kept in ${recovered.movedTo})\n`
-            : "ok: nothing to recover\n",
-        );
+        io.stdout.write(recovered.recovered ? `recovered: cut a torn final line (${recovered.truncatedBytes} bytes, kept in ${recovered.movedTo})\n` : "ok: nothing to recover\n");
         return 0;
       }
       case "report":

@@ -83,7 +83,16 @@ async function main(argv: readonly string[]): Promise<void> {
   const inv = parsePulumiArgs(args);
   const backendFromEnv = (process.env[envNames.backendUrl] ?? "") !== "";
   // Once per command: not again in the re-executed second stage.
-  if (process.env[envNames.stage2] === undefined && !inv.help && (inv.subcommand === "up" || inv.subcommand === "update" || inv.subcommand === "preview" || inv.subcommand === "pre" || inv.subcommand === "destroy" || inv.subcommand === "down")) {
+  if (
+    process.env[envNames.stage2] === undefined &&
+    !inv.help &&
+    (inv.subcommand === "up" ||
+      inv.subcommand === "update" ||
+      inv.subcommand === "preview" ||
+      inv.subcommand === "pre" ||
+      inv.subcommand === "destroy" ||
+      inv.subcommand === "down")
+  ) {
     try {
       const project = findProjectForHint(inv.cwd ?? process.cwd());
       for (const line of pendingCreateHints(env.PULUMI_BACKEND_URL ?? "", project, stackArgument(args))) process.stderr.write(`${line}\n`);

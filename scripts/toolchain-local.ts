@@ -96,7 +96,10 @@ export function checkedAtBuild(tool: Tool): Tool {
       const r = spawnSync(bin, [...check.args], { env, encoding: "utf8", timeout: 60_000, stdio: ["ignore", "pipe", "pipe"] });
       const out = `${r.stdout ?? ""}${r.stderr ?? ""}`;
       if (!out.includes(check.expect)) {
-        throw new ToolBuildError(`${tool.name}: ${[bin, ...check.args].join(" ")} printed ${JSON.stringify(out.trim().slice(0, 200))}, expected ${JSON.stringify(check.expect)}`, tool.name);
+        throw new ToolBuildError(
+          `${tool.name}: ${[bin, ...check.args].join(" ")} printed ${JSON.stringify(out.trim().slice(0, 200))}, expected ${JSON.stringify(check.expect)}`,
+          tool.name,
+        );
       }
       ctx.log(`${tool.name}: ${[path.basename(bin), ...check.args].join(" ")} printed ${JSON.stringify(out.trim().slice(0, 120))}`);
       return source;

@@ -53,12 +53,7 @@ export async function buildGoWrapperTool(id: SimToolId, ctx: BuildContext, optio
   if (replaces.length > 0) await runGo(["mod", "edit", ...replaces], work, env, o);
   const mains = Object.entries(id.pin.mainPackages);
   await runGo(["get", ...mains.map(([, pkg]) => `${pkg}@${id.pin.goModuleVersion}`)], work, env, o);
-  const ldflags = [
-    "-s",
-    "-w",
-    ...Object.entries(id.pin.versionVars).map(([k, v]) => `-X ${k}=${v}`),
-    ...(options.cgo === true ? ["-extldflags=-static"] : []),
-  ].join(" ");
+  const ldflags = ["-s", "-w", ...Object.entries(id.pin.versionVars).map(([k, v]) => `-X ${k}=${v}`), ...(options.cgo === true ? ["-extldflags=-static"] : [])].join(" ");
   for (const [binary, pkg] of mains) {
     const started = Date.now();
     const out = path.join(ctx.outDir, id.binaries[binary] as string);

@@ -57,10 +57,7 @@ function summary(ready: readonly ReadyTool[]): string[] {
     const bins = Object.values(r.stamp?.binaries ?? {})
       .map((b) => `${b.path} ${formatSize(b.size)}`)
       .join(", ");
-    const what =
-      r.outcome === "skipped"
-        ? `skipped (${r.skipReason})`
-        : `${r.outcome.padEnd(10)} ${r.seconds.toFixed(2).padStart(7)}s  source ${r.stamp?.source ?? "?"}  ${bins}`;
+    const what = r.outcome === "skipped" ? `skipped (${r.skipReason})` : `${r.outcome.padEnd(10)} ${r.seconds.toFixed(2).padStart(7)}s  source ${r.stamp?.source ?? "?"}  ${bins}`;
     return `  ${r.tool.name.padEnd(28)} ${r.tool.version.padEnd(10)} ${what}`;
   });
 }

@@ -6,15 +6,7 @@ import { simToolIds } from "../common/sim-catalog";
 import { findToolBinaries, type BinaryLocation } from "../common/find-binaries";
 
 /** Logical names of the sim executables. */
-export const simBinaryNames = [
-  "etcd",
-  "kube-apiserver",
-  "kube-controller-manager",
-  "kube-scheduler",
-  "kwok",
-  "kueue",
-  "agent-sandbox-controller",
-] as const;
+export const simBinaryNames = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kueue", "agent-sandbox-controller"] as const;
 export type SimBinaryName = (typeof simBinaryNames)[number];
 
 /** Absolute paths of every sim executable. */
@@ -26,7 +18,9 @@ export const controlPlaneBinaries: readonly SimBinaryName[] = ["etcd", "kube-api
 /** Raised when sim executables are missing; the message says how to build them. */
 export class SimBinariesMissingError extends Error {
   constructor(readonly missing: readonly string[]) {
-    super(`sim binaries not built: ${missing.join("; ")}. Run \`npm run toolchain -- sim\` (a cold build was not timed here; a rebuild with a warm Go build cache took 204 s on 2 shared cores)`);
+    super(
+      `sim binaries not built: ${missing.join("; ")}. Run \`npm run toolchain -- sim\` (a cold build was not timed here; a rebuild with a warm Go build cache took 204 s on 2 shared cores)`,
+    );
     this.name = "SimBinariesMissingError";
   }
 }

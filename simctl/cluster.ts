@@ -85,14 +85,7 @@ function deadReason(r: Running): string | undefined {
   return `exited before it was ready (log ${r.record.log}):\n${tail}`;
 }
 
-async function spawnComponent(
-  state: SimState,
-  l: SimLayout,
-  component: ComponentName,
-  binary: string,
-  args: string[],
-  env?: Record<string, string>,
-): Promise<Running> {
+async function spawnComponent(state: SimState, l: SimLayout, component: ComponentName, binary: string, args: string[], env?: Record<string, string>): Promise<Running> {
   const log = path.join(l.logsDir, `${component}.log`);
   const proc = await spawnDetached({ file: binary, args, logFile: log, env, cwd: l.stateDir });
   const record: ProcessRecord = {
@@ -150,8 +143,7 @@ function claimStateDir(l: SimLayout, log: (line: string) => void): void {
     const live = existing.processes.filter((p) => isRunning(p));
     if (live.length > 0) {
       throw new SimStartError(
-        `a sim is already running in ${l.stateDir} (${live.map((p) => `${p.component} pid ${p.pid}`).join(", ")}); ` +
-          `stop it first: simctl stop --state-dir ${l.stateDir}`,
+        `a sim is already running in ${l.stateDir} (${live.map((p) => `${p.component} pid ${p.pid}`).join(", ")}); ` + `stop it first: simctl stop --state-dir ${l.stateDir}`,
       );
     }
     log(`removing the state of a stopped sim in ${l.stateDir}`);
@@ -244,11 +236,7 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
     log(`kube-apiserver ready at ${server} (${Date.now() - t0} ms)`);
     writeKubeconfigs(l, server, contextName, tokens);
     fs.writeFileSync(path.join(l.configDir, "kube-scheduler.yaml"), schedulerConfig(l), { mode: 0o600 });
-    fs.writeFileSync(
-      path.join(l.configDir, "kwok.yaml"),
-      kwokConfig({ podReadyDelayMs: st.podReadyDelayMs, podReadyJitterMs: st.podReadyJitterMs }),
-      { mode: 0o600 },
-    );
+    fs.writeFileSync(path.join(l.configDir, "kwok.yaml"), kwokConfig({ podReadyDelayMs: st.podReadyDelayMs, podReadyJitterMs: st.podReadyJitterMs }), { mode: 0o600 });
 
     const kcm = await spawnComponent(st, l, "kube-controller-manager", o.binaries["kube-controller-manager"], controllerManagerArgs(l, ports));
     const sched = await spawnComponent(st, l, "kube-scheduler", o.binaries["kube-scheduler"], schedulerArgs(l, ports));

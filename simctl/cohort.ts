@@ -70,13 +70,7 @@ export async function runCohortOnSim(o: SimRunOptions): Promise<SimRunResult> {
     runAs: { uid: 0, gid: 0 },
     activeDeadlineSeconds: 3600,
   });
-  await applyObjects(state.kubeconfig, [
-    objects.namespace,
-    ...(queue !== null ? [objects.localQueue] : []),
-    objects.serviceAccount,
-    objects.role,
-    objects.roleBinding,
-  ]);
+  await applyObjects(state.kubeconfig, [objects.namespace, ...(queue !== null ? [objects.localQueue] : []), objects.serviceAccount, objects.role, objects.roleBinding]);
   if (queue !== null) await waitLocalQueueActive(state.kubeconfig, o.namespace, queue);
   const creds = await writeRunCredentials({
     stateDir: o.stateDir,
@@ -108,7 +102,10 @@ export async function runCohortOnSim(o: SimRunOptions): Promise<SimRunResult> {
   const wallMs = performance.now() - started;
   const stdout = String(r.stdout).trim();
   const stderr = String(r.stderr);
-  const last = stdout.split("\n").filter((x) => x.trim() !== "").at(-1);
+  const last = stdout
+    .split("\n")
+    .filter((x) => x.trim() !== "")
+    .at(-1);
   const summary = last !== undefined && last.startsWith("{") ? parseRunSummary(last) : undefined;
   const records = summary !== undefined && fs.existsSync(summary.ledgerPath) ? (await readLedger(summary.ledgerPath)).records : [];
   return {

@@ -59,10 +59,6 @@ export async function writeRunCredentials(o: RunCredentialsOptions): Promise<Run
   const kubeconfig = path.join(dir, "kubeconfig");
   fs.writeFileSync(kubeconfig, kubeconfigYaml(`${state.contextName}-${o.namespace}`, state.apiserverUrl, ca, token), { mode: 0o600 });
   const backendConfig = path.join(dir, "backend.json");
-  fs.writeFileSync(
-    backendConfig,
-    `${JSON.stringify({ kubeconfig, namespace: o.namespace, ...(o.queue !== undefined ? { queue: o.queue } : {}) }, null, 2)}\n`,
-    { mode: 0o600 },
-  );
+  fs.writeFileSync(backendConfig, `${JSON.stringify({ kubeconfig, namespace: o.namespace, ...(o.queue !== undefined ? { queue: o.queue } : {}) }, null, 2)}\n`, { mode: 0o600 });
   return { kubeconfig, backendConfig };
 }

@@ -139,11 +139,7 @@ export async function installControllerObjects(o: InstallOptions): Promise<void>
  *
  * @throws QuotaError when no node is eligible or the override exceeds what the nodes hold
  */
-export async function createQueue(
-  kubeconfigPath: string,
-  nodes: readonly FakeNodeManifest[],
-  override?: { readonly cpu?: string; readonly memory?: string },
-): Promise<SimQueue> {
+export async function createQueue(kubeconfigPath: string, nodes: readonly FakeNodeManifest[], override?: { readonly cpu?: string; readonly memory?: string }): Promise<SimQueue> {
   const flavor = simFlavor();
   const quota = deriveQuota({
     nodes: nodes.map(toNodeCapacity),

@@ -209,7 +209,9 @@ async function main(argv: string[]): Promise<number> {
       return 0;
     }
     default:
-      throw new Error(`unknown command ${JSON.stringify(command ?? "")}; expected start, start-controller, stop-controller, nodes, wait-nodes, run-credentials, status, stop or check`);
+      throw new Error(
+        `unknown command ${JSON.stringify(command ?? "")}; expected start, start-controller, stop-controller, nodes, wait-nodes, run-credentials, status, stop or check`,
+      );
   }
 }
 

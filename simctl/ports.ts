@@ -154,7 +154,10 @@ export async function assertFree(name: PortName, port: number): Promise<void> {
  */
 export function parsePortOverrides(text: string): Partial<Record<PortName, number>> {
   const out: Partial<Record<PortName, number>> = {};
-  for (const part of text.split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const part of text
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^([A-Za-z]+)=(\d+)$/.exec(part);
     if (!m || !(portNames as readonly string[]).includes(m[1]!)) {
       throw new Error(`--ports: "${part}" is not <name>=<port> with a name among ${portNames.join(", ")}`);

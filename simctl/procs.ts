@@ -191,7 +191,11 @@ export function logTail(file: string, lines = 20): string {
   } catch {
     return "";
   }
-  return text.split("\n").filter((l) => l.trim() !== "").slice(-lines).join("\n");
+  return text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .slice(-lines)
+    .join("\n");
 }
 
 /** Resident set size of a process in bytes (from `/proc/<pid>/status` `VmRSS`), or `undefined`. */

@@ -55,15 +55,7 @@ export function simLayout(stateDir: string): SimLayout {
 }
 
 /** The processes the sim supervises, in start order. */
-export const componentNames = [
-  "etcd",
-  "kube-apiserver",
-  "kube-controller-manager",
-  "kube-scheduler",
-  "kwok",
-  "kueue",
-  "agent-sandbox-controller",
-] as const;
+export const componentNames = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kueue", "agent-sandbox-controller"] as const;
 
 /** One supervised process. */
 export type ComponentName = (typeof componentNames)[number];
@@ -406,9 +398,7 @@ phase: Running
   return [
     stage("node-initialize", "Node", {
       selector: {
-        matchExpressions: [
-          { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: "NotIn", values: ["True"] },
-        ],
+        matchExpressions: [{ key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: "NotIn", values: ["True"] }],
       },
       next: { statusTemplate: nodeStatus },
     }),

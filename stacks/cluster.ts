@@ -23,7 +23,16 @@ import { z } from "zod";
 import type { ClusterImage } from "../components/kind/KindCluster.js";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/k8s/manifests/cache.js";
 import { isQuantity } from "../components/k8s/quantity.js";
-import { checkCohortFits, deriveQuota, QuotaError, type CohortRoleDemand, type NodeCapacity, type QuotaResult, type ReservedPods, type Toleration } from "../components/k8s/quota.js";
+import {
+  checkCohortFits,
+  deriveQuota,
+  QuotaError,
+  type CohortRoleDemand,
+  type NodeCapacity,
+  type QuotaResult,
+  type ReservedPods,
+  type Toleration,
+} from "../components/k8s/quota.js";
 import { formatDurationMs, parseDurationMs } from "../runtime/index.js";
 import type { RunSpec } from "../runtime/index.js";
 import { configKey, describe, integerIn, parseObjectKey, resolveRunSpec, RUNTIME_BUNDLE, StackConfigError, zodIssues, type ResolvedRunSpec, type StackConfig } from "./config.js";
@@ -83,7 +92,10 @@ export interface ClusterKnobs {
 }
 
 /** The {@link ClusterKnobs} of a parsed profile object (unset fields left out). */
-export function clusterKnobs(c: { readonly waitForPodsReadyTimeout?: string | undefined; readonly queue?: { readonly cpu?: string | undefined; readonly memory?: string | undefined } | undefined }): ClusterKnobs {
+export function clusterKnobs(c: {
+  readonly waitForPodsReadyTimeout?: string | undefined;
+  readonly queue?: { readonly cpu?: string | undefined; readonly memory?: string | undefined } | undefined;
+}): ClusterKnobs {
   return {
     ...(c.waitForPodsReadyTimeout !== undefined ? { waitForPodsReadyTimeout: c.waitForPodsReadyTimeout } : {}),
     queue: { ...(c.queue?.cpu !== undefined ? { cpu: c.queue.cpu } : {}), ...(c.queue?.memory !== undefined ? { memory: c.queue.memory } : {}) },

@@ -41,18 +41,7 @@ export const RUNTIME_BUNDLE = path.join("dist", "cohort.cjs");
 export const COMMON_CONFIG_KEYS = ["profile", "artifactRoot", "keepLedgers", "cohort"] as const;
 
 /** Fields of the `cohort` object. */
-export const COHORT_FIELDS = [
-  "name",
-  "app",
-  "size",
-  "roles",
-  "startupTimeout",
-  "memberTimeout",
-  "admissionTimeout",
-  "hold",
-  "concurrency",
-  "stopGracePeriod",
-] as const;
+export const COHORT_FIELDS = ["name", "app", "size", "roles", "startupTimeout", "memberTimeout", "admissionTimeout", "hold", "concurrency", "stopGracePeriod"] as const;
 
 /** Defaults of the common keys (the ONE place they are set, with {@link DEFAULT_COHORT}). */
 export const CONFIG_DEFAULTS = {
@@ -111,7 +100,6 @@ export function configKey(key: string): string {
 export function configCommand(stack: string, args: string): string {
   return `npm run pulumi -- config ${args} --stack ${stack}`;
 }
-
 
 /** An example custom roster as JSON text, for the hints that say how to set `cohort.roles`. */
 const EXAMPLE_ROLES_JSON = JSON.stringify([{ name: "web", app: { command: ["node", "server.js"] } }]);
@@ -284,7 +272,9 @@ function unknownKeyIssues(raw: RawConfig, known: readonly string[], stack: strin
       const field = key.slice(head.length).replace(/^\./, "");
       const valueIssues =
         head === "cohort" && (COHORT_FIELDS as readonly string[]).includes(field)
-          ? checkCohort({ [field]: pathTyped(text) }, stack).issues.filter((issue) => issue.key === configKey(key) || issue.key.startsWith(`${configKey(key)}[`) || issue.key.startsWith(`${configKey(key)}.`))
+          ? checkCohort({ [field]: pathTyped(text) }, stack).issues.filter(
+              (issue) => issue.key === configKey(key) || issue.key.startsWith(`${configKey(key)}[`) || issue.key.startsWith(`${configKey(key)}.`),
+            )
           : [];
       const value = valueIssues.length > 0 ? "<value>" : abbreviate(text);
       issues.push({

@@ -33,7 +33,14 @@ import * as pulumi from "@pulumi/pulumi";
 import * as YAML from "yaml";
 import { z } from "zod";
 import { AppImagesMissingError, findAppImages } from "../components/kind/app-images.js";
-import { ETCD_IMAGE_TAG, IMAGE_REPOSITORY, KUBERNETES_VERSION as NODE_IMAGE_KUBERNETES_VERSION, POD_SUBNET, renderDefaultCni, TOOL_NAME as NODE_IMAGE_TOOL } from "../components/kind/node-image.js";
+import {
+  ETCD_IMAGE_TAG,
+  IMAGE_REPOSITORY,
+  KUBERNETES_VERSION as NODE_IMAGE_KUBERNETES_VERSION,
+  POD_SUBNET,
+  renderDefaultCni,
+  TOOL_NAME as NODE_IMAGE_TOOL,
+} from "../components/kind/node-image.js";
 import { cacheRoot } from "../common/paths.js";
 import { readStamp } from "../common/stamp.js";
 import { CohortRun } from "../components/run/CohortRun.js";
@@ -50,7 +57,22 @@ import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/
 import { Runtime } from "../components/run/Runtime.js";
 import { Temporal } from "../components/k8s/Temporal.js";
 import { parseDurationMs } from "../runtime/index.js";
-import { clusterKnobFields, clusterKnobs, describe, integerIn, parseObjectKey, planClusterRun, planQuota, queueOutputs, refuseMissingManifests, resolvePodRunSpec, zodIssues, type ClusterKnobs, type ClusterManifests, type PodRunSpec } from "./cluster.js";
+import {
+  clusterKnobFields,
+  clusterKnobs,
+  describe,
+  integerIn,
+  parseObjectKey,
+  planClusterRun,
+  planQuota,
+  queueOutputs,
+  refuseMissingManifests,
+  resolvePodRunSpec,
+  zodIssues,
+  type ClusterKnobs,
+  type ClusterManifests,
+  type PodRunSpec,
+} from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
 import { local, type ImagePin } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
@@ -195,7 +217,9 @@ export function findLocalArtifacts(env: NodeJS.ProcessEnv = process.env): LocalA
     try {
       record = JSON.parse(readFileSync(path.join(dir, "image.json"), "utf8")) as { tag: string; id: string; archive: string };
     } catch (error) {
-      throw new Error(`${path.join(dir, "image.json")} is not a node image record (${(error as Error).message}); remove ${dir} and run \`npm run toolchain -- local-images\``, { cause: error });
+      throw new Error(`${path.join(dir, "image.json")} is not a node image record (${(error as Error).message}); remove ${dir} and run \`npm run toolchain -- local-images\``, {
+        cause: error,
+      });
     }
     if (stamp.createdAt > newest) {
       newest = stamp.createdAt;
@@ -556,7 +580,14 @@ export function planLocal(input: PlanInput): LocalPlan {
   const resolved = resolveLocalRunSpec(config, runtimeImage, projectDir, artifacts.images);
   const spec = resolved.spec;
 
-  const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({ profile: "local", projectDir, resolved, knobs: localConfig, manifests: input.manifests, bundle: input.bundle });
+  const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({
+    profile: "local",
+    projectDir,
+    resolved,
+    knobs: localConfig,
+    manifests: input.manifests,
+    bundle: input.bundle,
+  });
   const configuration = kueueConfiguration({ waitForPodsReadyTimeout, excludedNamespaces: LOCAL_EXCLUDED_NAMESPACES, frameworks: LOCAL_KUEUE_FRAMEWORKS });
 
   // Quota: the nodes kind will create, less the system pods and what this profile deploys besides the cohort.
@@ -630,7 +661,8 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
       dryRun: pulumi.runtime.isDryRun(),
       ...(overrides.manifests !== undefined ? { manifests: overrides.manifests } : {}),
       ...(overrides.bundle !== undefined ? { bundle: overrides.bundle } : {}),
-      artifacts: overrides.artifacts ?? findLocalArtifacts(overrides.toolCacheRoot !== undefined ? { ...process.env, [LOCAL_ARTIFACTS_ROOT_ENV]: overrides.toolCacheRoot } : process.env),
+      artifacts:
+        overrides.artifacts ?? findLocalArtifacts(overrides.toolCacheRoot !== undefined ? { ...process.env, [LOCAL_ARTIFACTS_ROOT_ENV]: overrides.toolCacheRoot } : process.env),
       builtSystemPods: BUILT_NODE_SYSTEM_PODS,
       ...(overrides.toolCacheRoot !== undefined ? { toolCacheRoot: overrides.toolCacheRoot } : {}),
       ...(overrides.upstreamNodeImagePresent !== undefined ? { upstreamNodeImagePresent: overrides.upstreamNodeImagePresent } : {}),

@@ -112,9 +112,7 @@ export function resolveMemberProgram(program: NpmMemberProgramPin, projectDir: s
   const packageDir = path.join(projectDir, "node_modules", program.npmPackage);
   const manifestPath = path.join(packageDir, "package.json");
   if (!existsSync(manifestPath)) {
-    throw new MemberProgramError(
-      `member program ${program.npmPackage}@${program.version} is not installed (${manifestPath} does not exist); run \`npm ci\` in ${projectDir}`,
-    );
+    throw new MemberProgramError(`member program ${program.npmPackage}@${program.version} is not installed (${manifestPath} does not exist); run \`npm ci\` in ${projectDir}`);
   }
   const found = (JSON.parse(readFileSync(manifestPath, "utf8")) as { version?: unknown }).version;
   if (found !== program.version) {

@@ -39,7 +39,22 @@ import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity } from "../comp
 import { simExcludedNamespaces, simFlavor, simQueueNames } from "../components/sim/queue.js";
 import { parseDurationMs } from "../runtime/index.js";
 import { portsFromBase } from "../components/sim/ports.js";
-import { clusterKnobFields, clusterKnobs, durationMs, integerIn, parseObjectKey, planClusterRun, planQuota, queueOutputs, refuseMissingManifests, resolvePodRunSpec, RUNTIME_BUNDLE, zodIssues, type ClusterKnobs, type ClusterManifests } from "./cluster.js";
+import {
+  clusterKnobFields,
+  clusterKnobs,
+  durationMs,
+  integerIn,
+  parseObjectKey,
+  planClusterRun,
+  planQuota,
+  queueOutputs,
+  refuseMissingManifests,
+  resolvePodRunSpec,
+  RUNTIME_BUNDLE,
+  zodIssues,
+  type ClusterKnobs,
+  type ClusterManifests,
+} from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import { local } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
@@ -133,7 +148,14 @@ export function planSim(input: SimPlanInput): SimPlan {
   const resolved: ResolvedRunSpec = resolvePodRunSpec(config, { profile: "sim", membersRun: "as Pods on simulated nodes", defaultImage: SIM_PLACEHOLDER_IMAGE, projectDir });
   const spec = resolved.spec;
 
-  const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({ profile: "sim", projectDir, resolved, knobs: sim, manifests: input.manifests, bundle: input.bundle });
+  const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({
+    profile: "sim",
+    projectDir,
+    resolved,
+    knobs: sim,
+    manifests: input.manifests,
+    bundle: input.bundle,
+  });
   const kueueConfig = kueueConfiguration({ waitForPodsReadyTimeout, excludedNamespaces: simExcludedNamespaces });
 
   // Quota: exactly the nodes the FakeNodePool registers; nothing else runs on them (the controllers are local processes).

@@ -49,7 +49,11 @@ export class Temporal extends pulumi.ComponentResource {
     this.provider = args.provider;
     const base = { parent: this, provider: args.provider };
     const waitFor = args.waitFor ?? [];
-    this.namespace = createObject(name, { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { "app.kubernetes.io/part-of": "cohort-lab" } } }, { ...base, dependsOn: [...waitFor] });
+    this.namespace = createObject(
+      name,
+      { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels: { "app.kubernetes.io/part-of": "cohort-lab" } } },
+      { ...base, dependsOn: [...waitFor] },
+    );
     this.deployment = createObject(name, deploymentObj!, { ...base, dependsOn: [...waitFor, this.namespace] });
     this.service = createObject(name, serviceObj!, { ...base, dependsOn: [...waitFor, this.namespace] });
     this.hostAddress = pulumi.output(`127.0.0.1:${args.hostPort}`);

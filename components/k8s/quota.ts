@@ -158,7 +158,12 @@ export function formatCpu(milli: number): string {
 
 /** Bytes as text in the largest binary unit that divides them (`512Mi`, `32Gi`, `1000` bytes stay bytes). */
 export function formatMemory(bytes: number): string {
-  for (const [unit, size] of [["Ti", 2 ** 40], ["Gi", 2 ** 30], ["Mi", 2 ** 20], ["Ki", 2 ** 10]] as const) {
+  for (const [unit, size] of [
+    ["Ti", 2 ** 40],
+    ["Gi", 2 ** 30],
+    ["Mi", 2 ** 20],
+    ["Ki", 2 ** 10],
+  ] as const) {
     if (bytes !== 0 && bytes % size === 0) return `${bytes / size}${unit}`;
   }
   return `${bytes}`;
@@ -208,10 +213,7 @@ export function deriveQuota(input: QuotaInput): QuotaResult {
     else eligible.push(node);
   }
   if (eligible.length === 0) {
-    throw new QuotaError(
-      overrideKey,
-      `no node can run the cohort: ${excluded.map((e) => `${e.name} (${e.reason})`).join(", ") || "the cluster has no nodes"}`,
-    );
+    throw new QuotaError(overrideKey, `no node can run the cohort: ${excluded.map((e) => `${e.name} (${e.reason})`).join(", ") || "the cluster has no nodes"}`);
   }
 
   const items = input.reserved.map((r) => {
@@ -325,14 +327,16 @@ function demandText(roles: readonly (CohortRoleDemand & { one: Amount })[], pick
 export function checkCohortFits(quota: QuotaResult, roles: readonly CohortRoleDemand[], cohortKey = "cohort-lab:cohort"): CohortFit {
   const withOne = roles.map((r) => ({ ...r, one: amountOf(r.requests, `${cohortKey} role ${r.name} requests`) }));
   const members = withOne.reduce((n, r) => n + r.replicas, 0);
-  const demand = withOne.reduce(
-    (a, r) => ({ cpuMilli: a.cpuMilli + r.one.cpuMilli * r.replicas, memoryBytes: a.memoryBytes + r.one.memoryBytes * r.replicas }),
-    { cpuMilli: 0, memoryBytes: 0 },
-  );
+  const demand = withOne.reduce((a, r) => ({ cpuMilli: a.cpuMilli + r.one.cpuMilli * r.replicas, memoryBytes: a.memoryBytes + r.one.memoryBytes * r.replicas }), {
+    cpuMilli: 0,
+    memoryBytes: 0,
+  });
   const quotaLine = (resource: "cpu" | "memory") => {
     const overridden = resource === "cpu" ? quota.quota.cpuMilli !== quota.derived.cpuMilli : quota.quota.memoryBytes !== quota.derived.memoryBytes;
     const amount = resource === "cpu" ? formatCpu(quota.quota.cpuMilli) : formatMemory(quota.quota.memoryBytes);
-    return overridden ? `${amount} (lowered by config; the nodes could hold ${resource === "cpu" ? quota.arithmetic.cpu : quota.arithmetic.memory})` : `${amount} (${quota.arithmetic[resource]})`;
+    return overridden
+      ? `${amount} (lowered by config; the nodes could hold ${resource === "cpu" ? quota.arithmetic.cpu : quota.arithmetic.memory})`
+      : `${amount} (${quota.arithmetic[resource]})`;
   };
   const hint = (pick: (a: Amount) => number, limit: number) => {
     const biggest = [...withOne].filter((r) => pick(r.one) > 0).sort((a, b) => pick(b.one) * b.replicas - pick(a.one) * a.replicas)[0];

@@ -179,7 +179,6 @@ export function localTools(platform: string, root: string, env: NodeJS.ProcessEn
   };
 }
 
-
 /**
  * The program entry of the host-side steps, relative to the project directory: a stable path (it is stored in
  * every local stack's state as part of the steps' create and delete commands, so moving it would update every
@@ -188,7 +187,10 @@ export function localTools(platform: string, root: string, env: NodeJS.ProcessEn
 export const STEPS_ENTRY = "scripts/local-profile.cjs";
 
 /** The command line of one step of components/kind/steps.cjs (run with `dir` = the project directory). */
-export function stepCommand(nodePath: string, step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-progress" | "run-forget" | "capacity-check" | "load-images"): string {
+export function stepCommand(
+  nodePath: string,
+  step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-progress" | "run-forget" | "capacity-check" | "load-images",
+): string {
   return `${shellQuote(nodePath)} ${STEPS_ENTRY} ${step}`;
 }
 

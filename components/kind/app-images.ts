@@ -197,11 +197,7 @@ function distroless(
     target,
     passwd: `${DISTROLESS_PASSWD}\n${isNonroot ? "" : `${user.name}:x:${user.uid}:${user.gid}:${user.name}:${user.home}:/sbin/nologin\n`}`,
     group: `${DISTROLESS_GROUP}\n${isNonroot ? "" : `${user.name}:x:${user.gid}:\n`}`,
-    dirs: [
-      { path: "/tmp", mode: 0o1777, uid: 0, gid: 0 },
-      { path: "/home/nonroot", mode: 0o700, uid: nonrootUid, gid: nonrootGid },
-      ...extraDirs,
-    ],
+    dirs: [{ path: "/tmp", mode: 0o1777, uid: 0, gid: 0 }, { path: "/home/nonroot", mode: 0o700, uid: nonrootUid, gid: nonrootGid }, ...extraDirs],
     config: {
       entrypoint: [target],
       user: `${user.uid}:${user.gid}`,
@@ -240,13 +236,7 @@ export const IMAGE_RECIPES: {
   readonly openclaw: OpenclawRecipe;
 } = {
   kueue: distroless("kueue", "kueue", "/manager", nonroot, "https://github.com/kubernetes-sigs/kueue/tree/v0.17.0"),
-  agentSandbox: distroless(
-    "agentSandbox",
-    "agent-sandbox-controller",
-    "/agent-sandbox-controller",
-    nonroot,
-    "https://github.com/kubernetes-sigs/agent-sandbox/tree/v0.5.5",
-  ),
+  agentSandbox: distroless("agentSandbox", "agent-sandbox-controller", "/agent-sandbox-controller", nonroot, "https://github.com/kubernetes-sigs/agent-sandbox/tree/v0.5.5"),
   temporal: distroless(
     "temporal",
     "temporal",
@@ -360,7 +350,12 @@ export function builderSourceHash(dir: string = BUILDER_DIR): string {
   walk(dir);
   const h = crypto.createHash("sha256");
   for (const rel of files.sort()) {
-    h.update(`${rel}\0${crypto.createHash("sha256").update(fs.readFileSync(path.join(dir, rel))).digest("hex")}\n`);
+    h.update(
+      `${rel}\0${crypto
+        .createHash("sha256")
+        .update(fs.readFileSync(path.join(dir, rel)))
+        .digest("hex")}\n`,
+    );
   }
   return h.digest("hex");
 }
@@ -447,10 +442,7 @@ export interface ImagePlan {
  * @param builder - builder source hash. @default {@link builderSourceHash}()
  * @returns a plan per key, or the error for keys whose sources are missing.
  */
-export function planImages(
-  env: NodeJS.ProcessEnv = process.env,
-  builder: string = builderSourceHash(),
-): { readonly [K in AppImageKey]: ImagePlan | AppImageSourceMissingError } {
+export function planImages(env: NodeJS.ProcessEnv = process.env, builder: string = builderSourceHash()): { readonly [K in AppImageKey]: ImagePlan | AppImageSourceMissingError } {
   const root = cacheRoot(env);
   const rootfs = rootfsToolId();
   const bases = { [rootfs.name]: rootfs.version };

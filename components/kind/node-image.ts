@@ -6,7 +6,6 @@
 import * as YAML from "yaml";
 import { local, localBuild, sim } from "../../common/pins.js";
 
-
 /** Kubernetes version of the node (also written to `/kind/version`): the pinned Kubernetes release of the binaries. */
 export const KUBERNETES_VERSION = localBuild.kubernetesNode.goModuleVersion;
 

@@ -133,9 +133,7 @@ async function tools() {
   /** @param {string} label @param {string} prefix */
   const one = (label, prefix) => {
     const url = process.env[`${prefix}_URL`] ?? "";
-    return url === ""
-      ? verifyBuilt(label, env(`${prefix}_BIN`), env(`${prefix}_SHA256`))
-      : ensureBinary(label, env(`${prefix}_BIN`), url, env(`${prefix}_SHA256`));
+    return url === "" ? verifyBuilt(label, env(`${prefix}_BIN`), env(`${prefix}_SHA256`)) : ensureBinary(label, env(`${prefix}_BIN`), url, env(`${prefix}_SHA256`));
   };
   return { kind: await one("kind", "COHORT_KIND"), kubectl: await one("kubectl", "COHORT_KUBECTL") };
 }
@@ -204,7 +202,10 @@ function checkDocker() {
 function kindClusters(kind) {
   const r = run(kind, ["get", "clusters"]);
   if (r.status !== 0) throw new StepError(`kind get clusters exited ${r.status}: ${tail(r.stderr, 5)}`);
-  return r.stdout.split("\n").map((line) => line.trim()).filter((line) => line !== "");
+  return r.stdout
+    .split("\n")
+    .map((line) => line.trim())
+    .filter((line) => line !== "");
 }
 
 /**
@@ -309,11 +310,15 @@ async function create() {
   if (kindClusters(kind).includes(name)) {
     const labels = nodeLabels(kind, kubectl, name);
     if (!labels.ok) {
-      throw new StepError(`a kind cluster named "${name}" already exists and its owner cannot be checked (${labels.reason}); cohort-lab never replaces a cluster it cannot prove it created. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`);
+      throw new StepError(
+        `a kind cluster named "${name}" already exists and its owner cannot be checked (${labels.reason}); cohort-lab never replaces a cluster it cannot prove it created. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`,
+      );
     }
     const mismatch = ownershipMismatch(labels.nodes);
     if (mismatch !== undefined) {
-      throw new StepError(`a kind cluster named "${name}" already exists and was not created by this stack with this configuration (${mismatch}); cohort-lab never replaces it. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`);
+      throw new StepError(
+        `a kind cluster named "${name}" already exists and was not created by this stack with this configuration (${mismatch}); cohort-lab never replaces it. Delete it yourself (kind delete cluster --name ${name}) or choose another name: pulumi config set --path local.clusterName <name>`,
+      );
     }
     log(`kind cluster "${name}" exists and carries this stack's owner labels: adopting it`);
   } else {
@@ -359,7 +364,9 @@ async function del() {
   const labels = nodeLabels(kind, kubectl, name);
   const mismatch = labels.ok ? ownershipMismatch(labels.nodes) : `its nodes cannot be read: ${labels.reason}`;
   if (mismatch !== undefined) {
-    throw new StepError(`refusing to delete kind cluster "${name}": ${mismatch}. cohort-lab deletes only a cluster it can prove it created; if it is yours, run kind delete cluster --name ${name} and destroy again`);
+    throw new StepError(
+      `refusing to delete kind cluster "${name}": ${mismatch}. cohort-lab deletes only a cluster it can prove it created; if it is yours, run kind delete cluster --name ${name} and destroy again`,
+    );
   }
   const r = run(kind, ["delete", "cluster", "--name", name], { passStderr: true });
   if (r.status !== 0) throw new StepError(`kind delete cluster --name ${name} failed (exit ${r.status})`);
@@ -488,11 +495,7 @@ async function runSummary() {
  * @param {string} line
  */
 function isProgressLine(line) {
-  return (
-    /^(admission|startup|hold|teardown|done): started \d+\/\d+ ready \d+\/\d+/.test(line) ||
-    /^failed: [^\s:]+: /.test(line) ||
-    /^cohort: SIG[A-Z]+(:| again)/.test(line)
-  );
+  return /^(admission|startup|hold|teardown|done): started \d+\/\d+ ready \d+\/\d+/.test(line) || /^failed: [^\s:]+: /.test(line) || /^cohort: SIG[A-Z]+(:| again)/.test(line);
 }
 
 /**
@@ -751,7 +754,16 @@ async function runForget() {
   log(`removed the ledger ${target} (keepLedgers is false)`);
 }
 
-const STEPS = { create, delete: del, "webhook-probe": webhookProbe, "run-summary": runSummary, "run-forget": runForget, "run-progress": runProgress, "capacity-check": capacityCheck, "load-images": loadImages };
+const STEPS = {
+  create,
+  delete: del,
+  "webhook-probe": webhookProbe,
+  "run-summary": runSummary,
+  "run-forget": runForget,
+  "run-progress": runProgress,
+  "capacity-check": capacityCheck,
+  "load-images": loadImages,
+};
 
 /**
  * `load-images`: makes every image of `COHORT_IMAGES` (JSON `[{ ref: "repo:tag", digest: "sha256:…", archive }]`)
@@ -768,7 +780,10 @@ async function loadImages() {
   const images = JSON.parse(env("COHORT_IMAGES"));
   checkDocker();
   const nodesOut = run(kind, ["get", "nodes", "--name", name]);
-  const nodes = nodesOut.stdout.split("\n").map((l) => l.trim()).filter((l) => l !== "");
+  const nodes = nodesOut.stdout
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "");
   if (nodesOut.status !== 0 || nodes.length === 0) throw new StepError(`kind cluster "${name}" has no nodes (kind get nodes: ${tail(nodesOut.stderr, 3)})`);
   /** @param {string} node @param {string[]} args */
   const inNode = (node, args) => run("docker", ["exec", node, ...args]);
@@ -788,8 +803,13 @@ async function loadImages() {
     if (r.status !== 0) throw new StepError(`kind load image-archive ${image.archive} --name ${name} failed: ${tail(r.stderr, 5)}`);
     for (const node of nodes) {
       const ls = inNode(node, ["ctr", "-n", "k8s.io", "images", "ls", `name==${image.ref}`]);
-      const row = ls.stdout.split("\n").slice(1).map((l) => l.trim().split(/\s+/)).find((cols) => cols[0] === image.ref);
-      if (ls.status !== 0 || row === undefined) throw new StepError(`${image.ref} is not in node ${node}'s containerd after kind load (ctr images ls: ${tail(ls.stderr || ls.stdout, 3)})`);
+      const row = ls.stdout
+        .split("\n")
+        .slice(1)
+        .map((l) => l.trim().split(/\s+/))
+        .find((cols) => cols[0] === image.ref);
+      if (ls.status !== 0 || row === undefined)
+        throw new StepError(`${image.ref} is not in node ${node}'s containerd after kind load (ctr images ls: ${tail(ls.stderr || ls.stdout, 3)})`);
       if (row[2] !== image.digest) {
         throw new StepError(`${image.ref} in node ${node} has digest ${row[2]}, but it was built with ${image.digest}; rebuild it with \`npm run toolchain -- local-apps\``);
       }

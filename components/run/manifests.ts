@@ -123,7 +123,7 @@ export const UNPACK_SCRIPT = [
   `const gz = Buffer.concat(Array.from({ length: parts }, (_, i) => fs.readFileSync(\`${SOURCE_DIR}/cohort.cjs.gz.\${i}\`)));`,
   "const bundle = zlib.gunzipSync(gz);",
   'const sum = crypto.createHash("sha256").update(bundle).digest("hex");',
-  'if (sum !== process.env.COHORT_BUNDLE_SHA256) { console.error(`runtime bundle sha256 ${sum} != ${process.env.COHORT_BUNDLE_SHA256}`); process.exit(1); }',
+  "if (sum !== process.env.COHORT_BUNDLE_SHA256) { console.error(`runtime bundle sha256 ${sum} != ${process.env.COHORT_BUNDLE_SHA256}`); process.exit(1); }",
   `fs.writeFileSync("${RUNTIME_DIR}/cohort.cjs", bundle);`,
   `fs.copyFileSync("${SOURCE_DIR}/spec.json", "${RUNTIME_DIR}/spec.json");`,
 ].join("\n");

@@ -59,7 +59,10 @@ export interface SimStartSummary {
  * @throws {Error} naming the field when stdout is not the expected JSON
  */
 export function parseSimSummary(stdout: string): SimStartSummary {
-  const last = stdout.split("\n").filter((l) => l.trim() !== "").at(-1);
+  const last = stdout
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .at(-1);
   if (last === undefined) throw new Error("simctl printed no summary line");
   const v = JSON.parse(last) as Partial<SimStartSummary>;
   for (const f of ["stateDir", "kubeconfig", "kubeconfigYaml", "apiserverUrl", "contextName"] as const) {
@@ -120,8 +123,12 @@ export class SimCluster extends pulumi.ComponentResource {
     if (args.portBase !== undefined && (!Number.isInteger(args.portBase) || args.portBase < 1024 || args.portBase > 65535 - 11)) {
       throw new pulumi.RunError(`SimCluster ${name}: portBase must be an integer from 1024 to ${65535 - 11} (got ${args.portBase})`);
     }
-    for (const [field, v] of [["podReadyDelayMs", args.podReadyDelayMs], ["podReadyJitterMs", args.podReadyJitterMs]] as const) {
-      if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 3_600_000)) throw new pulumi.RunError(`SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})`);
+    for (const [field, v] of [
+      ["podReadyDelayMs", args.podReadyDelayMs],
+      ["podReadyJitterMs", args.podReadyJitterMs],
+    ] as const) {
+      if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 3_600_000))
+        throw new pulumi.RunError(`SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})`);
     }
     super("cohortlab:sim:SimCluster", name, {}, opts);
     const nodePath = args.nodePath ?? process.execPath;
@@ -187,11 +194,7 @@ export class SimCluster extends pulumi.ComponentResource {
    * @param configuration - Kueue: the base Configuration (YAML) rendered by components/k8s/manifests/kueue.ts; it
    *   travels on stdin and is a trigger (a new Configuration restarts the manager).
    */
-  public controller(
-    controllerName: "kueue" | "agent-sandbox",
-    dependsOn: readonly pulumi.Resource[],
-    configuration?: string,
-  ): command.local.Command {
+  public controller(controllerName: "kueue" | "agent-sandbox", dependsOn: readonly pulumi.Resource[], configuration?: string): command.local.Command {
     const args = ["start-controller", controllerName, "--state-dir", this.stateDir, ...(configuration !== undefined ? ["--configuration", "-"] : [])];
     return new command.local.Command(
       `${this.baseName}-${controllerName}`,
@@ -207,5 +210,4 @@ export class SimCluster extends pulumi.ComponentResource {
       { parent: this, dependsOn: [this.controlPlane, ...dependsOn], deleteBeforeReplace: true },
     );
   }
-
 }

@@ -38,7 +38,9 @@ export function canonicalJson(value: unknown, at = "value", seen: Set<object> = 
         out = `[${value.map((v, i) => canonicalJson(v, `${at}[${i}]`, seen)).join(",")}]`;
       } else {
         const obj = value as Record<string, unknown>;
-        const keys = Object.keys(obj).filter((k) => obj[k] !== undefined).sort();
+        const keys = Object.keys(obj)
+          .filter((k) => obj[k] !== undefined)
+          .sort();
         out = `{${keys.map((k) => `${JSON.stringify(k)}:${canonicalJson(obj[k], `${at}.${k}`, seen)}`).join(",")}}`;
       }
       seen.delete(value);

@@ -193,12 +193,7 @@ export class MemberExitedError extends CohortError {
   readonly signal: string | null;
   /** Last lines of the member's output (secrets redacted), "" if none. */
   readonly outputTail: string;
-  constructor(
-    member: string,
-    backend: string,
-    message: string,
-    details: { exitCode?: number | null; signal?: string | null; outputTail?: string },
-  ) {
+  constructor(member: string, backend: string, message: string, details: { exitCode?: number | null; signal?: string | null; outputTail?: string }) {
     super("member-exited", message);
     this.member = member;
     this.backend = backend;

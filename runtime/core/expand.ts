@@ -78,10 +78,7 @@ export function referencedVars(input: string): string[] {
  * @param env - the role's `app.env`, in declaration order
  * @returns base plus the expanded env entries (env entries override nothing in base: names are disjoint)
  */
-export function expandEnv(
-  base: Readonly<Record<string, string>>,
-  env: Readonly<Record<string, string>>,
-): Record<string, string> {
+export function expandEnv(base: Readonly<Record<string, string>>, env: Readonly<Record<string, string>>): Record<string, string> {
   const out: Record<string, string> = { ...base };
   for (const [name, value] of Object.entries(env)) out[name] = expandVars(value, out);
   return out;

@@ -129,10 +129,7 @@ export function roleDependants(roles: readonly RoleNode[]): Map<string, string[]
  * @param durationMs - role name -> its members' start-to-ready time in ms
  * @returns the chain from a root (needs nothing) to the last role, and its total
  */
-export function criticalPath(
-  roles: readonly RoleNode[],
-  durationMs: (role: string) => number,
-): { readonly roles: string[]; readonly totalMs: number } {
+export function criticalPath(roles: readonly RoleNode[], durationMs: (role: string) => number): { readonly roles: string[]; readonly totalMs: number } {
   const byName = new Map(roles.map((role) => [role.name, role]));
   const best = new Map<string, { total: number; via: string | null }>();
   const solve = (name: string): number => {

@@ -81,8 +81,7 @@ export function planMembers(input: PlanInput): MemberPlan[] {
       for (const [name, value] of Object.entries(role.env)) {
         if (referencedVars(value).some((ref) => secretNames.has(ref))) secretNames.add(name);
       }
-      const readiness: CompiledReadiness =
-        role.readiness.kind === "exec" ? { kind: "exec", command: role.readiness.command.map((arg) => expandVars(arg, env)) } : role.readiness;
+      const readiness: CompiledReadiness = role.readiness.kind === "exec" ? { kind: "exec", command: role.readiness.command.map((arg) => expandVars(arg, env)) } : role.readiness;
       plans.push({
         id,
         role: role.name,

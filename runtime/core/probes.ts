@@ -88,13 +88,7 @@ export function probeStatus(readiness: CompiledReadiness, handle: Pick<MemberHan
  * @throws {ProbeAbortedError} when `signal` aborts first
  * @throws {Error} when the backend lacks the capability the probe needs (exec, log)
  */
-export async function waitReady(
-  readiness: CompiledReadiness,
-  handle: MemberHandle,
-  status: ProbeStatus,
-  signal: AbortSignal,
-  timers: ProbeTimers = defaultTimers,
-): Promise<void> {
+export async function waitReady(readiness: CompiledReadiness, handle: MemberHandle, status: ProbeStatus, signal: AbortSignal, timers: ProbeTimers = defaultTimers): Promise<void> {
   if (signal.aborted) throw new ProbeAbortedError();
   if (readiness.kind === "log") return waitLogLine(readiness.pattern, handle, status, signal);
   const attempt = attemptFor(readiness, handle, signal);

@@ -33,8 +33,21 @@ const DECIMAL: Readonly<Record<string, number>> = { n: -9, u: -6, m: -3, k: 3, M
 
 /** suffix -> factor, as literals (`10 ** -3` need not be exactly `1e-3`). */
 const FACTORS: Readonly<Record<string, number>> = {
-  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
-  n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10,
+  Mi: 2 ** 20,
+  Gi: 2 ** 30,
+  Ti: 2 ** 40,
+  Pi: 2 ** 50,
+  Ei: 2 ** 60,
+  n: 1e-9,
+  u: 1e-6,
+  m: 1e-3,
+  k: 1e3,
+  M: 1e6,
+  G: 1e9,
+  T: 1e12,
+  P: 1e15,
+  E: 1e18,
 };
 
 /** A parsed quantity: `sign * digits * 10^pow10 * 2^pow2`, exactly. */

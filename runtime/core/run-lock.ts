@@ -179,12 +179,7 @@ export function takeoverMessage(lockPath: string, reaped: NonNullable<HeldRunLoc
  * @param reap - stops a stale run's leftovers (`reapRun` of its run dir); returns how many groups/runtimes it stopped
  * @throws {RunLockedError} when a live run holds the lock
  */
-export async function acquireRunLock(
-  artifacts: string,
-  runId: string,
-  runDir: string,
-  reap: (runDir: string) => Promise<number>,
-): Promise<HeldRunLock> {
+export async function acquireRunLock(artifacts: string, runId: string, runDir: string, reap: (runDir: string) => Promise<number>): Promise<HeldRunLock> {
   fs.mkdirSync(artifacts, { recursive: true });
   const lockPath = path.join(artifacts, RUN_LOCK_FILE);
   const record: RunLockRecord = { runId, runDir, pid: process.pid, startTicks: readProcStat(process.pid)?.startTicks ?? null, createdAt: new Date().toISOString() };

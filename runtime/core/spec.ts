@@ -113,8 +113,7 @@ const livenessObjectSchema = z.strictObject({
 });
 
 const livenessSchema = z.union([z.literal(false), livenessObjectSchema], {
-  error: (issue) =>
-    `must be false (no liveness probe) or a mapping such as { period: 5s, failureThreshold: 3 }; omit it for the default (got ${describeValue(issue.input)})`,
+  error: (issue) => `must be false (no liveness probe) or a mapping such as { period: 5s, failureThreshold: 3 }; omit it for the default (got ${describeValue(issue.input)})`,
 });
 
 const restartSchema = z.strictObject({
@@ -481,7 +480,14 @@ export function validateRunSpec(doc: unknown): RunSpec {
   // Text that is not valid Unicode (a `\ud83d` escape without its pair) could not be written to the ledger as UTF-8.
   const lone = findLoneSurrogate(doc, "");
   const textIssues: SpecIssue[] =
-    lone === undefined ? [] : [{ path: lone.path, reason: `holds a lone surrogate U+${lone.unit.toString(16).toUpperCase()} at character ${lone.index} (half of a character); text must be valid Unicode` }];
+    lone === undefined
+      ? []
+      : [
+          {
+            path: lone.path,
+            reason: `holds a lone surrogate U+${lone.unit.toString(16).toUpperCase()} at character ${lone.index} (half of a character); text must be valid Unicode`,
+          },
+        ];
   const result = runSpecSchema.safeParse(doc, { error: errorMap });
   if (!result.success) throw new SpecError([...zodIssues(result.error), ...textIssues]);
   const parsed = result.data;
@@ -503,7 +509,10 @@ function sortIssues(issues: SpecIssue[], _parsed: ParsedRunSpec): SpecIssue[] {
     const match = /^roles\[(\d+)\]/.exec(path);
     return match === null ? -1 : Number(match[1]);
   };
-  return issues.map((issue, order) => ({ issue, order })).sort((a, b) => roleIndex(a.issue.path) - roleIndex(b.issue.path) || a.order - b.order).map((entry) => entry.issue);
+  return issues
+    .map((issue, order) => ({ issue, order }))
+    .sort((a, b) => roleIndex(a.issue.path) - roleIndex(b.issue.path) || a.order - b.order)
+    .map((entry) => entry.issue);
 }
 
 function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[] {
@@ -561,7 +570,8 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
     if (probes.length !== 1) {
       issues.push({
         path: `${at}.readiness`,
-        reason: probes.length === 0 ? "must set exactly one probe: http, tcp, exec or log (got none)" : `must set exactly one probe: http, tcp, exec or log (got ${probes.join(", ")})`,
+        reason:
+          probes.length === 0 ? "must set exactly one probe: http, tcp, exec or log (got none)" : `must set exactly one probe: http, tcp, exec or log (got ${probes.join(", ")})`,
       });
     }
     if (readiness.log !== undefined) {

@@ -91,8 +91,7 @@ export function parseRunSummary(text: string): RunSummary {
   } catch {
     throw new Error(`the cohort runtime's summary line is not JSON: ${last.slice(0, 200)}`);
   }
-  if (value === null || typeof value !== "object" || Array.isArray(value))
-    throw new Error(`the cohort runtime's summary line is not a JSON object: ${last.slice(0, 200)}`);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) throw new Error(`the cohort runtime's summary line is not a JSON object: ${last.slice(0, 200)}`);
   const parsed = runSummarySchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

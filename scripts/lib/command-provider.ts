@@ -121,9 +121,10 @@ export function checkInputs(raw: Record<string, unknown>, requireCommand: boolea
   const env = v.environment;
   if (env !== undefined && env !== null && !isUnknown(env)) {
     if (typeof env !== "object" || Array.isArray(env)) failures.push({ property: "environment", reason: "environment must be a map of strings" });
-    else for (const [k, x] of Object.entries(env as Record<string, unknown>)) {
-      if (typeof x !== "string" && !isUnknown(x)) failures.push({ property: `environment.${k}`, reason: `environment.${k} must be a string` });
-    }
+    else
+      for (const [k, x] of Object.entries(env as Record<string, unknown>)) {
+        if (typeof x !== "string" && !isUnknown(x)) failures.push({ property: `environment.${k}`, reason: `environment.${k} must be a string` });
+      }
   }
   const logging = v.logging;
   if (logging !== undefined && logging !== null && !isUnknown(logging) && !["stdout", "stderr", "stdoutAndStderr", "none"].includes(logging as string)) {
@@ -187,7 +188,11 @@ export function globToRegExp(glob: string): RegExp {
       const end = glob.indexOf("}", i);
       if (end < 0) re += "\\{";
       else {
-        re += `(?:${glob.slice(i + 1, end).split(",").map((s) => s.replace(/[.+^$()|[\]\\]/g, "\\$&")).join("|")})`;
+        re += `(?:${glob
+          .slice(i + 1, end)
+          .split(",")
+          .map((s) => s.replace(/[.+^$()|[\]\\]/g, "\\$&"))
+          .join("|")})`;
         i = end;
       }
     } else if (c === "[") {
@@ -214,7 +219,7 @@ export function globFiles(dir: string, globs: readonly string[]): string[] {
     for (const e of entries) {
       const p = rel === "" ? e.name : `${rel}/${e.name}`;
       if (e.isDirectory()) walk(p);
-      else for (const r of rules) if (r.re.test(p)) (r.exclude ? found.delete(p) : found.add(p));
+      else for (const r of rules) if (r.re.test(p)) r.exclude ? found.delete(p) : found.add(p);
     }
   };
   walk("");

@@ -48,10 +48,7 @@ export class ArtifactRefusedError extends Error {
  */
 export async function downloadVerified(artifact: OfficialArtifact, destFile: string): Promise<void> {
   if (artifact.sha256 === null) {
-    throw new ArtifactRefusedError(
-      `refusing to download ${artifact.url}: no SHA-256 is pinned for it in common/pins.ts`,
-      artifact.url,
-    );
+    throw new ArtifactRefusedError(`refusing to download ${artifact.url}: no SHA-256 is pinned for it in common/pins.ts`, artifact.url);
   }
   let response: Response;
   try {
@@ -69,10 +66,7 @@ export async function downloadVerified(artifact: OfficialArtifact, destFile: str
   const actual = hash.digest("hex");
   if (actual !== artifact.sha256) {
     fs.rmSync(destFile, { force: true });
-    throw new ArtifactRefusedError(
-      `SHA-256 mismatch for ${artifact.url}: pinned ${artifact.sha256}, downloaded ${actual}`,
-      artifact.url,
-    );
+    throw new ArtifactRefusedError(`SHA-256 mismatch for ${artifact.url}: pinned ${artifact.sha256}, downloaded ${actual}`, artifact.url);
   }
 }
 

@@ -118,8 +118,7 @@ export function resolveToolchain(options: ResolveOptions = {}): Toolchain {
   if (node === undefined) {
     missing = true;
     problems.push(
-      `Node ${systemNodeVersion(env)} is older than ${pins.node.minSystemMajor} and the cached Node ${pins.node.version} ` +
-        `is not in ${cache}: run \`npm run toolchain\``,
+      `Node ${systemNodeVersion(env)} is older than ${pins.node.minSystemMajor} and the cached Node ${pins.node.version} ` + `is not in ${cache}: run \`npm run toolchain\``,
     );
   }
 
@@ -162,9 +161,7 @@ export function resolveToolchain(options: ResolveOptions = {}): Toolchain {
           const stamp = readStamp(path.dirname(path.dirname(real)));
           if (stamp === undefined || stamp.version !== `v${declared}`) {
             ok = false;
-            problems.push(
-              `${exe} points at ${real}, which is not a finished build of ${id.name} v${declared}: run \`npm run toolchain\``,
-            );
+            problems.push(`${exe} points at ${real}, which is not a finished build of ${id.name} v${declared}: run \`npm run toolchain\``);
             continue;
           }
         }
@@ -205,11 +202,7 @@ export function resolveToolchain(options: ResolveOptions = {}): Toolchain {
 export function toolchainEnv(tc: Toolchain, base: NodeJS.ProcessEnv = process.env): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(base)) if (v !== undefined) env[k] = v;
-  const front = [
-    ...(tc.node.fromCache ? [path.dirname(tc.node.bin)] : []),
-    ...(tc.pulumi !== undefined ? [tc.pulumi.binDir] : []),
-    path.join(tc.repoRoot, "node_modules", ".bin"),
-  ];
+  const front = [...(tc.node.fromCache ? [path.dirname(tc.node.bin)] : []), ...(tc.pulumi !== undefined ? [tc.pulumi.binDir] : []), path.join(tc.repoRoot, "node_modules", ".bin")];
   const rest = (env.PATH ?? "").split(path.delimiter).filter((p) => p !== "" && !front.includes(p));
   env.PATH = [...front, ...rest].join(path.delimiter);
   env.PULUMI_HOME = tc.pulumiHome;

@@ -92,7 +92,9 @@ export async function runGo(args: readonly string[], cwd: string, env: Record<st
   const result = await sub;
   if (result.failed) {
     const why = result.exitCode !== undefined ? `exit ${result.exitCode}` : result.shortMessage;
-    const out = String(result.stdout ?? "").trim().slice(-2000);
+    const out = String(result.stdout ?? "")
+      .trim()
+      .slice(-2000);
     throw new ToolBuildError(`${o.label}: go ${args.join(" ")} failed (${why}) in ${cwd}:\n${[...tail, out].filter((l) => l !== "").join("\n")}`, o.label);
   }
   return String(result.stdout);

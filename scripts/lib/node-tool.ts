@@ -42,9 +42,7 @@ export const nodeTool: Tool = {
   buildDescription: `the npm package ${pins.node.npmPackage}@${pins.node.version} (SHA-256 pinned)`,
   official: { artifact: pins.node.official, binary: "node" },
   skipReason(ctx) {
-    return needsCachedNode(ctx.env)
-      ? undefined
-      : `system Node ${systemNodeVersion(ctx.env)} is >= ${pins.node.minSystemMajor}`;
+    return needsCachedNode(ctx.env) ? undefined : `system Node ${systemNodeVersion(ctx.env)} is >= ${pins.node.minSystemMajor}`;
   },
   async build(ctx: BuildContext) {
     const spec = `${pins.node.npmPackage}@${pins.node.version}`;

@@ -35,11 +35,7 @@ const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-[0-9A-Za-z.-]+)?$/;
  *
  * @returns one message per disagreement (empty when all agree), each naming both versions and the fix.
  */
-export function sdkPinMismatches(
-  couplings: readonly SdkCoupling[],
-  packageJson: PackageJsonLike,
-  lock: PackageLockLike | undefined,
-): string[] {
+export function sdkPinMismatches(couplings: readonly SdkCoupling[], packageJson: PackageJsonLike, lock: PackageLockLike | undefined): string[] {
   const problems: string[] = [];
   for (const c of couplings) {
     const declared = packageJson.dependencies?.[c.npmPackage] ?? packageJson.devDependencies?.[c.npmPackage];
@@ -60,9 +56,7 @@ export function sdkPinMismatches(
     if (lock !== undefined) {
       const locked = lock.packages?.[`node_modules/${c.npmPackage}`]?.version;
       if (locked !== declared) {
-        problems.push(
-          `package-lock.json locks ${c.npmPackage} ${locked ?? "(missing)"} but package.json pins ${declared}: run \`npm install\``,
-        );
+        problems.push(`package-lock.json locks ${c.npmPackage} ${locked ?? "(missing)"} but package.json pins ${declared}: run \`npm install\``);
       }
     }
   }

@@ -74,8 +74,7 @@ export function parsePulumiArgs(args: readonly string[]): PulumiInvocation {
     subcommand,
     subcommandIndex,
     cwd,
-    runsProgram:
-      subcommand !== undefined && (programSubcommands.has(subcommand) || (optionalProgramSubcommands.has(subcommand) && runProgramFlag)),
+    runsProgram: subcommand !== undefined && (programSubcommands.has(subcommand) || (optionalProgramSubcommands.has(subcommand) && runProgramFlag)),
     hasClient,
     help,
   };

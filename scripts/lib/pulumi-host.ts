@@ -107,11 +107,7 @@ export type LanguageRuntimeImpl = Record<string, unknown> & {
  * @param bailResponse - makes an empty `RunResponse` of the same SDK copy
  * @returns a service implementation with every method of `server`, `run` wrapped
  */
-export function reportErrorsOnce(
-  server: LanguageRuntimeImpl,
-  log: { hasErrors(): boolean },
-  bailResponse: () => { setBail(bail: boolean): void },
-): LanguageRuntimeImpl {
+export function reportErrorsOnce(server: LanguageRuntimeImpl, log: { hasErrors(): boolean }, bailResponse: () => { setBail(bail: boolean): void }): LanguageRuntimeImpl {
   const impl: Record<string, unknown> = {};
   for (let proto: object | null = server; proto !== null && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
     for (const name of Object.getOwnPropertyNames(proto)) {
@@ -177,11 +173,17 @@ export function staleLockHints(stderrTail: string, args: readonly string[], host
     const [, url, , lockHost, pidText] = m;
     const pid = Number(pidText);
     if (lockHost !== host) {
-      hints.push(`cohort-lab: ${url} was created on ${lockHost}, not this host (${host}): check there whether pid ${pid} still runs before \`npm run pulumi -- cancel${stackFlag} --yes\``);
+      hints.push(
+        `cohort-lab: ${url} was created on ${lockHost}, not this host (${host}): check there whether pid ${pid} still runs before \`npm run pulumi -- cancel${stackFlag} --yes\``,
+      );
     } else if (alive(pid)) {
-      hints.push(`cohort-lab: pid ${pid} (the pulumi that holds ${url}) is still running on this host: wait for it, or interrupt it once (\`kill -INT ${pid}\`: Pulumi cancels gracefully and its cohort run ends as interrupted)`);
+      hints.push(
+        `cohort-lab: pid ${pid} (the pulumi that holds ${url}) is still running on this host: wait for it, or interrupt it once (\`kill -INT ${pid}\`: Pulumi cancels gracefully and its cohort run ends as interrupted)`,
+      );
     } else {
-      hints.push(`cohort-lab: ${url} is stale: pid ${pid} on this host is gone (a killed pulumi); remove it with \`npm run pulumi -- cancel${stackFlag} --yes\`, then run the command again (a cohort run the killed pulumi started stops by itself; the next up refuses to start beside it while it does)`);
+      hints.push(
+        `cohort-lab: ${url} is stale: pid ${pid} on this host is gone (a killed pulumi); remove it with \`npm run pulumi -- cancel${stackFlag} --yes\`, then run the command again (a cohort run the killed pulumi started stops by itself; the next up refuses to start beside it while it does)`,
+      );
     }
   }
   return hints;

@@ -31,7 +31,18 @@ import { envNames, toolDir } from "../../common/paths";
 import { canonicalJson, readStamp, sha256File } from "../../common/stamp";
 import { findLocalBinaries } from "../../common/local-catalog";
 import { ToolBuildError, type BuildContext, type ReadyTool, type Tool, type ToolContext } from "../lib/tool";
-import { TOOL_NAME, KUBERNETES_VERSION, KIND_MODULE, IMAGE_REPOSITORY, ETCD_IMAGE_TAG, COREDNS_IMAGE_TAG, NODE_IMAGE_REPOSITORY, PAUSE_IMAGE, FLANNEL_IMAGE, renderDefaultCni } from "../../components/kind/node-image";
+import {
+  TOOL_NAME,
+  KUBERNETES_VERSION,
+  KIND_MODULE,
+  IMAGE_REPOSITORY,
+  ETCD_IMAGE_TAG,
+  COREDNS_IMAGE_TAG,
+  NODE_IMAGE_REPOSITORY,
+  PAUSE_IMAGE,
+  FLANNEL_IMAGE,
+  renderDefaultCni,
+} from "../../components/kind/node-image";
 // The node image's facts and its default CNI live beside the component that uses them; re-exported for the builder's callers.
 export * from "../../components/kind/node-image";
 
@@ -41,9 +52,25 @@ export * from "../../components/kind/node-image";
  * plugins, which kind builds from source instead.
  */
 export const NODE_PACKAGES: readonly string[] = [
-  "systemd", "conntrack", "iptables", "nftables", "iproute2", "ethtool", "util-linux", "mount", "kmod",
-  "libseccomp2", "pigz", "bash", "ca-certificates", "curl", "jq", "procps",
-  "containerd", "runc", "containernetworking-plugins",
+  "systemd",
+  "conntrack",
+  "iptables",
+  "nftables",
+  "iproute2",
+  "ethtool",
+  "util-linux",
+  "mount",
+  "kmod",
+  "libseccomp2",
+  "pigz",
+  "bash",
+  "ca-certificates",
+  "curl",
+  "jq",
+  "procps",
+  "containerd",
+  "runc",
+  "containernetworking-plugins",
 ];
 
 /** Packages of the small root file system under the kube-proxy and flannel images (they exec iptables/nft). */
@@ -54,16 +81,38 @@ export const DEBIAN_SUITE = "bookworm";
 
 /** Logical names of the input binaries (keys of {@link InputBinaries}). */
 export type InputName =
-  | "kubelet" | "kubeadm" | "kubectl" | "kube-proxy" | "kube-apiserver" | "kube-controller-manager" | "kube-scheduler"
-  | "etcd" | "coredns" | "crictl" | "flanneld" | "cni-flannel" | "pause";
+  | "kubelet"
+  | "kubeadm"
+  | "kubectl"
+  | "kube-proxy"
+  | "kube-apiserver"
+  | "kube-controller-manager"
+  | "kube-scheduler"
+  | "etcd"
+  | "coredns"
+  | "crictl"
+  | "flanneld"
+  | "cni-flannel"
+  | "pause";
 
 /** Absolute paths of the input binaries by logical name. */
 export type InputBinaries = Readonly<Record<InputName, string>>;
 
 /** Every input name, in a fixed order. */
 export const INPUT_NAMES: readonly InputName[] = [
-  "kubelet", "kubeadm", "kubectl", "kube-proxy", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
-  "etcd", "coredns", "crictl", "flanneld", "cni-flannel", "pause",
+  "kubelet",
+  "kubeadm",
+  "kubectl",
+  "kube-proxy",
+  "kube-apiserver",
+  "kube-controller-manager",
+  "kube-scheduler",
+  "etcd",
+  "coredns",
+  "crictl",
+  "flanneld",
+  "cni-flannel",
+  "pause",
 ];
 
 /** One image imported into the node's containerd. */
@@ -163,7 +212,6 @@ export function adaptContainerdService(kindUnit: string): string {
   if (!line.test(kindUnit)) throw new Error("kind's containerd.service has no line ExecStart=/usr/local/bin/containerd");
   return kindUnit.replace(line, "ExecStart=/usr/bin/containerd");
 }
-
 
 // ---------------------------------------------------------------------------------------------------------
 // The input hash (pure)
@@ -298,7 +346,11 @@ export function parseAptSources(texts: readonly string[], suite: string): AptSou
     if (/^\s*Types\s*:/im.test(text)) {
       for (const stanza of text.split(/\n\s*\n/)) {
         const field = (name: string) =>
-          new RegExp(`^${name}\\s*:\\s*(.*)$`, "im").exec(stanza)?.[1]?.trim().split(/\s+/).filter((x) => x !== "") ?? [];
+          new RegExp(`^${name}\\s*:\\s*(.*)$`, "im")
+            .exec(stanza)?.[1]
+            ?.trim()
+            .split(/\s+/)
+            .filter((x) => x !== "") ?? [];
         if (!field("Types").includes("deb") || /^Enabled\s*:\s*no/im.test(stanza)) continue;
         const suites = field("Suites").filter(wanted);
         if (suites.length > 0) out.push({ uris: field("URIs"), suites, components: field("Components") });
@@ -381,9 +433,7 @@ export function rootfsTool(spec: RootfsSpec): Tool {
       const root = path.join(ctx.workDir, "root");
       const log = ctx.log;
       const step = <T>(label: string, fn: () => Promise<T>) => timed(ctx.log, label, fn, spec.name);
-      await step("debootstrap", () =>
-        run("debootstrap", ["--variant=minbase", "--components=main", `--include=${spec.packages.join(",")}`, spec.suite, root, mirror], { log }),
-      );
+      await step("debootstrap", () => run("debootstrap", ["--variant=minbase", "--components=main", `--include=${spec.packages.join(",")}`, spec.suite, root, mirror], { log }));
       fs.writeFileSync(path.join(root, "etc/apt/sources.list.d/debian.sources"), renderDeb822(sources));
       fs.rmSync(path.join(root, "etc/apt/sources.list"), { force: true });
       fs.copyFileSync(SETUP_ROOTFS, path.join(root, "setup-rootfs.sh"));
@@ -410,7 +460,6 @@ export const IMAGE_BASE_ROOTFS: RootfsSpec = { name: "kind-image-rootfs", suite:
 
 // ---------------------------------------------------------------------------------------------------------
 // The node image tool
-
 
 /** Contents of `image.json` in the tool directory. */
 export interface NodeImageRecord {
@@ -483,8 +532,10 @@ async function kindModuleDir(ctx: BuildContext): Promise<string> {
     env: { ...ctx.env, GOFLAGS: "-mod=mod", GO111MODULE: "on" },
   });
   const info = JSON.parse(out) as { Dir?: string; Sum?: string; Error?: string };
-  if (info.Error !== undefined || info.Dir === undefined) throw new ToolBuildError(`${TOOL_NAME}: go mod download ${KIND_MODULE.goModule}@${KIND_MODULE.version}: ${info.Error ?? "no Dir"}`, TOOL_NAME);
-  if (info.Sum !== KIND_MODULE.goSum) throw new ToolBuildError(`${TOOL_NAME}: ${KIND_MODULE.goModule}@${KIND_MODULE.version} has go.sum hash ${info.Sum}, pinned ${KIND_MODULE.goSum}`, TOOL_NAME);
+  if (info.Error !== undefined || info.Dir === undefined)
+    throw new ToolBuildError(`${TOOL_NAME}: go mod download ${KIND_MODULE.goModule}@${KIND_MODULE.version}: ${info.Error ?? "no Dir"}`, TOOL_NAME);
+  if (info.Sum !== KIND_MODULE.goSum)
+    throw new ToolBuildError(`${TOOL_NAME}: ${KIND_MODULE.goModule}@${KIND_MODULE.version} has go.sum hash ${info.Sum}, pinned ${KIND_MODULE.goSum}`, TOOL_NAME);
   return info.Dir;
 }
 
@@ -601,7 +652,20 @@ async function buildNodeImage(ctx: BuildContext, inputs: InputBinaries, hash: st
   stage(root, "kind/manifests/default-cni.yaml", 0o644, { text: renderDefaultCni() });
   stage(root, "kind/build/setup-node.sh", 0o755, { file: SETUP_NODE });
   const stageTar = path.join(ctx.workDir, "stage.tar");
-  await run("tar", ["-C", root, "--owner=0", "--group=0", "--numeric-owner", "-cf", stageTar, "etc", "usr", "opt", "kind", ...(fs.existsSync(path.join(root, "LICENSES")) ? ["LICENSES"] : [])]);
+  await run("tar", [
+    "-C",
+    root,
+    "--owner=0",
+    "--group=0",
+    "--numeric-owner",
+    "-cf",
+    stageTar,
+    "etc",
+    "usr",
+    "opt",
+    "kind",
+    ...(fs.existsSync(path.join(root, "LICENSES")) ? ["LICENSES"] : []),
+  ]);
 
   const cleanup = () => {
     spawnSync("docker", ["rm", "-f", "-v", container], { env, stdio: "ignore" });
@@ -627,24 +691,33 @@ async function buildNodeImage(ctx: BuildContext, inputs: InputBinaries, hash: st
     await timed(log, "ctr images import (--no-unpack)", () =>
       run("docker", ["exec", "-i", container, "ctr", "-n", "k8s.io", "images", "import", "--all-platforms", "--no-unpack", "-"], { env, stdinFile: imagesTar }),
     );
-    const listed = (await run("docker", ["exec", container, "ctr", "-n", "k8s.io", "images", "ls", "-q"], { env })).split("\n").map((l) => l.trim()).filter((l) => l !== "");
+    const listed = (await run("docker", ["exec", container, "ctr", "-n", "k8s.io", "images", "ls", "-q"], { env }))
+      .split("\n")
+      .map((l) => l.trim())
+      .filter((l) => l !== "");
     const wanted = COMPONENT_IMAGES.map((i) => i.ref);
     const missing = wanted.filter((r) => !listed.includes(r));
     if (missing.length > 0) throw new ToolBuildError(`${TOOL_NAME}: after the import, containerd lacks ${missing.join(", ")} (has ${listed.join(", ")})`, TOOL_NAME);
     // containerd is reparented to `sleep` (PID 1), which never reaps it: exited = gone or a zombie.
-    await run("docker", ["exec", container, "sh", "-c", 'p=$(cat /kind/build/containerd.pid); kill "$p"; for i in $(seq 1 200); do s=$(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) || exit 0; [ "$s" = Z ] && exit 0; sleep 0.1; done; echo "containerd did not stop" >&2; exit 1'], { env });
+    await run(
+      "docker",
+      [
+        "exec",
+        container,
+        "sh",
+        "-c",
+        'p=$(cat /kind/build/containerd.pid); kill "$p"; for i in $(seq 1 200); do s=$(cut -d" " -f3 "/proc/$p/stat" 2>/dev/null) || exit 0; [ "$s" = Z ] && exit 0; sleep 0.1; done; echo "containerd did not stop" >&2; exit 1',
+      ],
+      { env },
+    );
     await run("docker", ["exec", container, "sh", "-c", "rm -rf /kind/build /run/containerd /tmp/* /var/tmp/* /var/log/*"], { env });
     // Docker 20.10's `commit --change` refuses STOPSIGNAL, so the commit is a plain snapshot and a one-line
     // legacy-builder Dockerfile adds kind's image config (metadata only, no layer).
     await timed(log, "docker commit", () => run("docker", ["commit", container, committed], { env }));
-    const dockerfile = [
-      `FROM ${committed}`,
-      "ENV container=docker",
-      "STOPSIGNAL SIGRTMIN+3",
-      'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]',
-      "",
-    ].join("\n");
-    await timed(log, "image config (ENTRYPOINT, ENV, STOPSIGNAL)", () => run("docker", ["build", "-q", "-t", tag, "-"], { env: { ...env, DOCKER_BUILDKIT: "0" }, input: dockerfile }));
+    const dockerfile = [`FROM ${committed}`, "ENV container=docker", "STOPSIGNAL SIGRTMIN+3", 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]', ""].join("\n");
+    await timed(log, "image config (ENTRYPOINT, ENV, STOPSIGNAL)", () =>
+      run("docker", ["build", "-q", "-t", tag, "-"], { env: { ...env, DOCKER_BUILDKIT: "0" }, input: dockerfile }),
+    );
   } finally {
     cleanup();
   }

@@ -35,4 +35,3 @@ export function localBuildMissing(): string | undefined {
   if (!existsSync(path.join(PROJECT_DIR, "dist", "cohort.cjs"))) return "the runtime bundle is not built (`npm run build`)";
   return undefined;
 }
-

@@ -54,7 +54,11 @@ mkdirSync(artifacts);
 
 function calls(): { argv: string[]; stdin: string }[] {
   if (!existsSync(callLog)) return [];
-  return readFileSync(callLog, "utf8").trim().split("\n").filter(Boolean).map((l) => JSON.parse(l) as { argv: string[]; stdin: string });
+  return readFileSync(callLog, "utf8")
+    .trim()
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { argv: string[]; stdin: string });
 }
 
 function stepEnv(env: Record<string, string>): NodeJS.ProcessEnv {
@@ -88,7 +92,22 @@ describe("CohortRun step 'cohort run'", () => {
     expect(r).toEqual({ status: 0, stdout: '{"runId":"lab-x","ledgerPath":"/tmp/lab-x"}\n', stderr: "" });
     const [call] = calls();
     expect(call?.stdin).toBe('{"name":"lab"}\n');
-    expect(runArgv(call?.argv ?? [])).toEqual(["run", "--spec", "<spec>", "--artifacts", artifacts, "--profile", "host", "--backend", "process", "--lock", "--watch-pid", "<pid>", "--watch-pid", "<pid>"]);
+    expect(runArgv(call?.argv ?? [])).toEqual([
+      "run",
+      "--spec",
+      "<spec>",
+      "--artifacts",
+      artifacts,
+      "--profile",
+      "host",
+      "--backend",
+      "process",
+      "--lock",
+      "--watch-pid",
+      "<pid>",
+      "--watch-pid",
+      "<pid>",
+    ]);
     const watched = (call?.argv ?? []).filter((_a, i, all) => all[i - 1] === "--watch-pid").map(Number);
     expect(watched[1]).toBe(process.pid); // $PPID: the provider (here, this test process)
   });
@@ -96,7 +115,11 @@ describe("CohortRun step 'cohort run'", () => {
   it("a failed run: exit 0 with the failed summary on stdout (the state records it), the runtime's last stderr line as the reason, and the run remembered as unsuccessful", () => {
     rmSync(path.join(artifacts, UNSUCCESSFUL_RUN_FILE), { force: true });
     const r = step(COHORT_RUN_STEPS.create, { FAKE_FAIL: "1" }, "{}");
-    expect(r).toEqual({ status: 0, stdout: '{"runId":"lab-x","outcome":"failed"}\n', stderr: "run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\n" });
+    expect(r).toEqual({
+      status: 0,
+      stdout: '{"runId":"lab-x","outcome":"failed"}\n',
+      stderr: "run lab-x failed: member web-1 exited before ready (exit code 1): listen EADDRINUSE\n",
+    });
     expect(readFileSync(path.join(artifacts, UNSUCCESSFUL_RUN_FILE), "utf8")).toBe('{"runId":"lab-x","outcome":"failed"}\n');
     expect(lastUnsuccessfulRunId(artifacts)).toBe("lab-x");
     rmSync(path.join(artifacts, UNSUCCESSFUL_RUN_FILE));
@@ -111,7 +134,24 @@ describe("CohortRun step 'cohort run'", () => {
   it("with COHORT_STATUS_FD (the provider's status pipe) the runtime gets --progress-fd with that number", () => {
     const r = step(COHORT_RUN_STEPS.create, { COHORT_STATUS_FD: "3" }, "{}");
     expect(r.status).toBe(0);
-    expect(runArgv(calls()[0]?.argv ?? [])).toEqual(["run", "--spec", "<spec>", "--artifacts", artifacts, "--profile", "host", "--backend", "process", "--progress-fd", "3", "--lock", "--watch-pid", "<pid>", "--watch-pid", "<pid>"]);
+    expect(runArgv(calls()[0]?.argv ?? [])).toEqual([
+      "run",
+      "--spec",
+      "<spec>",
+      "--artifacts",
+      artifacts,
+      "--profile",
+      "host",
+      "--backend",
+      "process",
+      "--progress-fd",
+      "3",
+      "--lock",
+      "--watch-pid",
+      "<pid>",
+      "--watch-pid",
+      "<pid>",
+    ]);
   });
 
   it("leaves no temp file behind", () => {
@@ -122,25 +162,31 @@ describe("CohortRun step 'cohort run'", () => {
     expect(readdirSync(tmp)).toEqual([]);
   });
 
-  it.each(["SIGTERM", "SIGINT", "SIGHUP"] as const)("%s to the step reaches the runtime; the step reports the interrupted run (exit 0) and removes its temp files", async (signal) => {
-    const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-sig-"));
-    const started = path.join(dir, `started-${signal}`);
-    writeFileSync(callLog, "");
-    const child = spawn("/bin/sh", ["-c", COHORT_RUN_SCRIPT, "cohort", COHORT_RUN_STEPS.create], { env: stepEnv({ TMPDIR: tmp, FAKE_HOLD: started }), stdio: ["pipe", "pipe", "pipe"] });
-    child.stdin.end("{}");
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const done = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
-    for (let i = 0; i < 400 && !existsSync(started); i++) await new Promise((r) => setTimeout(r, 25));
-    expect(readdirSync(tmp)).toHaveLength(3);
-    child.kill(signal);
-    expect(await done).toBe(0);
-    expect(stdout).toBe('{"runId":"lab-x","outcome":"interrupted"}\n');
-    expect(stderr).toBe(`cohort: run lab-x interrupted by ${signal}; 0/2 were ready; ledger /tmp/lab-x\n`);
-    expect(readdirSync(tmp)).toEqual([]);
-  });
+  it.each(["SIGTERM", "SIGINT", "SIGHUP"] as const)(
+    "%s to the step reaches the runtime; the step reports the interrupted run (exit 0) and removes its temp files",
+    async (signal) => {
+      const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-scripts-sig-"));
+      const started = path.join(dir, `started-${signal}`);
+      writeFileSync(callLog, "");
+      const child = spawn("/bin/sh", ["-c", COHORT_RUN_SCRIPT, "cohort", COHORT_RUN_STEPS.create], {
+        env: stepEnv({ TMPDIR: tmp, FAKE_HOLD: started }),
+        stdio: ["pipe", "pipe", "pipe"],
+      });
+      child.stdin.end("{}");
+      let stdout = "";
+      let stderr = "";
+      child.stdout.on("data", (d) => (stdout += d));
+      child.stderr.on("data", (d) => (stderr += d));
+      const done = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)));
+      for (let i = 0; i < 400 && !existsSync(started); i++) await new Promise((r) => setTimeout(r, 25));
+      expect(readdirSync(tmp)).toHaveLength(3);
+      child.kill(signal);
+      expect(await done).toBe(0);
+      expect(stdout).toBe('{"runId":"lab-x","outcome":"interrupted"}\n');
+      expect(stderr).toBe(`cohort: run lab-x interrupted by ${signal}; 0/2 were ready; ledger /tmp/lab-x\n`);
+      expect(readdirSync(tmp)).toEqual([]);
+    },
+  );
 });
 
 describe("CohortRun guard steps", () => {

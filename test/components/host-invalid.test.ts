@@ -52,7 +52,14 @@ describe("host profile refusals happen before any resource", () => {
     ["size 0", { cohort: '{"size":0}' }, "cohort-lab:cohort.size: must be an integer >= 1 (got 0)"],
     [
       "a role needing an unknown role",
-      { cohort: JSON.stringify({ roles: [{ name: "a", app: { command: ["x"] } }, { name: "b", needs: ["c"], app: { command: ["y"] } }] }) },
+      {
+        cohort: JSON.stringify({
+          roles: [
+            { name: "a", app: { command: ["x"] } },
+            { name: "b", needs: ["c"], app: { command: ["y"] } },
+          ],
+        }),
+      },
       'cohort-lab:cohort.roles[1].needs[0]: unknown role "c" (known: a, b)',
     ],
     ["a negative timeout", { cohort: '{"memberTimeout":"-1s"}' }, 'cohort-lab:cohort.memberTimeout: must be a duration that is not negative (got "-1s")'],

@@ -138,7 +138,7 @@ describe("host profile component graph", () => {
       COHORT_BUNDLE_SHA256: bundleSha,
     });
     expect(bundle.inputs.triggers).toEqual([bundleSha, artifactRoot]);
-    expect(bundle.inputs.create).toContain('sha256sum -c --status -');
+    expect(bundle.inputs.create).toContain("sha256sum -c --status -");
     expect(bundle.inputs.delete).toBe(
       'rm -f "$COHORT_BUNDLE_PATH"\nif [ -n "${COHORT_LAUNCHER_PATH:-}" ]; then rm -f "$COHORT_LAUNCHER_PATH"; fi\nrmdir "$(dirname "$COHORT_BUNDLE_PATH")" 2>/dev/null || true',
     );
@@ -190,9 +190,7 @@ describe("host profile component graph", () => {
     const spec = JSON.parse(registration("command:local:Command", "cohort-run").inputs.stdin as string) as {
       roles: { name: string; replicas: number; app: { command: string[] } }[];
     };
-    expect(spec.roles.map((r) => [r.name, r.replicas, r.app.command[0], path.basename(r.app.command[1] ?? "")])).toEqual([
-      ["gateway", 3, hostNode, "openclaw.mjs"],
-    ]);
+    expect(spec.roles.map((r) => [r.name, r.replicas, r.app.command[0], path.basename(r.app.command[1] ?? "")])).toEqual([["gateway", 3, hostNode, "openclaw.mjs"]]);
   });
 
   it("registerOutputs lists every public output of each component, with the run's values", () => {

@@ -31,14 +31,22 @@ beforeAll(async () => {
     controller: "external",
     image: `registry.k8s.io/kueue/kueue:v0.17.0@${TEST_DIGEST}`,
     externalWebhookPort: WEBHOOK_PORT,
-    configuration: { waitForPodsReady: { timeout: "6m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } }, excludedNamespaces: ["kube-system", "kueue-system"] },
+    configuration: {
+      waitForPodsReady: { timeout: "6m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } },
+      excludedNamespaces: ["kube-system", "kueue-system"],
+    },
     webhookReady: (install) => {
       installSeen = install.length;
       return [new command.local.Command("kueue-manager-ready", { create: "true" }, { dependsOn: [...install] })];
     },
     queue: { resourceFlavor: "default", clusterQueue: "sim", nominalQuota: { cpu: "63560m", memory: "233472Mi" } },
   });
-  new AgentSandbox("agent-sandbox", { provider, controller: "external", image: `registry.k8s.io/agent-sandbox/agent-sandbox-controller:v0.5.5@${TEST_DIGEST}`, waitFor: kueue.webhookReady });
+  new AgentSandbox("agent-sandbox", {
+    provider,
+    controller: "external",
+    image: `registry.k8s.io/agent-sandbox/agent-sandbox-controller:v0.5.5@${TEST_DIGEST}`,
+    waitFor: kueue.webhookReady,
+  });
   await settle(regs, 90);
 }, 900_000);
 
@@ -56,7 +64,9 @@ it("points Kueue's webhooks and CRD conversions at the local process through an 
   const svc = find(regs, "kubernetes:core/v1:Service", "kueue:kueue-system/kueue-webhook-service");
   expect(svc.inputs.spec).toEqual({ type: "ExternalName", externalName: "localhost", ports: [{ port: WEBHOOK_PORT, protocol: "TCP", targetPort: WEBHOOK_PORT }] });
   const hooks = ["MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"].flatMap((kind) =>
-    regs.filter((r) => r.type === `kubernetes:admissionregistration.k8s.io/v1:${kind}`).flatMap((r) => r.inputs.webhooks as { clientConfig: { service: { name: string; port: number } } }[]),
+    regs
+      .filter((r) => r.type === `kubernetes:admissionregistration.k8s.io/v1:${kind}`)
+      .flatMap((r) => r.inputs.webhooks as { clientConfig: { service: { name: string; port: number } } }[]),
   );
   expect(hooks.length).toBe(43);
   for (const h of hooks) expect(h.clientConfig.service).toMatchObject({ name: "kueue-webhook-service", port: WEBHOOK_PORT });

@@ -35,7 +35,10 @@ beforeAll(async () => {
   const { buildLocal, localProfile } = await import("../../stacks/local.js");
   const raw = readRawConfig();
   const config = parseStackConfig(raw, { stack: "local", projectDir, profileKeys: localProfile.configKeys });
-  buildLocal({ stack: "local", projectDir, config, raw }, { facts: { cpus: 4, memoryBytes: 16 * 2 ** 30, uid: 1000, gid: 1000, platform: "linux-x64" }, bundle: Buffer.from("//"), artifacts: { images: {} } });
+  buildLocal(
+    { stack: "local", projectDir, config, raw },
+    { facts: { cpus: 4, memoryBytes: 16 * 2 ** 30, uid: 1000, gid: 1000, platform: "linux-x64" }, bundle: Buffer.from("//"), artifacts: { images: {} } },
+  );
   await settle(regs, 100);
   warn.mockRestore();
 }, 900_000);

@@ -86,7 +86,10 @@ describe("refusals before any resource", () => {
   });
 
   it.for<[Record<string, string>, string]>([
-    [{ kueue: "registry.k8s.io/kueue/kueue:v0.17.0" }, 'cohort-lab:images.kueue: must be registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.17.0")'],
+    [
+      { kueue: "registry.k8s.io/kueue/kueue:v0.17.0" },
+      'cohort-lab:images.kueue: must be registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.17.0")',
+    ],
     [
       { kueue: `registry.k8s.io/kueue/kueue:v0.18.0@${TEST_DIGEST}` },
       `cohort-lab:images.kueue: must be the pinned image registry.k8s.io/kueue/kueue:v0.17.0 (common/pins.ts) by digest, registry.k8s.io/kueue/kueue[:v0.17.0]@sha256:<64 hex> (got "registry.k8s.io/kueue/kueue:v0.18.0@${TEST_DIGEST}")`,

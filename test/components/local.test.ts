@@ -105,11 +105,11 @@ describe("local profile graph", () => {
     const kind = find(regs, "command:local:Command", "local-kind");
     expect(kind.parent).toBe(find(regs, "cohortlab:local:KindCluster", "local").urn);
     expect(byType("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")).toHaveLength(12); // 11 Kueue + Sandbox
-    expect(byType("kubernetes:apps/v1:Deployment").map((r) => r.name).sort()).toEqual([
-      "agent-sandbox:agent-sandbox-system/agent-sandbox-controller",
-      "kueue:kueue-system/kueue-controller-manager",
-      "temporal:cohort-lab-system/temporal",
-    ]);
+    expect(
+      byType("kubernetes:apps/v1:Deployment")
+        .map((r) => r.name)
+        .sort(),
+    ).toEqual(["agent-sandbox:agent-sandbox-system/agent-sandbox-controller", "kueue:kueue-system/kueue-controller-manager", "temporal:cohort-lab-system/temporal"]);
     expect(byType("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue").map((r) => r.name)).toEqual(["kueue:cohort-lab"]);
     expect(byType("kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor").map((r) => r.name)).toEqual(["kueue:cohort-lab-default"]);
     expect(byType("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")).toHaveLength(1);
@@ -192,7 +192,15 @@ describe("local profile graph", () => {
     expect((cq.inputs.spec as { resourceGroups: unknown }).resourceGroups).toEqual([
       {
         coveredResources: ["cpu", "memory"],
-        flavors: [{ name: "cohort-lab-default", resources: [{ name: "cpu", nominalQuota: "14750m" }, { name: "memory", nominalQuota: "64400Mi" }] }],
+        flavors: [
+          {
+            name: "cohort-lab-default",
+            resources: [
+              { name: "cpu", nominalQuota: "14750m" },
+              { name: "memory", nominalQuota: "64400Mi" },
+            ],
+          },
+        ],
       },
     ]);
   });
@@ -303,7 +311,8 @@ describe("local profile graph", () => {
     const env = unwrap(follower.inputs.environment);
     const summaryEnv = unwrap(summaryCommand.inputs.environment);
     expect(env.COHORT_STATUS_FD).toBe("3");
-    for (const key of ["COHORT_KUBECONFIG", "COHORT_NAMESPACE", "COHORT_JOB", "COHORT_CONTAINER", "COHORT_WAIT_MS", "COHORT_KUBECTL_BIN"]) expect(env[key], key).toBe(summaryEnv[key]);
+    for (const key of ["COHORT_KUBECONFIG", "COHORT_NAMESPACE", "COHORT_JOB", "COHORT_CONTAINER", "COHORT_WAIT_MS", "COHORT_KUBECTL_BIN"])
+      expect(env[key], key).toBe(summaryEnv[key]);
     expect([env.COHORT_JOB, env.COHORT_CONTAINER]).toEqual(["cohort-run", "runtime"]);
     // The summary has no status pipe: its stdout is the run's outputs.
     expect(summaryEnv.COHORT_STATUS_FD).toBeUndefined();
@@ -314,7 +323,10 @@ describe("local profile graph", () => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const cm = regs.find((r) => r.type === "kubernetes:core/v1:ConfigMap" && r.name.startsWith("runtime:") && r.name.endsWith("/cohort-runtime"))!;
     const spec = JSON.parse((cm.inputs.data as Record<string, string>)["spec.json"]!) as { roles: { app: { image: string } }[] };
-    expect(spec.roles.map((r) => r.app.image)).toEqual([`docker.io/library/node:24.22.3-bookworm-slim@${TEST_DIGEST}`, `docker.io/library/node:24.22.3-bookworm-slim@${TEST_DIGEST}`]);
+    expect(spec.roles.map((r) => r.app.image)).toEqual([
+      `docker.io/library/node:24.22.3-bookworm-slim@${TEST_DIGEST}`,
+      `docker.io/library/node:24.22.3-bookworm-slim@${TEST_DIGEST}`,
+    ]);
     const kind = find(regs, "command:local:Command", "local-kind");
     const env = kind.inputs.environment as Record<string, string>;
     expect(env.COHORT_KIND_CONFIG).toContain(`hostPath: ${artifactRoot}`);
@@ -331,7 +343,17 @@ describe("local profile graph", () => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(outputs.profile).toBe("local");
     expect(await valueOf(outputs.artifactRoot)).toBe(artifactRoot);
-    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 4, readyCount: 4, timeToReadyMs: 4321, ledgerPath: summary.ledgerPath, reportPath: summary.reportPath, firstFailure: null, specSha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(await valueOf(outputs.run)).toEqual({
+      id: summary.runId,
+      outcome: "succeeded",
+      size: 4,
+      readyCount: 4,
+      timeToReadyMs: 4321,
+      ledgerPath: summary.ledgerPath,
+      reportPath: summary.reportPath,
+      firstFailure: null,
+      specSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
     expect(await valueOf(outputs.kubeContext)).toBe("kind-cohort-lab");
     expect(await valueOf(outputs.kubeconfig)).toBe(FAKE_KUBECONFIG);
     // Output.isSecret is internal API: a Promise<boolean> on every Output.

@@ -154,7 +154,15 @@ describe("sim profile graph", () => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const cq = find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab");
     const flavors = (cq.inputs.spec as { resourceGroups: { flavors: { name: string; resources: unknown[] }[] }[] }).resourceGroups[0]!.flavors;
-    expect(flavors).toEqual([{ name: "cohort-lab-agents", resources: [{ name: "cpu", nominalQuota: "47670m" }, { name: "memory", nominalQuota: "175104Mi" }] }]);
+    expect(flavors).toEqual([
+      {
+        name: "cohort-lab-agents",
+        resources: [
+          { name: "cpu", nominalQuota: "47670m" },
+          { name: "memory", nominalQuota: "175104Mi" },
+        ],
+      },
+    ]);
     const rf = find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ResourceFlavor", "kueue:cohort-lab-agents");
     expect(rf.inputs.spec).toEqual({
       nodeLabels: { "cohort-lab.dev/pool": "agents" },
@@ -190,7 +198,17 @@ describe("sim profile graph", () => {
   it("exports the CI contract: run, kube context, kubeconfig (secret), queues", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(outputs.profile).toBe("sim");
-    expect(await valueOf(outputs.run)).toEqual({ id: summary.runId, outcome: "succeeded", size: 100, readyCount: 100, timeToReadyMs: 2345, ledgerPath: summary.ledgerPath, reportPath: summary.reportPath, firstFailure: null, specSha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    expect(await valueOf(outputs.run)).toEqual({
+      id: summary.runId,
+      outcome: "succeeded",
+      size: 100,
+      readyCount: 100,
+      timeToReadyMs: 2345,
+      ledgerPath: summary.ledgerPath,
+      reportPath: summary.reportPath,
+      firstFailure: null,
+      specSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
     expect(await valueOf(outputs.kubeContext)).toBe("cohort-lab-sim");
     expect(await pulumi.isSecret(outputs.kubeconfig!)).toBe(true);
     expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });

@@ -56,7 +56,12 @@ async function ok(args: readonly string[]): Promise<Result> {
 
 /** `up` in its own session (a CI job's process group), its output collected. */
 function startUp(stack: string): { pgid: number; done: Promise<{ code: number | null; out: string }> } {
-  const child = spawn("npm", ["run", "-s", "pulumi", "--", "-C", projectDir, "up", "--yes", "--skip-preview", "--stack", stack], { cwd: PROJECT_DIR, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn("npm", ["run", "-s", "pulumi", "--", "-C", projectDir, "up", "--yes", "--skip-preview", "--stack", stack], {
+    cwd: PROJECT_DIR,
+    env,
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
   child.stderr.on("data", (d) => (out += d));
@@ -86,7 +91,11 @@ function procs(): { pid: number; cmdline: string; environ: string[] }[] {
     try {
       const stat = readFileSync(`/proc/${name}/stat`, "utf8");
       if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
-      found.push({ pid: Number(name), cmdline: readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" "), environ: readFileSync(`/proc/${name}/environ`, "utf8").split("\0") });
+      found.push({
+        pid: Number(name),
+        cmdline: readFileSync(`/proc/${name}/cmdline`, "utf8").split("\0").join(" "),
+        environ: readFileSync(`/proc/${name}/environ`, "utf8").split("\0"),
+      });
     } catch {
       // gone, or not ours
     }
@@ -126,7 +135,14 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
   const seen = new Set<string>();
 
   it("a failed up: stack outputs name the failed run, its first failure and specSha256; the next up runs it again", async () => {
-    await ok(["config", "set", "--stack", "host", "cohort", JSON.stringify({ name: "broken", roles: [{ name: "web", replicas: 2, app: { command: [process.execPath, "-e", "process.exit(3)"] } }] })]);
+    await ok([
+      "config",
+      "set",
+      "--stack",
+      "host",
+      "cohort",
+      JSON.stringify({ name: "broken", roles: [{ name: "web", replicas: 2, app: { command: [process.execPath, "-e", "process.exit(3)"] } }] }),
+    ]);
     const r = await pulumi(["up", "--yes", "--skip-preview", "--stack", "host"]);
     expect(r.exitCode).not.toBe(0);
     expect(r.all).toMatch(/cohort: run broken-\S+ failed: member web-[01] exited before it was ready \(exit code 3\)/);
@@ -165,7 +181,9 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
     expect(readdirSync(tmpdir).filter((f) => f.startsWith("cohort-run."))).toEqual([]);
     console.log(`[e2e interrupt] SIGINT up output tail:\n${out.split("\n").slice(-25).join("\n")}`);
     console.log(`[e2e interrupt] outputs after SIGINT: ${JSON.stringify((await outputs()).run)}`);
-    const state = JSON.parse((await ok(["stack", "export", "--stack", "host"])).stdout) as { deployment: { resources: { urn: string; outputs?: { stdout?: string } }[]; pending_operations?: unknown[] } };
+    const state = JSON.parse((await ok(["stack", "export", "--stack", "host"])).stdout) as {
+      deployment: { resources: { urn: string; outputs?: { stdout?: string } }[]; pending_operations?: unknown[] };
+    };
     const inState = state.deployment.resources.find((res) => res.urn.endsWith("::cohort-run"));
     console.log(`[e2e interrupt] cohort-run in state after SIGINT: ${inState?.outputs?.stdout ?? "(none)"}; pending: ${JSON.stringify(state.deployment.pending_operations ?? [])}`);
   }, 600_000);
@@ -223,7 +241,9 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
       }
       await sleep(50);
     }
-    console.log(`[e2e interrupt] SIGKILL of pulumi -> run processes and provider gone after ${goneMs} ms (left: ${JSON.stringify(runProcesses(runId).map((p) => p.cmdline.slice(0, 100)))})`);
+    console.log(
+      `[e2e interrupt] SIGKILL of pulumi -> run processes and provider gone after ${goneMs} ms (left: ${JSON.stringify(runProcesses(runId).map((p) => p.cmdline.slice(0, 100)))})`,
+    );
     expect(runProcesses(runId)).toEqual([]);
     expect(providers()).toEqual([]);
     expect(goneMs).toBeGreaterThanOrEqual(0);
@@ -272,7 +292,12 @@ describe("host profile, interrupted and failed runs (real engine)", () => {
     await ok(["cancel", "--yes", "--stack", "host"]);
     const started = Date.now();
     const destroy = await ok(["destroy", "--yes", "--skip-preview", "--stack", "host"]);
-    console.log(`[e2e interrupt] destroy of a run not in the state: ${Date.now() - started} ms\n${destroy.all.split("\n").filter((l) => l.includes("cohort-guard")).join("\n")}`);
+    console.log(
+      `[e2e interrupt] destroy of a run not in the state: ${Date.now() - started} ms\n${destroy.all
+        .split("\n")
+        .filter((l) => l.includes("cohort-guard"))
+        .join("\n")}`,
+    );
     expect(destroy.all).toContain(`stopped runtime pid ${lock.pid} of run ${runId}`);
     expect(runProcesses(runId)).toEqual([]);
     expect(completion(runDir)).toMatchObject({ outcome: "interrupted" });

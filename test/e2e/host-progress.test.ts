@@ -87,14 +87,21 @@ describe("pulumi up shows the run's progress (host, real engine)", () => {
 
     // Ephemeral: the state holds the summary as stdout and no progress (stderr empty).
     const state = (await ok(["stack", "export", "--stack", "host"])).all;
-    const run = (JSON.parse(state) as { deployment: { resources: { urn: string; outputs?: { stdout?: string; stderr?: string } }[] } }).deployment.resources.find((x) => x.urn.endsWith("::cohort-run"));
+    const run = (JSON.parse(state) as { deployment: { resources: { urn: string; outputs?: { stdout?: string; stderr?: string } }[] } }).deployment.resources.find((x) =>
+      x.urn.endsWith("::cohort-run"),
+    );
     expect(run?.outputs?.stderr ?? "").toBe("");
     expect(state).not.toContain("startup: started");
   }, 900_000);
 
   it("a failed run fails `up` with the runtime's one-line reason; the error holds no progress lines", async () => {
     const roles = [
-      { name: "web", replicas: 3, app: { command: ["sh", "-c", 'if [ "$COHORT_INDEX" = 2 ]; then sleep 2; exit 3; fi; echo ready; exec sleep 1000'], port: false }, readiness: onLog },
+      {
+        name: "web",
+        replicas: 3,
+        app: { command: ["sh", "-c", 'if [ "$COHORT_INDEX" = 2 ]; then sleep 2; exit 3; fi; echo ready; exec sleep 1000'], port: false },
+        readiness: onLog,
+      },
     ];
     await ok(["config", "set", "--stack", "host", "cohort", JSON.stringify({ name: "broken", roles })]);
     const r = await pulumi(["up", "--yes", "--stack", "host", "--skip-preview"]);
@@ -103,7 +110,9 @@ describe("pulumi up shows the run's progress (host, real engine)", () => {
     console.log(`[e2e progress] failed up, diagnostics:\n${diagnostics.slice(0, 2000)}`);
     // The run step records the failed run (exit 0 with its summary); the CohortRun fails the deployment with
     // the runtime's one-line reason (components/run/CohortRun.ts).
-    expect(diagnostics).toMatch(/cohortlab:runtime:CohortRun \(cohort\):\s*\n(?:\s*roster: .*\n)?\s*error: cohort: run broken-\S+ failed: member web-2 exited before it was ready \(exit code 3\); report: \/\S+\/broken-\S+\/report\.html\s*\n\s*\n/);
+    expect(diagnostics).toMatch(
+      /cohortlab:runtime:CohortRun \(cohort\):\s*\n(?:\s*roster: .*\n)?\s*error: cohort: run broken-\S+ failed: member web-2 exited before it was ready \(exit code 3\); report: \/\S+\/broken-\S+\/report\.html\s*\n\s*\n/,
+    );
     expect(diagnostics).not.toMatch(/startup: started/);
     // The progress was shown during the run, the failure named there too.
     expect(r.lines.some((l) => /cohort-run\s+creating.*failed: web-2: member web-2 exited/.test(l.text))).toBe(true);

@@ -86,7 +86,9 @@ async function outputs(): Promise<Outputs> {
 async function up(label: string, extra: readonly string[] = []): Promise<{ r: Result; o: Outputs }> {
   const r = await ok(["up", "--yes", "--stack", "host", "--skip-preview", ...extra]);
   const o = await outputs();
-  console.log(`[e2e host] ${label}: pulumi up ${(r.ms / 1000).toFixed(1)} s wall; run ${o.run.id} size ${o.run.size} ready ${o.run.readyCount} timeToReady ${o.run.timeToReadyMs} ms`);
+  console.log(
+    `[e2e host] ${label}: pulumi up ${(r.ms / 1000).toFixed(1)} s wall; run ${o.run.id} size ${o.run.size} ready ${o.run.readyCount} timeToReady ${o.run.timeToReadyMs} ms`,
+  );
   return { r, o };
 }
 
@@ -238,7 +240,12 @@ describe("host profile, real engine", () => {
     await ok(["config", "rm", "--stack", "host", "cohort"]);
     await config("cohort", JSON.stringify({ name: "broken", roles }));
     const r = await pulumi(["up", "--yes", "--stack", "host", "--skip-preview"]);
-    console.log(`[e2e host] failing run: up exit ${r.exitCode} in ${(r.ms / 1000).toFixed(1)} s\n${r.all.split("\n").filter((l) => l.includes("web-")).join("\n")}`);
+    console.log(
+      `[e2e host] failing run: up exit ${r.exitCode} in ${(r.ms / 1000).toFixed(1)} s\n${r.all
+        .split("\n")
+        .filter((l) => l.includes("web-"))
+        .join("\n")}`,
+    );
     expect(r.exitCode).not.toBe(0);
     expect(r.all).toMatch(/error: cohort: run broken-\S+ failed: member web-[01] exited before it was ready \(exit code 3\)/);
     // The failed run is in the state, so the outputs name it (never the previous success).

@@ -148,7 +148,9 @@ describe("local profile, real engine", () => {
 
   it("refuses a cohort that cannot fit at preview, with the arithmetic", async () => {
     const { parse } = await import("yaml");
-    const cohort = (parse(readFileSync(path.join(projectDir, "Pulumi.local.yaml"), "utf8")) as { config: Record<string, { roles: { replicas: number }[] }> }).config["cohort-lab:cohort"]!;
+    const cohort = (parse(readFileSync(path.join(projectDir, "Pulumi.local.yaml"), "utf8")) as { config: Record<string, { roles: { replicas: number }[] }> }).config[
+      "cohort-lab:cohort"
+    ]!;
     // A whole object may be set as JSON text in one key (numbers stay numbers).
     await ok(["config", "set", "--stack", "local", "cohort", JSON.stringify({ ...cohort, roles: cohort.roles.map((r, i) => (i === 1 ? { ...r, replicas: 5000 } : r)) })]);
     try {

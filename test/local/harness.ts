@@ -85,7 +85,14 @@ export class LocalProject {
     const started = performance.now();
     const { execa } = await loadExeca();
     const timed = options.timedLines === true;
-    const sub = execa("npm", ["run", "-s", "pulumi", "--", "-C", this.projectDir, ...args], { cwd: PROJECT_DIR, env: this.env, reject: false, all: true, stdin: "ignore", buffer: !timed });
+    const sub = execa("npm", ["run", "-s", "pulumi", "--", "-C", this.projectDir, ...args], {
+      cwd: PROJECT_DIR,
+      env: this.env,
+      reject: false,
+      all: true,
+      stdin: "ignore",
+      buffer: !timed,
+    });
     // timedLines: the output is read here as it arrives (no buffering by execa), each line with its arrival time.
     const lines: { at: number; text: string }[] = [];
     let out = "";

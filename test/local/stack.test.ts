@@ -73,7 +73,9 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     await project.config("--path", "cohort", roster);
     const r = await project.pulumi(["preview", "--stack", "local"]);
     expect(r.exitCode).not.toBe(0);
-    expect(r.all).toMatch(/cohort-lab:cohort: 400 members need 40000m CPU \(agent 400 × 100m\), more than the ClusterQueue quota of \d+m \(2 nodes × \d+m allocatable − \d+m reserved = \d+m\)/);
+    expect(r.all).toMatch(
+      /cohort-lab:cohort: 400 members need 40000m CPU \(agent 400 × 100m\), more than the ClusterQueue quota of \d+m \(2 nodes × \d+m allocatable − \d+m reserved = \d+m\)/,
+    );
     expect(kindContainers(name)).toEqual([]);
     await project.ok(["config", "rm", "--stack", "local", "cohort"]);
     // Restore the shipped roster (config rm removed the whole `cohort` key of Pulumi.local.yaml).
@@ -131,16 +133,25 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     const verify = await ledgerVerify(o.run.ledgerPath);
     expect(verify.exitCode, verify.out).toBe(0);
 
-    const nodes = JSON.parse(await project.kubectl(["get", "nodes", "-o", "json"])) as { items: { metadata: { name: string }; status: { conditions: { type: string; status: string }[] } }[] };
+    const nodes = JSON.parse(await project.kubectl(["get", "nodes", "-o", "json"])) as {
+      items: { metadata: { name: string }; status: { conditions: { type: string; status: string }[] } }[];
+    };
     expect(nodes.items.map((n) => n.metadata.name).sort()).toEqual([`${name}-control-plane`, `${name}-worker`, `${name}-worker2`]);
     for (const n of nodes.items) expect(n.status.conditions.find((c) => c.type === "Ready")?.status).toBe("True");
     // The controllers run the images built here, by digest.
-    const pods = JSON.parse(await project.kubectl(["get", "pods", "-A", "-o", "json"])) as { items: { metadata: { namespace: string }; spec: { containers: { image: string }[] } }[] };
-    const images = pods.items.filter((p) => ["kueue-system", "agent-sandbox-system", "cohort-lab-system"].includes(p.metadata.namespace)).flatMap((p) => p.spec.containers.map((c) => c.image));
+    const pods = JSON.parse(await project.kubectl(["get", "pods", "-A", "-o", "json"])) as {
+      items: { metadata: { namespace: string }; spec: { containers: { image: string }[] } }[];
+    };
+    const images = pods.items
+      .filter((p) => ["kueue-system", "agent-sandbox-system", "cohort-lab-system"].includes(p.metadata.namespace))
+      .flatMap((p) => p.spec.containers.map((c) => c.image));
     expect(images.length).toBeGreaterThanOrEqual(3);
     for (const image of images) expect(image).toMatch(/^cohort-lab\.local\/[a-z-]+:[^@]+@sha256:[0-9a-f]{64}$/);
     // The roster was one Workload (one gang), recorded in the ledger's admission record.
-    const records = readFileSync(path.join(o.run.ledgerPath, "records.ndjson"), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { kind: string });
+    const records = readFileSync(path.join(o.run.ledgerPath, "records.ndjson"), "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { kind: string });
     expect(records.filter((r) => r.kind === "member-ready")).toHaveLength(9);
     // The decoy `<name>1` did not make `<name>` exist, and is untouched.
     expect(kindContainers(`${name}1`)).toEqual([decoy]);
@@ -161,7 +172,9 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     expect(followerSeconds).toBeLessThanOrEqual(jobSeconds + 6);
     // Ephemeral: the follower stored none of it (stdout empty, stderr at most one note), nor did any resource.
     const state = (await project.ok(["stack", "export", "--stack", "local"])).stdout;
-    const follower = (JSON.parse(state) as { deployment: { resources: { urn: string; outputs?: { stdout?: string; stderr?: string } }[] } }).deployment.resources.find((x) => x.urn.endsWith("::cohort-progress"));
+    const follower = (JSON.parse(state) as { deployment: { resources: { urn: string; outputs?: { stdout?: string; stderr?: string } }[] } }).deployment.resources.find((x) =>
+      x.urn.endsWith("::cohort-progress"),
+    );
     expect(follower, "no cohort-progress resource in the state").toBeDefined();
     expect(follower!.outputs?.stdout ?? "").toBe("");
     expect((follower!.outputs?.stderr ?? "").trim().split("\n").filter(Boolean).length).toBeLessThanOrEqual(1);
@@ -181,11 +194,13 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     await project.config("--path", "cohort.hold", "60s");
     let sawJob = false;
     const started = performance.now();
-    const upRun = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], { signalWhen: async () => {
-      const jobs = JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: { status?: { active?: number } }[] };
-      sawJob = jobs.items.some((j) => (j.status?.active ?? 0) > 0);
-      return sawJob;
-    } });
+    const upRun = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], {
+      signalWhen: async () => {
+        const jobs = JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: { status?: { active?: number } }[] };
+        sawJob = jobs.items.some((j) => (j.status?.active ?? 0) > 0);
+        return sawJob;
+      },
+    });
     const interrupted = await upRun;
     timings.interruptedUp = performance.now() - started;
     expect(sawJob).toBe(true);

@@ -35,7 +35,12 @@ function writeSpec(): string {
   const file = path.join(tempDir("spec"), "cohort.json");
   fs.writeFileSync(
     file,
-    JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "t", roles: [{ name: "a", app: { command: ["node", "-e", "setInterval(() => {}, 1000)"] }, readiness: { tcp: {} } }] }),
+    JSON.stringify({
+      apiVersion: "cohort-lab/v1",
+      kind: "Cohort",
+      name: "t",
+      roles: [{ name: "a", app: { command: ["node", "-e", "setInterval(() => {}, 1000)"] }, readiness: { tcp: {} } }],
+    }),
   );
   return file;
 }

@@ -13,11 +13,34 @@ async function cli(args: string[]): Promise<{ code: number; stdout: string; stde
   return { code, stdout, stderr };
 }
 
-const COMMANDS: readonly (readonly string[])[] = [["run"], ["ledger"], ["ledger", "verify"], ["ledger", "show"], ["ledger", "recover"], ["ledger", "report"], ["ledger", "junit"], ["reap"]];
+const COMMANDS: readonly (readonly string[])[] = [
+  ["run"],
+  ["ledger"],
+  ["ledger", "verify"],
+  ["ledger", "show"],
+  ["ledger", "recover"],
+  ["ledger", "report"],
+  ["ledger", "junit"],
+  ["reap"],
+];
 
 /** Every flag each command accepts. */
 const FLAGS: Readonly<Record<string, readonly string[]>> = {
-  run: ["--spec", "--artifacts", "--backend", "--profile", "--run-id", "--backend-config", "--backend-option", "--kubeconfig", "--namespace", "--queue", "--progress-fd", "--lock", "--watch-pid"],
+  run: [
+    "--spec",
+    "--artifacts",
+    "--backend",
+    "--profile",
+    "--run-id",
+    "--backend-config",
+    "--backend-option",
+    "--kubeconfig",
+    "--namespace",
+    "--queue",
+    "--progress-fd",
+    "--lock",
+    "--watch-pid",
+  ],
   "ledger report": ["--out"],
   "ledger junit": ["--out"],
   reap: ["--grace", "--artifacts"],
@@ -29,7 +52,8 @@ describe("cohort --help", () => {
       const r = await cli(args);
       expect(r.code).toBe(0);
       expect(r.stderr).toBe("");
-      for (const command of ["run", "ledger verify", "ledger show", "ledger recover", "ledger report", "ledger junit", "reap", "version"]) expect(r.stdout).toMatch(new RegExp(`^  cohort ${command}\\b.*\\S`, "m"));
+      for (const command of ["run", "ledger verify", "ledger show", "ledger recover", "ledger report", "ledger junit", "reap", "version"])
+        expect(r.stdout).toMatch(new RegExp(`^  cohort ${command}\\b.*\\S`, "m"));
       expect(r.stdout).toContain("cohort <command> --help");
       expect(r.stdout).toMatch(/^Exit codes:$/m);
       expect(r.stdout).toMatch(/^Examples:$/m);

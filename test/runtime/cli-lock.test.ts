@@ -31,7 +31,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Resolves with the run directory once the lock names a run whose members are all ready. */
 async function lockedRunReady(artifacts: string): Promise<{ runId: string; runDir: string; pid: number }> {
-  for (const deadline = Date.now() + 60_000; ; ) {
+  for (const deadline = Date.now() + 60_000; ;) {
     if (Date.now() > deadline) throw new Error(`no ready run holds ${artifacts}/.cohort-run.lock after 60 s`);
     try {
       const lock = JSON.parse(fs.readFileSync(path.join(artifacts, ".cohort-run.lock"), "utf8")) as { runId: string; runDir: string; pid: number };
@@ -65,7 +65,9 @@ describe("cohort run --lock", () => {
     expect(processesOfRun(live.runId).length).toBeGreaterThan(0);
     const next = await cohort(["run", "--spec", writeSpec({ name: "locked", hold: "0s" }), "--artifacts", artifacts, "--lock"]);
     expect(next.code, next.stderr).toBe(0);
-    expect(next.stderr).toContain(`cohort: run ${live.runId} (runtime pid ${live.pid}) had ended without releasing ${path.join(artifacts, ".cohort-run.lock")}; stopped 2 process group(s) it left`);
+    expect(next.stderr).toContain(
+      `cohort: run ${live.runId} (runtime pid ${live.pid}) had ended without releasing ${path.join(artifacts, ".cohort-run.lock")}; stopped 2 process group(s) it left`,
+    );
     expect(processesOfRun(live.runId)).toEqual([]);
     expect(fs.existsSync(path.join(artifacts, ".cohort-run.lock"))).toBe(false);
   }, 120_000);
@@ -116,7 +118,9 @@ describe("cohort run --lock: stale and foreign locks", () => {
       fs.writeFileSync(lockOf(artifacts), JSON.stringify(lock));
       const out = await cohort(["run", "--spec", spec(), "--artifacts", artifacts, "--lock"]);
       expect(out.code, out.stderr).toBe(0);
-      expect(out.stderr).toContain(`cohort: run ghost did not release ${lockOf(artifacts)} and its runtime pid 1 now names another process; took it over, stopped 0 process group(s) it left`);
+      expect(out.stderr).toContain(
+        `cohort: run ghost did not release ${lockOf(artifacts)} and its runtime pid 1 now names another process; took it over, stopped 0 process group(s) it left`,
+      );
       expect(out.stderr).not.toContain("had ended");
       expect(fs.readdirSync(artifacts).filter((f) => f.includes("stale") || f.includes(".tmp-"))).toEqual([]);
     }

@@ -66,7 +66,13 @@ describe("cohort run --progress-fd", () => {
         roles: [
           { name: "router", app: member("0.2"), readiness: onLog },
           // 12 agents ready within ~0.3 s of each other (a burst), then agent-12 and agent-13 late.
-          { name: "agent", replicas: 14, needs: ["router"], app: { command: ["sh", "-c", 'if [ "$COHORT_INDEX" -ge 12 ]; then sleep 2.5; else sleep 0.3; fi; echo ready; exec sleep 1000'], port: false }, readiness: onLog },
+          {
+            name: "agent",
+            replicas: 14,
+            needs: ["router"],
+            app: { command: ["sh", "-c", 'if [ "$COHORT_INDEX" -ge 12 ]; then sleep 2.5; else sleep 0.3; fi; echo ready; exec sleep 1000'], port: false },
+            readiness: onLog,
+          },
         ],
       },
       artifacts,
@@ -108,7 +114,10 @@ describe("cohort run --progress-fd", () => {
       else if (started < 15) expect(t, t).toMatch(/queued: [a-z]/);
     }
     // The hold says how long it has left.
-    expect(texts.find((t) => t.startsWith("hold:")), texts.join("\n")).toMatch(/\b1s of 1s left\)$/);
+    expect(
+      texts.find((t) => t.startsWith("hold:")),
+      texts.join("\n"),
+    ).toMatch(/\b1s of 1s left\)$/);
     expect(texts.at(-1)).toBe("done: started 15/15 ready 15/15 stopped 15/15");
     // Lines arrive while the run goes (the waiting line more than a second before the process exits).
     expect(out.exitedAt - out.progress.find((l) => l.text === waiting)!.at).toBeGreaterThan(1000);
@@ -121,14 +130,27 @@ describe("cohort run --progress-fd", () => {
     const out = await run({ name: "quiet", hold: "11s", roles: [{ name: "web", app: member("0"), readiness: onLog }] }, tempDir("artifacts"));
     expect(out.code, out.stderr).toBe(0);
     const hold = out.progress.filter((l) => l.text.startsWith("hold:"));
-    expect(hold.map((l) => l.text)).toEqual([expect.stringMatching(/^hold: started 1\/1 ready 1\/1 \((ready: web-0; )?11s of 11s left\)$/), "hold: started 1/1 ready 1/1 (1s of 11s left)"]);
+    expect(hold.map((l) => l.text)).toEqual([
+      expect.stringMatching(/^hold: started 1\/1 ready 1\/1 \((ready: web-0; )?11s of 11s left\)$/),
+      "hold: started 1/1 ready 1/1 (1s of 11s left)",
+    ]);
     expect(hold[1]!.at - hold[0]!.at).toBeGreaterThanOrEqual(9_500);
   }, 120_000);
 
   it("a failure: a `failed: <member>: <reason>` line on fd 3; stderr ends with the one-line reason", async () => {
     const artifacts = tempDir("artifacts");
     const out = await run(
-      { name: "broken", roles: [{ name: "web", replicas: 2, app: { command: ["sh", "-c", 'if [ "$COHORT_INDEX" = 1 ]; then echo "<boom>"; exit 3; fi; exec sleep 1000'], port: false }, readiness: onLog }] },
+      {
+        name: "broken",
+        roles: [
+          {
+            name: "web",
+            replicas: 2,
+            app: { command: ["sh", "-c", 'if [ "$COHORT_INDEX" = 1 ]; then echo "<boom>"; exit 3; fi; exec sleep 1000'], port: false },
+            readiness: onLog,
+          },
+        ],
+      },
       artifacts,
     );
     expect(out.code).toBe(1);
@@ -155,7 +177,16 @@ describe("cohort run --progress-fd", () => {
   for (const fd of [14, 19, 8, 3]) {
     it(`--progress-fd ${fd} that the caller did not open: one stderr note, the run completes, its ledger verifies`, async () => {
       const file = path.join(tempDir("spec"), "cohort.json");
-      fs.writeFileSync(file, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: `badfd-${fd}`, stopGracePeriod: "2s", roles: [{ name: "agent", replicas: 2, app: member("0"), readiness: onLog }] }));
+      fs.writeFileSync(
+        file,
+        JSON.stringify({
+          apiVersion: "cohort-lab/v1",
+          kind: "Cohort",
+          name: `badfd-${fd}`,
+          stopGracePeriod: "2s",
+          roles: [{ name: "agent", replicas: 2, app: member("0"), readiness: onLog }],
+        }),
+      );
       const artifacts = tempDir("a");
       const exec = (args: string[]) =>
         new Promise<{ code: number | null; signal: string | null; stdout: string; stderr: string }>((resolve) => {

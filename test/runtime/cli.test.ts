@@ -75,7 +75,9 @@ describe("cohort CLI (bundled)", () => {
         const out = spawnSync("/usr/bin/node", [bundle, ...args], { encoding: "utf8" });
         expect(out.status, args.join(" ")).toBe(1);
         expect(out.stdout).toBe("");
-        expect(out.stderr).toMatch(/^cohort: needs Node >= 22 \(this is v\d+\.\d+\.\d+\); run it with Node >= 22, or through bin\/cohort\.cjs \(npx cohort\), which uses the Node the build recorded in dist\/cohort\.node\n$/);
+        expect(out.stderr).toMatch(
+          /^cohort: needs Node >= 22 \(this is v\d+\.\d+\.\d+\); run it with Node >= 22, or through bin\/cohort\.cjs \(npx cohort\), which uses the Node the build recorded in dist\/cohort\.node\n$/,
+        );
       }
       expect(fs.existsSync(artifacts)).toBe(false);
     },
@@ -172,7 +174,10 @@ describe("cohort CLI (bundled)", () => {
     const artifacts = tempDir("artifacts");
     const spec = writeSpec({
       name: "bad",
-      roles: [quick("router"), { name: "db", needs: ["router"], app: { command: ["sh", "-c", "echo 'fatal: no config' >&2; exit 3"], port: false }, readiness: { log: { pattern: "x" } } }],
+      roles: [
+        quick("router"),
+        { name: "db", needs: ["router"], app: { command: ["sh", "-c", "echo 'fatal: no config' >&2; exit 3"], port: false }, readiness: { log: { pattern: "x" } } },
+      ],
     });
     const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts]);
     expect(out.code).toBe(1);
@@ -220,7 +225,14 @@ describe("cohort CLI (bundled)", () => {
     const spec = writeSpec({
       name: "stubborn",
       stopGracePeriod: "10m",
-      roles: [{ name: "deaf", replicas: 2, app: { command: ["sh", "-c", 'trap "" TERM; echo ready; while :; do sleep 1; done'], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+      roles: [
+        {
+          name: "deaf",
+          replicas: 2,
+          app: { command: ["sh", "-c", 'trap "" TERM; echo ready; while :; do sleep 1; done'], port: false },
+          readiness: { log: { pattern: "^ready$" } },
+        },
+      ],
       hold: "10m",
     });
     const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts], {
@@ -269,7 +281,12 @@ describe("cohort CLI (bundled)", () => {
     expect(processesOfRun(runId).length).toBe(5);
     const reap = await cohort(["reap", runDir, "--grace", "500"]);
     expect(reap.code).toBe(0);
-    expect(reap.stdout.split("\n").filter(Boolean).map((line) => line.replace(/group \d+/, "group N"))).toEqual([
+    expect(
+      reap.stdout
+        .split("\n")
+        .filter(Boolean)
+        .map((line) => line.replace(/group \d+/, "group N")),
+    ).toEqual([
       "stopped member agent-0 (process group N, 2 process(es))",
       "stopped member agent-1 (process group N, 2 process(es))",
       "stopped member router-0 (process group N, 1 process(es))",
@@ -353,37 +370,40 @@ describe("cohort CLI (bundled)", () => {
     expect(processesOfRun(JSON.parse(out.stdout).runId)).toEqual([]);
   });
 
-  it.each(["native", "perl"])("with the %s launcher, a SIGKILLed runtime leaves no member behind, nor a child that escaped its group (the launcher kills them)", async (launcher) => {
-    const artifacts = tempDir("artifacts");
-    const tag = `1000.${process.pid}${launcher === "native" ? 1 : 2}4343`;
-    const spec = writeSpec({
-      name: "launcher",
-      roles: [
-        // With cgroups, the router also starts a child that leaves its group and environment: the launcher kills it
-        // through the router's cgroup.
-        quick("router", cgroupReady ? { app: { command: ["sh", "-c", `setsid env -i sleep ${tag} & echo ready; exec sleep 1000`], port: false } } : {}),
-        { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } },
-      ],
-    });
-    let runDir = "";
-    const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", `launcher=${launcher}`], {
-      onStart: (child) => {
-        void (async () => {
-          while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
-          runDir = onlyRunDir(artifacts);
-          await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"member-started","member":"agent-/, 2);
-          child.kill("SIGKILL");
-        })();
-      },
-    });
-    expect(out.signal).toBe("SIGKILL");
-    const runId = path.basename(runDir);
-    for (let i = 0; i < 100 && (processesOfRun(runId).length > 0 || pidsWith(tag).length > 0); i++) await new Promise((resolve) => setTimeout(resolve, 50));
-    expect(processesOfRun(runId)).toEqual([]);
-    expect(pidsWith(tag)).toEqual([]);
-    expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
-    for (const h of cgroupHierarchies()) expect(fs.existsSync(path.join(h.mount, "cohort", runId))).toBe(false); // reap removed the empty cgroups
-  });
+  it.each(["native", "perl"])(
+    "with the %s launcher, a SIGKILLed runtime leaves no member behind, nor a child that escaped its group (the launcher kills them)",
+    async (launcher) => {
+      const artifacts = tempDir("artifacts");
+      const tag = `1000.${process.pid}${launcher === "native" ? 1 : 2}4343`;
+      const spec = writeSpec({
+        name: "launcher",
+        roles: [
+          // With cgroups, the router also starts a child that leaves its group and environment: the launcher kills it
+          // through the router's cgroup.
+          quick("router", cgroupReady ? { app: { command: ["sh", "-c", `setsid env -i sleep ${tag} & echo ready; exec sleep 1000`], port: false } } : {}),
+          { name: "agent", replicas: 2, needs: ["router"], app: { command: ["sh", "-c", "sleep 1000 & exec sleep 1000"] }, readiness: { tcp: {} } },
+        ],
+      });
+      let runDir = "";
+      const out = await cohort(["run", "--spec", spec, "--artifacts", artifacts, "--backend-option", `launcher=${launcher}`], {
+        onStart: (child) => {
+          void (async () => {
+            while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
+            runDir = onlyRunDir(artifacts);
+            await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"member-started","member":"agent-/, 2);
+            child.kill("SIGKILL");
+          })();
+        },
+      });
+      expect(out.signal).toBe("SIGKILL");
+      const runId = path.basename(runDir);
+      for (let i = 0; i < 100 && (processesOfRun(runId).length > 0 || pidsWith(tag).length > 0); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(processesOfRun(runId)).toEqual([]);
+      expect(pidsWith(tag)).toEqual([]);
+      expect((await cohort(["reap", runDir])).stdout).toBe(`nothing left running for run ${runId}\n`);
+      for (const h of cgroupHierarchies()) expect(fs.existsSync(path.join(h.mount, "cohort", runId))).toBe(false); // reap removed the empty cgroups
+    },
+  );
 
   it("a launcher that never answers fails the run (bounded) instead of hanging it, and is not left running", async () => {
     const dir = tempDir("stuck");
@@ -409,9 +429,7 @@ describe("cohort CLI (bundled)", () => {
 
   it("usage errors exit 2", async () => {
     expect(await cohort(["run", "--spec", "x.yaml"])).toMatchObject({ code: 2 });
-    expect((await cohort(["run", "--spec", "x", "--artifacts", "y", "--backend", "nope"])).stderr).toMatch(
-      /^cohort: run: unknown backend "nope" \(known: kubernetes, process\)\n/,
-    );
+    expect((await cohort(["run", "--spec", "x", "--artifacts", "y", "--backend", "nope"])).stderr).toMatch(/^cohort: run: unknown backend "nope" \(known: kubernetes, process\)\n/);
     expect((await cohort(["frobnicate"])).code).toBe(2);
   });
 });

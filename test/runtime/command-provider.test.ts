@@ -6,17 +6,7 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { beforeEach, describe, expect, it } from "vitest";
-import {
-  checkInputs,
-  diffInputs,
-  globFiles,
-  makeCommandProvider,
-  runCommand,
-  sig,
-  STATUS_FD_ENV,
-  unknownValue,
-  urnName,
-} from "../../scripts/lib/command-provider";
+import { checkInputs, diffInputs, globFiles, makeCommandProvider, runCommand, sig, STATUS_FD_ENV, unknownValue, urnName } from "../../scripts/lib/command-provider";
 
 const secret = (value: unknown) => ({ [sig.key]: sig.secret, value });
 const urn = "urn:pulumi:dev::proj::command:local:Command::write";
@@ -132,7 +122,12 @@ describe("diffInputs and checkInputs", () => {
 describe("the provider", () => {
   const provider = makeCommandProvider("1.2.1", () => () => undefined);
   const file = () => path.join(tmp, "f.txt");
-  const inputs = () => ({ create: 'echo created > "$F"; cat "$F"', update: 'echo "updated after $PULUMI_COMMAND_STDOUT" > "$F"; cat "$F"', delete: 'rm "$F"', environment: { F: secret(file()) } });
+  const inputs = () => ({
+    create: 'echo created > "$F"; cat "$F"',
+    update: 'echo "updated after $PULUMI_COMMAND_STDOUT" > "$F"; cat "$F"',
+    delete: 'rm "$F"',
+    environment: { F: secret(file()) },
+  });
 
   it("creates, updates with the previous stdout, and deletes with the command stored in state", async () => {
     const created = await provider.create(urn, inputs());

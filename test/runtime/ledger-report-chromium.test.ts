@@ -43,7 +43,13 @@ describe.skipIf(chromium === null)("the report in headless Chromium", () => {
         hold: "1s",
         roles: [
           { name: "router", app: { command: ["sh", "-c", "sleep 0.2; echo ready; exec sleep 1000"], port: false }, readiness: onLog },
-          { name: "agent", replicas: 45, needs: ["router"], app: { command: ["sh", "-c", "sleep 0.$((COHORT_INDEX % 9 + 1)); echo ready; exec sleep 1000"], port: false }, readiness: onLog },
+          {
+            name: "agent",
+            replicas: 45,
+            needs: ["router"],
+            app: { command: ["sh", "-c", "sleep 0.$((COHORT_INDEX % 9 + 1)); echo ready; exec sleep 1000"], port: false },
+            readiness: onLog,
+          },
           {
             name: "flaky",
             replicas: 4,
@@ -120,7 +126,11 @@ describe.skipIf(chromium === null)("the report in headless Chromium", () => {
     const flaky = rows.filter((r) => r.member.startsWith("flaky-")).map((r) => r.member);
     expect(flaky).toHaveLength(4);
     for (const m of flaky) {
-      expect(await page.evaluate<[string, number, number]>(`(() => { const g = document.querySelector('g.row[data-member="${m}"]'); return [g.dataset.starts, g.querySelectorAll("rect.restart").length, g.querySelectorAll("rect.retried").length]; })()`)).toEqual(["2", 1, 1]);
+      expect(
+        await page.evaluate<[string, number, number]>(
+          `(() => { const g = document.querySelector('g.row[data-member="${m}"]'); return [g.dataset.starts, g.querySelectorAll("rect.restart").length, g.querySelectorAll("rect.retried").length]; })()`,
+        ),
+      ).toEqual(["2", 1, 1]);
     }
     expect(await page.evaluate<number>(`document.querySelectorAll("svg g.row rect.held").length`)).toBe(50);
     // The member table.
@@ -130,7 +140,10 @@ describe.skipIf(chromium === null)("the report in headless Chromium", () => {
 
   it("control: the error capture sees a console.error, an exception and a failed load", async () => {
     const file = path.join(tempDir("control"), "bad.html");
-    fs.writeFileSync(file, `${fs.readFileSync(summary.reportPath!, "utf8")}<script>console.error("planted"); setTimeout(() => { throw new Error("thrown"); }, 0);</script><img src="missing.png">`);
+    fs.writeFileSync(
+      file,
+      `${fs.readFileSync(summary.reportPath!, "utf8")}<script>console.error("planted"); setTimeout(() => { throw new Error("thrown"); }, 0);</script><img src="missing.png">`,
+    );
     const bad = await openPage(chromium!, pathToFileURL(file).href);
     try {
       await new Promise((resolve) => setTimeout(resolve, 300));

@@ -81,14 +81,22 @@ describe("cohort ledger report / junit on real runs", () => {
     failure = await runCohort({
       name: "bad",
       roles: [
-        { name: "web", replicas: 3, app: { command: ["sh", "-c", `if [ "$COHORT_INDEX" = 2 ]; then sleep 0.5; ${evil}; fi; echo ready; exec sleep 1000`], port: false }, readiness: onLog },
+        {
+          name: "web",
+          replicas: 3,
+          app: { command: ["sh", "-c", `if [ "$COHORT_INDEX" = 2 ]; then sleep 0.5; ${evil}; fi; echo ready; exec sleep 1000`], port: false },
+          readiness: onLog,
+        },
         { name: "late", needs: ["web"], app: member("0"), readiness: onLog },
       ],
     });
   }, 120_000);
 
   it("cohort run writes report.html beside the ledger on every outcome; the summary's reportPath names it", () => {
-    for (const [run, outcome] of [[success, "succeeded"], [failure, "failed"]] as const) {
+    for (const [run, outcome] of [
+      [success, "succeeded"],
+      [failure, "failed"],
+    ] as const) {
       const summary = JSON.parse(run.exit.stdout.trim()) as { outcome: string; ledgerPath: string; reportPath: string | null };
       expect(summary.outcome).toBe(outcome);
       expect(summary.reportPath).toBe(path.join(run.runDir, "report.html"));
@@ -191,7 +199,12 @@ describe("cohort ledger report / junit on real runs", () => {
     expect(suite.attrs.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
     expect(root.attrs).toMatchObject({ tests: "4", failures: "1", errors: "0", skipped: "1" });
     const cases = suite.children.filter((c) => c.tag === "testcase");
-    expect(cases.map((c) => [c.attrs.name, c.attrs.classname]).sort()).toEqual([["late-0", "late"], ["web-0", "web"], ["web-1", "web"], ["web-2", "web"]]);
+    expect(cases.map((c) => [c.attrs.name, c.attrs.classname]).sort()).toEqual([
+      ["late-0", "late"],
+      ["web-0", "web"],
+      ["web-1", "web"],
+      ["web-2", "web"],
+    ]);
 
     const recs = records(failure.runDir);
     const at = (kind: string, m: string) => recs.find((x) => x.kind === kind && x.member === m)!.elapsedMs;
@@ -219,24 +232,29 @@ describe("cohort ledger report / junit on real runs", () => {
     const suite = root.children[0]!;
     expect(suite.attrs).toMatchObject({ tests: "4", failures: "0", errors: "0", skipped: "0" });
     const props = Object.fromEntries(suite.children.find((c) => c.tag === "properties")!.children.map((p) => [p.attrs.name, p.attrs.value]));
-    expect(props).toMatchObject({ profile: "host", backend: "process", outcome: "succeeded", size: "4", readyCount: "4", criticalPath: "router-0 -> agent-2", ledgerVerified: "true" });
+    expect(props).toMatchObject({
+      profile: "host",
+      backend: "process",
+      outcome: "succeeded",
+      size: "4",
+      readyCount: "4",
+      criticalPath: "router-0 -> agent-2",
+      ledgerVerified: "true",
+    });
   });
 
   it("an unfinished run (runtime SIGKILLed, no completion.json): the report says so; junit has a `run` error", async () => {
-    const { exit, runDir } = await runCohort(
-      { name: "crash", roles: [{ name: "slow", replicas: 2, app: member("1000"), readiness: onLog }] },
-      (child, artifacts) => {
-        void (async () => {
-          for (;;) {
-            const dirs = fs.readdirSync(artifacts);
-            const recs = dirs.length === 1 ? path.join(artifacts, dirs[0]!, "records.ndjson") : "";
-            if (recs !== "" && fs.existsSync(recs) && (fs.readFileSync(recs, "utf8").match(/"kind":"member-started"/g) ?? []).length >= 2) break;
-            await new Promise((resolve) => setTimeout(resolve, 25));
-          }
-          child.kill("SIGKILL");
-        })();
-      },
-    );
+    const { exit, runDir } = await runCohort({ name: "crash", roles: [{ name: "slow", replicas: 2, app: member("1000"), readiness: onLog }] }, (child, artifacts) => {
+      void (async () => {
+        for (;;) {
+          const dirs = fs.readdirSync(artifacts);
+          const recs = dirs.length === 1 ? path.join(artifacts, dirs[0]!, "records.ndjson") : "";
+          if (recs !== "" && fs.existsSync(recs) && (fs.readFileSync(recs, "utf8").match(/"kind":"member-started"/g) ?? []).length >= 2) break;
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+        child.kill("SIGKILL");
+      })();
+    });
     expect(exit.signal).toBe("SIGKILL");
     expect(fs.existsSync(path.join(runDir, "completion.json"))).toBe(false);
     await cohort(["reap", runDir, "--grace", "500"]);
@@ -351,15 +369,26 @@ describe("cohort ledger report / junit on real runs", () => {
     const view = runViewOf(manifest, recs, completion, { ok: true, report: { runId: manifest.runId, records: recs.length, complete: true, outcome: "succeeded" } as never });
     expect(view.timeline.criticalPath.members).toEqual(["router-0", "agent-5", "ui-0"]);
     const html = renderReport(view);
-    const roleRows = [...html.matchAll(/<g class="role-row" data-role="([^"]+)" data-members="(\d+)" data-failed="(\d+)" data-restarted="(\d+)"/g)].map((m) => [m[1], m[2], m[3], m[4]]);
+    const roleRows = [...html.matchAll(/<g class="role-row" data-role="([^"]+)" data-members="(\d+)" data-failed="(\d+)" data-restarted="(\d+)"/g)].map((m) => [
+      m[1],
+      m[2],
+      m[3],
+      m[4],
+    ]);
     expect(roleRows).toEqual([["agent", "998", "0", "2"]]);
     // Roles of one member stay rows; of agent only the critical path's member is drawn alone.
     const rows = [...html.matchAll(/<g class="row( crit)?[^"]*" data-member="([^"]+)"/g)].map((m) => [m[2], m[1] !== undefined]);
-    expect(rows).toEqual([["router-0", true], ["agent-5", true], ["ui-0", true]]);
+    expect(rows).toEqual([
+      ["router-0", true],
+      ["agent-5", true],
+      ["ui-0", true],
+    ]);
     // The role row's label and tooltip carry the counts and the min/median/max of the phase boundaries.
     expect(html).toContain(">agent ×998</text>");
     expect(html).toContain(">998/998 ready, 2 restarted</text>");
-    expect(html).toMatch(/agent: 998 members, 998 ready, 0 failed, 2 restarted, 0 unhealthy \(ms from run start\)\nscheduled \(998\): min 9\.0 ms, median 9\.0 ms, max 9\.0 ms\nstarted \(998\): min 10\.0 ms, median [\d.]+ ms, max 106\.0 ms\nready \(998\): min [\d.]+ ms, median [\d.]+ ms, max 900\.0 ms/);
+    expect(html).toMatch(
+      /agent: 998 members, 998 ready, 0 failed, 2 restarted, 0 unhealthy \(ms from run start\)\nscheduled \(998\): min 9\.0 ms, median 9\.0 ms, max 9\.0 ms\nstarted \(998\): min 10\.0 ms, median [\d.]+ ms, max 106\.0 ms\nready \(998\): min [\d.]+ ms, median [\d.]+ ms, max 900\.0 ms/,
+    );
     expect(html).toContain('<p id="collapsed">');
     // The SVG stays small: 3 member rows and one role row, not 1,000 rows.
     const svgHeight = Number(html.match(/<svg [^>]*height="(\d+)"/)![1]);
@@ -393,7 +422,9 @@ describe("cohort ledger report / junit on real runs", () => {
       for (const out of [outDir, `${outDir}/`, "/tmp"]) {
         const r = await cohort(["ledger", sub, success.runDir, "--out", out]);
         expect(r.code, r.stderr).toBe(2);
-        expect(r.stderr.split("\n")[0]).toBe(`cohort: ledger ${sub}: --out ${out} is a directory; name a file in it, e.g. --out ${path.join(out, sub === "report" ? "report.html" : "junit.xml")}`);
+        expect(r.stderr.split("\n")[0]).toBe(
+          `cohort: ledger ${sub}: --out ${out} is a directory; name a file in it, e.g. --out ${path.join(out, sub === "report" ? "report.html" : "junit.xml")}`,
+        );
       }
       const empty = await cohort(["ledger", sub, success.runDir, "--out", ""]);
       expect(empty.code).toBe(2);

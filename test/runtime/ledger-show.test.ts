@@ -107,7 +107,11 @@ describe("ledger show on a 3-level cohort (router <- agent x2 <- ui)", () => {
       [41, "teardown-finished"],
     ]);
     // As the runtime writes it: the summary line, then the member's output tail.
-    await w.complete({ outcome: "failed", firstFailure: { member: "agent-1", reason: "exited with code 3 before ready\nstarting\nboom\n" }, phasesMs: { startup: 31, teardown: 10 } });
+    await w.complete({
+      outcome: "failed",
+      firstFailure: { member: "agent-1", reason: "exited with code 3 before ready\nstarting\nboom\n" },
+      phasesMs: { startup: 31, teardown: 10 },
+    });
 
     expect(await showLedger(dir)).toBe(
       [

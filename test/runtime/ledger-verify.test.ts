@@ -319,7 +319,9 @@ describe("text is valid UTF-8 with no lone surrogates (issue #12, finding 7)", (
     const k = handMadeLedger({ record: '"x","\\ud83d":1' });
     const err = await verifyError(k);
     expect(err.code).toBe("lone-surrogate");
-    expect(err.detail).toBe('records.ndjson record (key "\\ud83d") holds a lone surrogate U+D83D at character 0 (half of a character cut in two; strict JSON and UTF-8 readers refuse it)');
+    expect(err.detail).toBe(
+      'records.ndjson record (key "\\ud83d") holds a lone surrogate U+D83D at character 0 (half of a character cut in two; strict JSON and UTF-8 readers refuse it)',
+    );
   });
 
   it("bytes that are not UTF-8 in a record, the manifest or the completion are invalid-utf8 with the byte offset", async () => {

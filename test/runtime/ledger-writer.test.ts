@@ -175,9 +175,7 @@ describe("LedgerWriter refusals", () => {
     expect(err).toBeInstanceOf(LedgerClosedError);
     expect((err as LedgerClosedError).code).toBe("ledger-closed");
     expect((err as Error).message).toBe(`ledger ${dir}: append("member-started") after the ledger was completed`);
-    await expect(w.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {} })).rejects.toThrow(
-      `ledger ${dir}: complete() after the ledger was completed`,
-    );
+    await expect(w.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {} })).rejects.toThrow(`ledger ${dir}: complete() after the ledger was completed`);
     expect(recordLines(dir)).toHaveLength(1);
     await expect(verifyLedger(dir)).resolves.toMatchObject({ records: 1, complete: true, outcome: "interrupted" });
   });
@@ -224,9 +222,7 @@ describe("LedgerWriter refusals", () => {
     const big = await w.append("member-started", { pid: 10n } as never).catch((e: unknown) => e);
     expect(big).toBeInstanceOf(LedgerInputError);
     expect((big as Error).message).toBe("record(member-started): is not representable in JSON: Do not know how to serialize a BigInt");
-    await expect(w.complete({ outcome: "failed", firstFailure: null, phasesMs: {} })).rejects.toThrow(
-      'completion.firstFailure: must name the failure when outcome is "failed"',
-    );
+    await expect(w.complete({ outcome: "failed", firstFailure: null, phasesMs: {} })).rejects.toThrow('completion.firstFailure: must name the failure when outcome is "failed"');
     await expect(w.complete({ outcome: "succeeded", firstFailure: null, phasesMs: {}, records: 3 })).rejects.toThrow(
       "completion.records: is computed by the writer and must not be given",
     );
@@ -266,11 +262,9 @@ describe("LedgerWriter redaction", () => {
     const early = "tok-EARLY-7f3a9c1e5b";
     const late = 'pa"ss\\word-late-12';
     const numeric = "987654321012";
-    const w = await LedgerWriter.open(
-      dir,
-      manifestFor({ ...THREE_LEVEL_SPEC, roles: [{ name: "router", replicas: 1, app: { command: ["r"], env: { TOKEN: early } } }] }),
-      { secrets: [early] },
-    );
+    const w = await LedgerWriter.open(dir, manifestFor({ ...THREE_LEVEL_SPEC, roles: [{ name: "router", replicas: 1, app: { command: ["r"], env: { TOKEN: early } } }] }), {
+      secrets: [early],
+    });
     w.redact(late);
     w.redact(numeric);
     w.redact(late); // idempotent
@@ -306,7 +300,12 @@ describe("LedgerWriter redaction", () => {
   it("with hundreds of secrets, each is found wherever it sits and other text is left exactly as it was", async () => {
     const dir = tempRunDir();
     const w = await LedgerWriter.open(dir, manifestFor());
-    const secrets = Array.from({ length: 300 }, (_, i) => createHash("sha256").update(`s${i}`).digest("base64url").slice(0, 8 + (i % 30)));
+    const secrets = Array.from({ length: 300 }, (_, i) =>
+      createHash("sha256")
+        .update(`s${i}`)
+        .digest("base64url")
+        .slice(0, 8 + (i % 30)),
+    );
     for (const s of secrets) w.redact(s);
     const expected: string[] = [];
     for (let i = 0; i < 200; i++) {

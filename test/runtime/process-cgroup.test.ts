@@ -97,7 +97,11 @@ describe.runIf(process.platform === "linux")("no cgroups available (an empty mou
     expect(result.outcome).toBe("succeeded");
     const warnings = records.filter((r) => r.kind === "backend-warning");
     expect(warnings).toEqual([
-      expect.objectContaining({ backend: "process", topic: "cgroup", message: expect.stringMatching(/^members run without cgroups, in process groups only: no writable cgroup2 or cgroup v1 freezer hierarchy is mounted;/) }),
+      expect.objectContaining({
+        backend: "process",
+        topic: "cgroup",
+        message: expect.stringMatching(/^members run without cgroups, in process groups only: no writable cgroup2 or cgroup v1 freezer hierarchy is mounted;/),
+      }),
     ]);
     for (const started of records.filter((r) => r.kind === "member-started")) expect(started.cgroup).toBeUndefined();
     const killed = records.filter((r) => r.kind === "member-killed").map((r) => [r.member, r.signal, r.via]);

@@ -61,17 +61,18 @@ describe("process backend: liveness during the hold", () => {
       { hold: "30s" },
     );
     expect(result.firstFailure?.member).toBe("gate-0");
-    expect(result.firstFailure?.reason).toMatch(/^member gate-0 failed its liveness probe during hold: 2 tcp 127\.0\.0\.1:\d+ probes in a row failed \(period 150ms, failureThreshold 2\); last: connect ECONNREFUSED/);
+    expect(result.firstFailure?.reason).toMatch(
+      /^member gate-0 failed its liveness probe during hold: 2 tcp 127\.0\.0\.1:\d+ probes in a row failed \(period 150ms, failureThreshold 2\); last: connect ECONNREFUSED/,
+    );
     expect(result.firstFailure?.reason).toContain("listener closed");
     expect(records.filter((r) => r.kind === "member-unhealthy").map((r) => r.member)).toEqual(["gate-0"]);
     expect(await verifyLedger(runDir)).toMatchObject({ outcome: "failed" });
   });
 
   it("liveness: false: the same member holds to the end and the run succeeds", async () => {
-    const { result, runDir, records } = await runCohort(
-      [{ name: "web", app: { command: okOnceThen503 }, readiness: { http: { path: "/healthz" } }, liveness: false }],
-      { hold: "1500ms" },
-    );
+    const { result, runDir, records } = await runCohort([{ name: "web", app: { command: okOnceThen503 }, readiness: { http: { path: "/healthz" } }, liveness: false }], {
+      hold: "1500ms",
+    });
     expect(result).toMatchObject({ outcome: "succeeded", firstFailure: null });
     expect(records.some((r) => r.kind === "member-unhealthy")).toBe(false);
     expect(result.phasesMs.hold).toBeGreaterThanOrEqual(1500);

@@ -50,7 +50,15 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
     let held: Promise<ChildProcess> | null = null;
     const { result, runDir } = await runCohort(
       // Writes its port, then takes 4 s before it would listen: the stranger takes the port meanwhile.
-      [{ name: "agent", app: { command: sh('echo "$COHORT_PORT" > port.txt; sleep 4; exec "$0" -e "require(\\"net\\").createServer().listen(+process.env.COHORT_PORT)"').concat([process.execPath]) }, readiness: { tcp: {} } }],
+      [
+        {
+          name: "agent",
+          app: {
+            command: sh('echo "$COHORT_PORT" > port.txt; sleep 4; exec "$0" -e "require(\\"net\\").createServer().listen(+process.env.COHORT_PORT)"').concat([process.execPath]),
+          },
+          readiness: { tcp: {} },
+        },
+      ],
       { memberTimeout: "2s" },
       { onRunDir: (runDir) => (held = memberPort(runDir, "agent-0").then(stranger)) },
     );
@@ -59,7 +67,9 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
     expect(result.outcome).toBe("failed");
     expect(result.firstFailure?.member).toBe("agent-0");
     expect(result.firstFailure!.reason.split("\n")[0]).toMatch(
-      new RegExp(`^member agent-0 was not ready within 2s \\(memberTimeout\\); last tcp 127\\.0\\.0\\.1:${port} probe: port ${port} is held by pid ${child.pid} \\(${commandOf(child.pid!)}\\), not by member agent-0 \\(\\d+ attempts\\)$`),
+      new RegExp(
+        `^member agent-0 was not ready within 2s \\(memberTimeout\\); last tcp 127\\.0\\.0\\.1:${port} probe: port ${port} is held by pid ${child.pid} \\(${commandOf(child.pid!)}\\), not by member agent-0 \\(\\d+ attempts\\)$`,
+      ),
     );
   });
 
@@ -83,7 +93,11 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
     );
     expect(result.outcome).toBe("succeeded");
     expect(records.filter((r) => r.kind === "backend-warning")).toEqual([
-      expect.objectContaining({ backend: "process", topic: "port-owner", message: expect.stringMatching(/^cannot read \/proc\/net\/tcp or \/proc\/net\/tcp6: tcp\/http readiness probes accept any listener/) }),
+      expect.objectContaining({
+        backend: "process",
+        topic: "port-owner",
+        message: expect.stringMatching(/^cannot read \/proc\/net\/tcp or \/proc\/net\/tcp6: tcp\/http readiness probes accept any listener/),
+      }),
     ]);
   });
 
@@ -93,7 +107,11 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
       [
         {
           name: "agent",
-          app: { command: sh('echo "$COHORT_PORT" > port.txt; sleep 1; exec "$0" -e "require(\\"net\\").createServer().listen(+process.env.COHORT_PORT,\\"127.0.0.1\\")"').concat([process.execPath]) },
+          app: {
+            command: sh('echo "$COHORT_PORT" > port.txt; sleep 1; exec "$0" -e "require(\\"net\\").createServer().listen(+process.env.COHORT_PORT,\\"127.0.0.1\\")"').concat([
+              process.execPath,
+            ]),
+          },
           readiness: { tcp: {} },
         },
       ],
@@ -109,7 +127,13 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
   });
 
   it("the member's own listener, in a child of its leader, is the member's (the run succeeds); the cost of one owner check is printed", async () => {
-    const { result, records } = await runCohort([{ name: "web", app: { command: sh(`"$0" -e 'require("http").createServer((q,s)=>s.end("ok")).listen(+process.env.COHORT_PORT)' & wait`).concat([process.execPath]) }, readiness: { http: { path: "/" } } }]);
+    const { result, records } = await runCohort([
+      {
+        name: "web",
+        app: { command: sh(`"$0" -e 'require("http").createServer((q,s)=>s.end("ok")).listen(+process.env.COHORT_PORT)' & wait`).concat([process.execPath]) },
+        readiness: { http: { path: "/" } },
+      },
+    ]);
     expect(result.outcome).toBe("succeeded");
     expect(records.find((r) => r.kind === "member-ready")).toMatchObject({ member: "web-0", probe: "http" });
 

@@ -38,7 +38,6 @@ function processesWith(marker: string): number[] {
   return out;
 }
 
-
 const cleanups: Array<() => void> = [];
 afterEach(() => {
   for (const cleanup of cleanups.splice(0).reverse()) {
@@ -128,10 +127,19 @@ describe.each(["v2", "freezer"] as const)("reap and the whole run cgroup (%s)", 
     const script = `setsid env -i sleep ${tag1} & echo $! > ${R}/cgroup.procs; mkdir ${R}/zz; setsid env -i sleep ${tag2} & echo $! > ${R}/zz/cgroup.procs; echo ready; exec sleep 1000`;
     fs.writeFileSync(
       spec,
-      JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "escape", hold: "60s", stopGracePeriod: "2s", roles: [{ name: "a", app: { command: sh(script), port: false }, readiness: { log: { pattern: "^ready$" } } }] }),
+      JSON.stringify({
+        apiVersion: "cohort-lab/v1",
+        kind: "Cohort",
+        name: "escape",
+        hold: "60s",
+        stopGracePeriod: "2s",
+        roles: [{ name: "a", app: { command: sh(script), port: false }, readiness: { log: { pattern: "^ready$" } } }],
+      }),
     );
     // launcher=direct: the member is the runtime's own child, so a SIGKILLed runtime leaves it behind.
-    const run = spawn(process.execPath, [bundle, "run", "--spec", spec, "--artifacts", artifacts, "--backend-option", "launcher=direct", "--backend-option", `cgroup=${kind}`], { stdio: "ignore" });
+    const run = spawn(process.execPath, [bundle, "run", "--spec", spec, "--artifacts", artifacts, "--backend-option", "launcher=direct", "--backend-option", `cgroup=${kind}`], {
+      stdio: "ignore",
+    });
     cleanups.push(() => run.kill("SIGKILL"));
     let runDir = "";
     for (let i = 0; i < 400; i++) {

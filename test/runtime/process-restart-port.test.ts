@@ -26,7 +26,11 @@ it("during the restart backoff a stranger cannot take the member's port; the sec
   let strangerGotIt = false;
   let tries = 0;
   const stranger = (async () => {
-    while (runDir === "" || !fs.existsSync(path.join(runDir, "records.ndjson")) || !fs.readFileSync(path.join(runDir, "records.ndjson"), "utf8").includes('"kind":"member-exited"')) {
+    while (
+      runDir === "" ||
+      !fs.existsSync(path.join(runDir, "records.ndjson")) ||
+      !fs.readFileSync(path.join(runDir, "records.ndjson"), "utf8").includes('"kind":"member-exited"')
+    ) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     await new Promise((resolve) => setTimeout(resolve, 150)); // the backend's stop of the failed attempt has finished

@@ -70,9 +70,7 @@ describe.each(["native", "perl", "direct"] as const)("process backend (launcher:
       GREETING: "hello from agent-1",
     });
     expect(Number(env.COHORT_PORT)).toBeGreaterThan(0);
-    expect(fs.readFileSync(path.join(memberDir, "argv.txt"), "utf8")).toBe(
-      `--port=${env.COHORT_PORT}\n--dir=${memberDir}\n$(COHORT_PORT)\n$(UNDEFINED)\n`,
-    );
+    expect(fs.readFileSync(path.join(memberDir, "argv.txt"), "utf8")).toBe(`--port=${env.COHORT_PORT}\n--dir=${memberDir}\n$(COHORT_PORT)\n$(UNDEFINED)\n`);
     expect(fs.readFileSync(path.join(memberDir, "conf/agent.json"), "utf8")).toBe('{"ok":true}');
     expect((fs.statSync(path.join(memberDir, "conf/agent.json")).mode & 0o777).toString(8)).toBe("600");
     expect(fs.readFileSync(path.join(runDir, "members", "logger-0", "output.log"), "utf8")).toBe("starting\nREADY\n");
@@ -120,7 +118,9 @@ describe.each(["native", "perl", "direct"] as const)("process backend (launcher:
     const port = records.find((r) => r.kind === "member-started")!.port;
     expect(result.firstFailure?.member).toBe("slow-0");
     expect(result.firstFailure?.reason).toMatch(
-      new RegExp(`^member slow-0 was not ready within 1500ms \\(memberTimeout\\); last tcp 127\\.0\\.0\\.1:${port} probe: connect ECONNREFUSED 127\\.0\\.0\\.1:${port} \\(\\d+ attempts\\)$`),
+      new RegExp(
+        `^member slow-0 was not ready within 1500ms \\(memberTimeout\\); last tcp 127\\.0\\.0\\.1:${port} probe: connect ECONNREFUSED 127\\.0\\.0\\.1:${port} \\(\\d+ attempts\\)$`,
+      ),
     );
     expect(records.find((r) => r.kind === "member-exited" && r.member === "slow-0")).toMatchObject({ signal: "SIGTERM" });
     expect(processesOfRun(runId)).toEqual([]);
@@ -154,7 +154,9 @@ describe.each(["native", "perl", "direct"] as const)("process backend (launcher:
         app: {
           // Written under a temp name and renamed: when the first member's exit fails the run, the other one
           // may be stopped mid-write, and a half-written file must not look like its token.
-          command: sh('printf %s "$TOKEN" > "$OUTSIDE/.$COHORT_MEMBER" && mv "$OUTSIDE/.$COHORT_MEMBER" "$OUTSIDE/$COHORT_MEMBER"; echo "my token is $TOKEN"; echo "auth: $AUTH"; exit 1'),
+          command: sh(
+            'printf %s "$TOKEN" > "$OUTSIDE/.$COHORT_MEMBER" && mv "$OUTSIDE/.$COHORT_MEMBER" "$OUTSIDE/$COHORT_MEMBER"; echo "my token is $TOKEN"; echo "auth: $AUTH"; exit 1',
+          ),
           env: { OUTSIDE: outside, AUTH: "Bearer $(TOKEN)" },
           secretEnv: ["TOKEN"],
         },
@@ -215,7 +217,12 @@ describe.each(["native", "perl", "direct"] as const)("process backend (launcher:
     );
     expect(result).toMatchObject({ outcome: "interrupted", interruptedBy: "SIGTERM", readyCount: 1, firstFailure: null });
     expect(await verifyLedger(runDir)).toMatchObject({ outcome: "interrupted" });
-    expect(records.filter((r) => r.kind === "member-stopped").map((r) => r.member).sort()).toEqual(["agent-0", "agent-1", "agent-2", "router-0"]);
+    expect(
+      records
+        .filter((r) => r.kind === "member-stopped")
+        .map((r) => r.member)
+        .sort(),
+    ).toEqual(["agent-0", "agent-1", "agent-2", "router-0"]);
     expect(processesOfRun(runId)).toEqual([]);
   });
 });

@@ -39,8 +39,14 @@ describe("acquireRunLock under contention", () => {
       const artifacts = tempDir("artifacts");
       const at = Date.now() + 2_500;
       const results = await Promise.all(Array.from({ length: 12 }, (_, i) => contend(artifacts, script, `run-${i}`, at)));
-      expect(results.filter((r) => r.startsWith("held")), results.join("; ")).toEqual(["held"]);
-      expect(results.filter((r) => r === "refused"), results.join("; ")).toHaveLength(11);
+      expect(
+        results.filter((r) => r.startsWith("held")),
+        results.join("; "),
+      ).toEqual(["held"]);
+      expect(
+        results.filter((r) => r === "refused"),
+        results.join("; "),
+      ).toHaveLength(11);
     }
   }, 120_000);
 
@@ -50,7 +56,13 @@ describe("acquireRunLock under contention", () => {
     const lockPath = path.join(artifacts, ".cohort-run.lock");
     fs.writeFileSync(lockPath, "");
     setTimeout(() => {
-      const record = { runId: "holder", runDir: path.join(artifacts, "holder"), pid: process.ppid, startTicks: readProcStat(process.ppid)!.startTicks, createdAt: new Date().toISOString() };
+      const record = {
+        runId: "holder",
+        runDir: path.join(artifacts, "holder"),
+        pid: process.ppid,
+        startTicks: readProcStat(process.ppid)!.startTicks,
+        createdAt: new Date().toISOString(),
+      };
       fs.writeFileSync(lockPath, `${JSON.stringify(record)}\n`);
     }, 300);
     const contender = acquireRunLock(artifacts, "contender", path.join(artifacts, "contender"), async () => 0);

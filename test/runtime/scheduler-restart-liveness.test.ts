@@ -37,8 +37,7 @@ describe("scheduler: liveness during the hold (fake clock)", () => {
     expect(result.outcome).toBe("failed");
     expect(result.firstFailure).toEqual({
       member: "web-0",
-      reason:
-        "member web-0 failed its liveness probe during hold: 3 exec check probes in a row failed (period 2s, failureThreshold 3); last: exit code 1\ntail of web-0 attempt 1",
+      reason: "member web-0 failed its liveness probe during hold: 3 exec check probes in a row failed (period 2s, failureThreshold 3); last: exit code 1\ntail of web-0 attempt 1",
     });
     // Ready at 0; first liveness attempt after random (0.5) x period = 1 s, then every 2 s: 1, 3, 5 s.
     expect(backend.callsOf("exec").map((c) => c.at)).toEqual([0, 1000, 3000, 5000]);
@@ -181,7 +180,9 @@ describe("scheduler: restarts before ready (fake clock)", () => {
     const spec = specOf([execRole("gw", { restart: { attempts: 1, backoff: "0s" } })], { memberTimeout: "2s" });
     const { result } = await runScripted(spec, () => ({ exec: () => 1 }));
     expect(result.firstFailure?.member).toBe("gw-0");
-    expect(result.firstFailure?.reason.split("\n")[0]).toMatch(/^member gw-0 was not ready within 2s \(memberTimeout\) after 2 attempts; last exec check probe: exit code 1 \(\d+ attempts\)$/);
+    expect(result.firstFailure?.reason.split("\n")[0]).toMatch(
+      /^member gw-0 was not ready within 2s \(memberTimeout\) after 2 attempts; last exec check probe: exit code 1 \(\d+ attempts\)$/,
+    );
   });
 
   it("a member that exits after it was ready is not restarted: the run fails", async () => {

@@ -43,7 +43,13 @@ describe("scheduler with an in-memory backend", () => {
     await fc.assert(
       fc.asyncProperty(cohort, async ({ roles, concurrency, seed }) => {
         const spec = specOf(
-          roles.map((r, i) => role(`r${i}`, r.replicas, r.needs.map((j) => `r${j}`))),
+          roles.map((r, i) =>
+            role(
+              `r${i}`,
+              r.replicas,
+              r.needs.map((j) => `r${j}`),
+            ),
+          ),
           { concurrency },
         );
         const delays = (member: string): FakeBehaviour => {
@@ -61,14 +67,7 @@ describe("scheduler with an in-memory backend", () => {
             for (const need of r.needs) {
               for (const dep of spec.roles.find((x) => x.name === need)!.members) expect(readyAt.get(dep)!).toBeLessThanOrEqual(startAt);
             }
-            expect(ledger.kinds(member)).toEqual([
-              "member-scheduled",
-              "member-started",
-              "member-ready",
-              "member-stopping",
-              "member-exited",
-              "member-stopped",
-            ]);
+            expect(ledger.kinds(member)).toEqual(["member-scheduled", "member-started", "member-ready", "member-stopping", "member-exited", "member-stopped"]);
           }
         }
         // Teardown: a member stops only after every member of every role that needs it has stopped.
@@ -110,9 +109,7 @@ describe("scheduler with an in-memory backend", () => {
   it("a member that exits before it is ready fails the run, named, with its output tail; nothing after it starts", async () => {
     const spec = specOf([role("router", 1), role("db", 1), role("agent", 2, ["router", "db"])]);
     const { backend, ledger, result } = await runWith(spec, (member) =>
-      member === "db-0"
-        ? { kind: "exit-before-ready", afterMs: 5, exitCode: 3, output: "line 1\nline 2\nfatal: no config" }
-        : { kind: "ready", startMs: 0, readyMs: 1 },
+      member === "db-0" ? { kind: "exit-before-ready", afterMs: 5, exitCode: 3, output: "line 1\nline 2\nfatal: no config" } : { kind: "ready", startMs: 0, readyMs: 1 },
     );
     expect(result.outcome).toBe("failed");
     expect(result.firstFailure).toEqual({

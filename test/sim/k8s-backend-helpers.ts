@@ -75,7 +75,20 @@ export async function clusterQueue(admin: KubeClient, name: string, flavor: stri
     metadata: { name },
     spec: {
       namespaceSelector: {},
-      resourceGroups: [{ coveredResources: ["cpu", "memory"], flavors: [{ name: flavor, resources: [{ name: "cpu", nominalQuota: quota.cpu }, { name: "memory", nominalQuota: quota.memory }] }] }],
+      resourceGroups: [
+        {
+          coveredResources: ["cpu", "memory"],
+          flavors: [
+            {
+              name: flavor,
+              resources: [
+                { name: "cpu", nominalQuota: quota.cpu },
+                { name: "memory", nominalQuota: quota.memory },
+              ],
+            },
+          ],
+        },
+      ],
     },
   });
 }

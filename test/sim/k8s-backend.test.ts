@@ -155,11 +155,15 @@ describe.skipIf(unavailable !== undefined)("kubernetes backend on the sim", () =
     const { result, records } = run;
     const admitted = records.find((r) => r.kind === "roster-admitted");
     const failed = records.find((r) => r.kind === "run-failed")!;
-    console.log(`admitted-but-unschedulable: named ${result.firstFailure?.member} ${(failed.elapsedMs - (admitted?.elapsedMs ?? 0)).toFixed(0)} ms after admission: ${result.firstFailure?.reason}`);
+    console.log(
+      `admitted-but-unschedulable: named ${result.firstFailure?.member} ${(failed.elapsedMs - (admitted?.elapsedMs ?? 0)).toFixed(0)} ms after admission: ${result.firstFailure?.reason}`,
+    );
     expect(admitted).toBeDefined();
     expect(result.outcome).toBe("failed");
     expect(["hog-0", "hog-1"]).toContain(result.firstFailure?.member);
-    expect(result.firstFailure?.reason).toMatch(new RegExp(`^member hog-[01] exited before it was ready \\(pod ${ns}/hog-[01] was admitted by Kueue but is unschedulable: 0/8 nodes are available: .*Insufficient cpu`));
+    expect(result.firstFailure?.reason).toMatch(
+      new RegExp(`^member hog-[01] exited before it was ready \\(pod ${ns}/hog-[01] was admitted by Kueue but is unschedulable: 0/8 nodes are available: .*Insufficient cpu`),
+    );
     expect(failed.elapsedMs - admitted!.elapsedMs).toBeLessThan(30_000);
   }, 300_000);
 
@@ -199,7 +203,12 @@ describe.skipIf(unavailable !== undefined)("kubernetes backend on the sim", () =
     await namespaceWithQueue(admin, ns, simQueueNames.clusterQueue);
     const backend = createKubernetesBackendFor(cohort("taken", role("solo", 1)), { kubeconfig: sim.kubeconfigPath, namespace: ns, queue: "cohort" });
     await admin.request("admin create" as never, HttpMethod.POST, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`, {
-      body: { apiVersion: "agents.x-k8s.io/v1beta1", kind: "Sandbox", metadata: { name: "solo-0", namespace: ns }, spec: { podTemplate: { spec: { containers: [{ name: "x", image: FAKE_IMAGE }] } } } },
+      body: {
+        apiVersion: "agents.x-k8s.io/v1beta1",
+        kind: "Sandbox",
+        metadata: { name: "solo-0", namespace: ns },
+        spec: { podTemplate: { spec: { containers: [{ name: "x", image: FAKE_IMAGE }] } } },
+      },
     });
     const error = await backend.admit(backend.plans, new AbortController().signal).catch((e: Error) => e);
     await backend.close();

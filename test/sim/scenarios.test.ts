@@ -69,7 +69,11 @@ describe.skipIf(unavailable !== undefined)("sim scenarios (runtime out of cluste
       ),
     });
     expect(r.summary, r.stderr.slice(-3000)).toMatchObject({ outcome: "succeeded", size: 100, readyCount: 100, firstFailure: null });
-    const stats = (r.records.find((x) => x.kind === "backend-stats") as unknown as { stats: { podGroup: string; memberWritesPerMember: number; apiCalls: { calls: Record<string, number>; clientThrottleWaits: number } } }).stats;
+    const stats = (
+      r.records.find((x) => x.kind === "backend-stats") as unknown as {
+        stats: { podGroup: string; memberWritesPerMember: number; apiCalls: { calls: Record<string, number>; clientThrottleWaits: number } };
+      }
+    ).stats;
     expect(stats.memberWritesPerMember).toBeLessThanOrEqual(2);
     expect(Object.keys(stats.apiCalls.calls).filter((k) => k.startsWith("get pods") || k.startsWith("get sandboxes"))).toEqual([]);
     expect(stats.apiCalls.clientThrottleWaits).toBe(0);

@@ -167,7 +167,10 @@ describe.skipIf(unavailable !== undefined)("sim stack, real engine", () => {
     // Live progress (issue #16): the runtime's progress lines on the cohort-run row (process executor, status pipe).
     const progressRows = up.all.split("\n").filter((l) => /command:local:Command\s+cohort-run\s+creating.*startup: started \d+\/100/.test(l));
     console.log(`[e2e sim] ${progressRows.length} progress rows, e.g.\n${progressRows.slice(0, 5).join("\n")}`);
-    expect(progressRows.some((l) => /\((ready|waiting): /.test(l)), up.all.slice(-4000)).toBe(true);
+    expect(
+      progressRows.some((l) => /\((ready|waiting): /.test(l)),
+      up.all.slice(-4000),
+    ).toBe(true);
     const recs = records(o.run.ledgerPath);
     const admitted = recs.find((r) => r.kind === "roster-admitted")!;
     expect(admitted.size).toBe(100);

@@ -112,7 +112,15 @@ describe("ctr images ls", () => {
   });
   it("node import arguments name the digest after the repository", () => {
     expect(nodeImportArgs({ repository: "cohort-lab.local/kueue" })).toEqual([
-      "--namespace=k8s.io", "images", "import", "--all-platforms", "--digests", "--base-name", "cohort-lab.local/kueue", "--snapshotter=overlayfs", "-",
+      "--namespace=k8s.io",
+      "images",
+      "import",
+      "--all-platforms",
+      "--digests",
+      "--base-name",
+      "cohort-lab.local/kueue",
+      "--snapshotter=overlayfs",
+      "-",
     ]);
   });
   it("image refs need a full digest", () => {
@@ -171,26 +179,56 @@ describe("findAppImages against a fake cache", () => {
     fs.mkdirSync(path.join(nodeDir, "bin"), { recursive: true });
     fs.writeFileSync(path.join(nodeDir, "bin", "node"), "fake node");
     const nodeSha = await sha256File(path.join(nodeDir, "bin", "node"));
-    writeStamp(nodeDir, { schema: 1, tool: "node", version: "24.22.3", pin: {}, source: "npm", createdAt: "", buildSeconds: 0, binaries: { node: { path: "bin/node", size: 9, sha256: nodeSha } } });
+    writeStamp(nodeDir, {
+      schema: 1,
+      tool: "node",
+      version: "24.22.3",
+      pin: {},
+      source: "npm",
+      createdAt: "",
+      buildSeconds: 0,
+      binaries: { node: { path: "bin/node", size: 9, sha256: nodeSha } },
+    });
     const plan = planImages(env).runtime as ImagePlan;
     expect(plan.inputs.binaries).toEqual({ node: nodeSha });
     fs.mkdirSync(plan.dir, { recursive: true });
     fs.writeFileSync(path.join(plan.dir, IMAGE_FILES.archive), "archive");
     const record: ImageRecord = {
-      schema: 1, key: "runtime", repository: plan.recipe.repository, tag: plan.recipe.tag, reference: `${plan.recipe.repository}:${plan.recipe.tag}`,
-      digest: D1, dockerImageId: D2, archive: IMAGE_FILES.archive, archiveSha256: "0".repeat(64), archiveBytes: 7, imageBytes: 1,
-      platform: "linux/amd64", inputHash: plan.inputHash, containerd: "test",
+      schema: 1,
+      key: "runtime",
+      repository: plan.recipe.repository,
+      tag: plan.recipe.tag,
+      reference: `${plan.recipe.repository}:${plan.recipe.tag}`,
+      digest: D1,
+      dockerImageId: D2,
+      archive: IMAGE_FILES.archive,
+      archiveSha256: "0".repeat(64),
+      archiveBytes: 7,
+      imageBytes: 1,
+      platform: "linux/amd64",
+      inputHash: plan.inputHash,
+      containerd: "test",
     };
     fs.writeFileSync(path.join(plan.dir, IMAGE_FILES.record), JSON.stringify(record));
     const stampBinary = async (name: string) => ({ path: name, size: fs.statSync(path.join(plan.dir, name)).size, sha256: await sha256File(path.join(plan.dir, name)) });
     writeStamp(plan.dir, {
-      schema: 1, tool: plan.name, version: plan.version, pin: imagePin(plan), source: "build", createdAt: "", buildSeconds: 0,
+      schema: 1,
+      tool: plan.name,
+      version: plan.version,
+      pin: imagePin(plan),
+      source: "build",
+      createdAt: "",
+      buildSeconds: 0,
       binaries: { archive: await stampBinary(IMAGE_FILES.archive), record: await stampBinary(IMAGE_FILES.record) },
     });
     const found = findAppImages(env, ["runtime"]).runtime;
     expect(found).toEqual({
-      repository: "cohort-lab.local/node", tag: plan.recipe.tag, digest: D1, ref: `cohort-lab.local/node:${plan.recipe.tag}@${D1}`,
-      archive: path.join(plan.dir, "image.tar"), dockerImageId: D2,
+      repository: "cohort-lab.local/node",
+      tag: plan.recipe.tag,
+      digest: D1,
+      ref: `cohort-lab.local/node:${plan.recipe.tag}@${D1}`,
+      archive: path.join(plan.dir, "image.tar"),
+      dockerImageId: D2,
     });
     expect(() => findAppImages(env, ["runtime", "openclaw"])).toThrow(/openclaw \(image-openclaw-.*: not built\)/);
     fs.writeFileSync(path.join(plan.dir, IMAGE_FILES.record), JSON.stringify({ ...record, digest: D2 }));

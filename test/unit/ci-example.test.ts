@@ -51,9 +51,20 @@ describe("examples/ci/github-actions.yml", () => {
   });
 
   it("checkout, npm ci, the toolchain cache keyed on common/pins.ts, build, up, destroy: in that order", () => {
-    const order = [/^actions\/checkout@/, /^actions\/cache@/, /^npm ci$/, /^npm run toolchain$/, /^npm run build$/, /pulumi -- up --yes --stack host/, /pulumi -- destroy --yes --stack host/];
+    const order = [
+      /^actions\/checkout@/,
+      /^actions\/cache@/,
+      /^npm ci$/,
+      /^npm run toolchain$/,
+      /^npm run build$/,
+      /pulumi -- up --yes --stack host/,
+      /pulumi -- destroy --yes --stack host/,
+    ];
     const at = order.map((p) => steps.indexOf(step(p)!));
-    expect(at.every((i) => i >= 0), String(at)).toBe(true);
+    expect(
+      at.every((i) => i >= 0),
+      String(at),
+    ).toBe(true);
     expect([...at].sort((a, b) => a - b)).toEqual(at);
     const cache = step(/^actions\/cache@/)!;
     expect(cache.with?.path).toBe("~/.cache/cohort-lab");
@@ -62,7 +73,7 @@ describe("examples/ci/github-actions.yml", () => {
 
   it("writes nothing into the checkout: state, artifacts and outputs under $RUNNER_TEMP", () => {
     expect(shell).toContain('out="$RUNNER_TEMP/cohort"');
-    expect(shell).toContain('COHORT_PULUMI_BACKEND_URL=file://$out/state');
+    expect(shell).toContain("COHORT_PULUMI_BACKEND_URL=file://$out/state");
     expect(shell).toContain('artifactRoot "$COHORT_OUT/artifacts"');
     expect(shell).toMatch(/stack output --json --stack host > "\$COHORT_OUT\/outputs\.json"/);
     expect(shell).not.toMatch(/> ?outputs\.json/);
@@ -87,7 +98,12 @@ describe("docs/ci.md", () => {
   });
 
   it("its GitLab job parses and runs only commands that exist, with JUnit as a report and destroy in after_script", () => {
-    const job = (parse(blocks[1]!) as Record<string, { script: string[]; after_script: string[]; artifacts: { when: string; reports: { junit: string } }; cache: { key: { files: string[] } } }>).cohort!;
+    const job = (
+      parse(blocks[1]!) as Record<
+        string,
+        { script: string[]; after_script: string[]; artifacts: { when: string; reports: { junit: string } }; cache: { key: { files: string[] } } }
+      >
+    ).cohort!;
     expectKnown([...job.script, ...job.after_script].join("\n"));
     expect(job.after_script.join("\n")).toMatch(/pulumi -- destroy --yes --stack host/);
     expect(job.artifacts).toMatchObject({ when: "always", reports: { junit: "cohort-junit.xml" } });

@@ -206,9 +206,21 @@ describe("parseRunSummary (CohortRun outputs from the runtime's stdout)", () => 
   it.each<[string, string, string]>([
     ["no output", "", "the cohort runtime printed no summary line on stdout"],
     ["not JSON", "hello", "the cohort runtime's summary line is not JSON: hello"],
-    ["a bad outcome", JSON.stringify({ ...summary, outcome: "ok" }), `the cohort runtime's summary has no valid "outcome": ${JSON.stringify({ ...summary, outcome: "ok" }).slice(0, 200)}`],
-    ["a relative ledger path", JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }), `the cohort runtime's summary has no valid "ledgerPath": ${JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }).slice(0, 200)}`],
-    ["a relative report path", JSON.stringify({ ...summary, reportPath: "x/report.html" }), `the cohort runtime's summary has no valid "reportPath": ${JSON.stringify({ ...summary, reportPath: "x/report.html" }).slice(0, 200)}`],
+    [
+      "a bad outcome",
+      JSON.stringify({ ...summary, outcome: "ok" }),
+      `the cohort runtime's summary has no valid "outcome": ${JSON.stringify({ ...summary, outcome: "ok" }).slice(0, 200)}`,
+    ],
+    [
+      "a relative ledger path",
+      JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }),
+      `the cohort runtime's summary has no valid "ledgerPath": ${JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }).slice(0, 200)}`,
+    ],
+    [
+      "a relative report path",
+      JSON.stringify({ ...summary, reportPath: "x/report.html" }),
+      `the cohort runtime's summary has no valid "reportPath": ${JSON.stringify({ ...summary, reportPath: "x/report.html" }).slice(0, 200)}`,
+    ],
   ])("refuses %s", (_what, stdout, message) => {
     expect(() => parseRunSummary(stdout)).toThrow(message);
   });

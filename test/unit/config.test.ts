@@ -5,14 +5,7 @@
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../runtime/core/ledger";
-import {
-  PROJECT_DIR,
-  StackConfigError,
-  parseStackConfig,
-  resolveRunSpec,
-  type RawConfig,
-  type StackConfig,
-} from "../../stacks/config";
+import { PROJECT_DIR, StackConfigError, parseStackConfig, resolveRunSpec, type RawConfig, type StackConfig } from "../../stacks/config";
 import { buildStack, type ProfileDefinition, type StackOutputs } from "../../stacks/profiles";
 
 const presetCtx = { nodePath: "/opt/node24/bin/node", projectDir: PROJECT_DIR };
@@ -106,7 +99,7 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
         "run `npm run pulumi -- config rm cohort.size --stack host` and then `npm run pulumi -- config set --path cohort.size 16 --stack host`",
     );
     expect(configError(() => parse({ "cohort.roles[0].name": "web" }))).toContain(
-      "cohort-lab:cohort.roles[0].name: set without --path, so Pulumi stored a flat key named \"cohort.roles[0].name\"",
+      'cohort-lab:cohort.roles[0].name: set without --path, so Pulumi stored a flat key named "cohort.roles[0].name"',
     );
   });
 
@@ -155,7 +148,10 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
 
   it("each problem is reported once, even when two checks find it", () => {
     const message = configError(() => parse({ cohort: '{"size":0,"hold":"5"}' }));
-    expect(message.split("\n")).toEqual(["cohort-lab:cohort.size: must be an integer >= 1 (got 0)", 'cohort-lab:cohort.hold: must be a duration with a unit (ms, s, m or h), e.g. "5s" (got "5")']);
+    expect(message.split("\n")).toEqual([
+      "cohort-lab:cohort.size: must be an integer >= 1 (got 0)",
+      'cohort-lab:cohort.hold: must be a duration with a unit (ms, s, m or h), e.g. "5s" (got "5")',
+    ]);
   });
 
   it("roles given as JSON text (what `config set --path cohort.roles '<JSON list>'` stores) are parsed and validated as RunSpec roles", () => {
@@ -165,7 +161,10 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
     ];
     expect(parse({ cohort: JSON.stringify({ roles: JSON.stringify(roles) }) }).cohort).toEqual({ name: "society", roles });
     expect(resolve({ cohort: JSON.stringify({ roles: JSON.stringify(roles) }) }).size).toBe(9);
-    const bad = [{ name: "a", app: { command: ["x"] } }, { name: "b", needs: ["c"], app: { command: ["y"] } }];
+    const bad = [
+      { name: "a", app: { command: ["x"] } },
+      { name: "b", needs: ["c"], app: { command: ["y"] } },
+    ];
     expect(configError(() => parse({ cohort: JSON.stringify({ roles: JSON.stringify(bad) }) }))).toBe('cohort-lab:cohort.roles[1].needs[0]: unknown role "c" (known: a, b)');
   });
 

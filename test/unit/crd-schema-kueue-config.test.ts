@@ -45,7 +45,10 @@ function check(...configs: unknown[]): Checked[] {
       return f;
     });
     const r = spawnSync(kueuecheck!, files, { encoding: "utf8" });
-    return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as Checked);
+    return r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Checked);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
@@ -82,7 +85,10 @@ describe("Kueue Configuration (Kueue's own loader)", () => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const good = renderKueueConfiguration(kueue, input("6m"));
     const [negative, selector, typo, framework] = check(
-      renderKueueConfiguration(kueue, { ...input("6m"), waitForPodsReady: { ...input("6m").waitForPodsReady, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: -1 } } }),
+      renderKueueConfiguration(kueue, {
+        ...input("6m"),
+        waitForPodsReady: { ...input("6m").waitForPodsReady, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: -1 } },
+      }),
       renderKueueConfiguration(kueue, { ...input("6m"), excludedNamespaces: ["kube-system"] }),
       { ...good, waitForPodsReady: { timeout: "6m", blockAdmision: true } },
       renderKueueConfiguration(kueue, { ...input("6m"), frameworks: ["pod", "sandbox"] }),

@@ -32,7 +32,10 @@ export async function ensureLocalTools(options: { kueuecheck?: boolean } = {}): 
   const root = cacheRoot();
   const missing = tools.filter((t) => checkToolDir(t, toolDir(root, t.name, t.version)) !== undefined);
   if (missing.length > 0 && !goAvailable()) {
-    return { ok: false, reason: `Go is not installed and ${missing.map((t) => t.name).join(", ")} are not in the tool cache ${root}; run npm run toolchain -- manifests where Go is available` };
+    return {
+      ok: false,
+      reason: `Go is not installed and ${missing.map((t) => t.name).join(", ")} are not in the tool cache ${root}; run npm run toolchain -- manifests where Go is available`,
+    };
   }
   const lines: string[] = [];
   const ready = await ensureTools(tools, { cacheRoot: root, source: toolchainSource(), pulumiHome: pulumiHome(), env: process.env, log: (l) => lines.push(l) });

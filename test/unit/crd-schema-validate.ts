@@ -98,7 +98,12 @@ export function crdValidator(crd: KubernetesObject, version: string): CrdValidat
       const problems: string[] = [];
       if (obj.apiVersion !== `${spec.group}/${version}`) problems.push(`apiVersion is ${obj.apiVersion}, expected ${spec.group}/${version}`);
       if (obj.kind !== spec.names.kind) problems.push(`kind is ${obj.kind}, expected ${spec.names.kind}`);
-      if (!fn(obj)) problems.push(...(fn.errors ?? []).map((e: ErrorObject) => `${e.instancePath || "/"} ${e.message ?? e.keyword}${e.keyword === "additionalProperties" ? ` (${String(e.params.additionalProperty)})` : ""}`));
+      if (!fn(obj))
+        problems.push(
+          ...(fn.errors ?? []).map(
+            (e: ErrorObject) => `${e.instancePath || "/"} ${e.message ?? e.keyword}${e.keyword === "additionalProperties" ? ` (${String(e.params.additionalProperty)})` : ""}`,
+          ),
+        );
       return problems;
     },
   };

@@ -117,7 +117,11 @@ describe("Sandboxes of the runtime's Kubernetes backend against the pinned Agent
     const spec = loadRunSpec(SAMPLE_SPEC);
     const runId = "society-20261130T080000Z-a1b2c3";
     const { ctx: renderCtx } = resolveKubernetesConfig({ spec, runId, namespace: "society-0123456789", queue: "cohort", events: () => undefined });
-    const endpoints = new Map(memberIdentities(spec).filter((m) => m.wantsPort).map((m) => [m.id, { host: `${m.id}.society-0123456789.svc`, port: 8080 }]));
+    const endpoints = new Map(
+      memberIdentities(spec)
+        .filter((m) => m.wantsPort)
+        .map((m) => [m.id, { host: `${m.id}.society-0123456789.svc`, port: 8080 }]),
+    );
     const secrets = new Map(memberIdentities(spec).map((m): [string, Record<string, string>] => [m.id, m.role === "agent" ? { TOKEN: `secret-${m.id}` } : {}]));
     const plans = planMembers({ spec, runId, runDir: "/var/lib/cohort-lab-artifacts/x", endpoints, secrets });
     const sandboxes = plans.map((p) => renderSandbox(p, renderCtx) as unknown as KubernetesObject);

@@ -10,15 +10,11 @@ describe("checkRoleGraph", () => {
   });
 
   it("names the full cycle path at the needs entry that closes it", () => {
-    expect(checkRoleGraph([r("a", "b"), r("b", "c"), r("c", "a")])).toEqual([
-      { path: "roles[2].needs[0]", reason: "dependency cycle: a -> b -> c -> a" },
-    ]);
+    expect(checkRoleGraph([r("a", "b"), r("b", "c"), r("c", "a")])).toEqual([{ path: "roles[2].needs[0]", reason: "dependency cycle: a -> b -> c -> a" }]);
   });
 
   it("reports a cycle that does not include the first role", () => {
-    expect(checkRoleGraph([r("root"), r("x", "root", "y"), r("y", "x")])).toEqual([
-      { path: "roles[2].needs[0]", reason: "dependency cycle: x -> y -> x" },
-    ]);
+    expect(checkRoleGraph([r("root"), r("x", "root", "y"), r("y", "x")])).toEqual([{ path: "roles[2].needs[0]", reason: "dependency cycle: x -> y -> x" }]);
   });
 
   it("refuses self-loops, unknown and duplicate needs, duplicate names", () => {
@@ -27,9 +23,7 @@ describe("checkRoleGraph", () => {
       { path: "roles[1].needs[1]", reason: 'unknown role "db" (known: router, agent)' },
       { path: "roles[1].needs[3]", reason: '"router" is listed twice' },
     ]);
-    expect(checkRoleGraph([r("a"), r("b"), r("a")])).toEqual([
-      { path: "roles[2].name", reason: 'duplicate role name "a" (first defined at roles[0])' },
-    ]);
+    expect(checkRoleGraph([r("a"), r("b"), r("a")])).toEqual([{ path: "roles[2].name", reason: 'duplicate role name "a" (first defined at roles[0])' }]);
   });
 });
 
@@ -49,12 +43,7 @@ describe("roleLevels / roleDependants / criticalPath", () => {
   });
 
   it("property: every edge of a random DAG goes to a strictly lower level; a back edge makes a cycle", () => {
-    const dag = fc.integer({ min: 1, max: 12 }).chain((n) =>
-      fc.tuple(
-        fc.constant(n),
-        fc.array(fc.tuple(fc.nat(n - 1), fc.nat(n - 1)), { maxLength: 30 }),
-      ),
-    );
+    const dag = fc.integer({ min: 1, max: 12 }).chain((n) => fc.tuple(fc.constant(n), fc.array(fc.tuple(fc.nat(n - 1), fc.nat(n - 1)), { maxLength: 30 })));
     fc.assert(
       fc.property(dag, ([n, pairs]) => {
         // Edges only from a higher index to a lower one: always acyclic.

@@ -29,9 +29,25 @@ roles:
 
 function admittingRun(options: Record<string, unknown> = {}): Run {
   const spec = loadRunSpec(SPEC);
-  const { settings, ctx } = resolveKubernetesConfig({ spec, runId: RUN_ID, namespace: "run-1", queue: "cohort", events: () => undefined, admissionTimeoutMs: 60_000, controllerStallMs: 30_000, ...options });
+  const { settings, ctx } = resolveKubernetesConfig({
+    spec,
+    runId: RUN_ID,
+    namespace: "run-1",
+    queue: "cohort",
+    events: () => undefined,
+    admissionTimeoutMs: 60_000,
+    controllerStallMs: 30_000,
+    ...options,
+  });
   const endpoints = new Map(memberIdentities(spec).map((m) => [m.id, { host: `${m.id}.run-1.svc`, port: 8080 }]));
-  const run = new Run(undefined as never, undefined as never, ctx, settings, () => undefined, () => Date.now());
+  const run = new Run(
+    undefined as never,
+    undefined as never,
+    ctx,
+    settings,
+    () => undefined,
+    () => Date.now(),
+  );
   run.setRoster(planMembers({ spec, runId: RUN_ID, runDir: "/tmp/r", endpoints, secrets: new Map() }));
   run.phase = "admitting";
   run.admitStartedAt = Date.now();
@@ -39,7 +55,12 @@ function admittingRun(options: Record<string, unknown> = {}): Run {
 }
 
 const pod = (name: string, managed = true): Json => ({
-  metadata: { name, namespace: "run-1", resourceVersion: "1", labels: { "cohort-lab.dev/run": RUN, "cohort-lab.dev/member": name, ...(managed ? { "kueue.x-k8s.io/managed": "true" } : {}) } },
+  metadata: {
+    name,
+    namespace: "run-1",
+    resourceVersion: "1",
+    labels: { "cohort-lab.dev/run": RUN, "cohort-lab.dev/member": name, ...(managed ? { "kueue.x-k8s.io/managed": "true" } : {}) },
+  },
   spec: { schedulingGates: [{ name: "cohort-lab.dev/start" }, { name: "kueue.x-k8s.io/admission" }] },
   status: { phase: "Pending" },
 });
@@ -47,7 +68,10 @@ const pod = (name: string, managed = true): Json => ({
 const workload = (conditions: Json[]): Json => ({
   metadata: { name: RUN, namespace: "run-1", resourceVersion: "3" },
   spec: { active: true },
-  status: { conditions: conditions.map((c) => ({ lastTransitionTime: T, ...c })), admission: { clusterQueue: "cohort-lab", podSetAssignments: [{ name: "x", flavors: { cpu: "agents" } }] } },
+  status: {
+    conditions: conditions.map((c) => ({ lastTransitionTime: T, ...c })),
+    admission: { clusterQueue: "cohort-lab", podSetAssignments: [{ name: "x", flavors: { cpu: "agents" } }] },
+  },
 });
 
 const allPods = (run: Run): void => {
@@ -70,8 +94,19 @@ describe("waitForAdmission", () => {
     const run = admittingRun();
     const waiting = waitForAdmission(run, new AbortController().signal);
     allPods(run);
-    run.onWorkload({ type: "ADDED", object: workload([{ type: "QuotaReserved", status: "False", reason: "Pending", message: "couldn't assign flavors: insufficient unused quota for cpu in flavor agents, 1 more needed" }]) });
-    run.onWorkload({ type: "MODIFIED", object: workload([{ type: "QuotaReserved", status: "True", reason: "QuotaReserved" }, { type: "Admitted", status: "True", reason: "Admitted" }]) });
+    run.onWorkload({
+      type: "ADDED",
+      object: workload([
+        { type: "QuotaReserved", status: "False", reason: "Pending", message: "couldn't assign flavors: insufficient unused quota for cpu in flavor agents, 1 more needed" },
+      ]),
+    });
+    run.onWorkload({
+      type: "MODIFIED",
+      object: workload([
+        { type: "QuotaReserved", status: "True", reason: "QuotaReserved" },
+        { type: "Admitted", status: "True", reason: "Admitted" },
+      ]),
+    });
     expect(await outcome(waiting)).toBe("admitted");
     expect(run.admittedTo).toEqual({ clusterQueue: "cohort-lab", flavors: { cpu: "agents" } });
   });
@@ -117,7 +152,17 @@ describe("waitForAdmission", () => {
     const run = admittingRun({ admissionTimeoutMs: 10_000, controllerStallMs: 60_000 });
     const waiting = outcome(waitForAdmission(run, new AbortController().signal));
     allPods(run);
-    run.onWorkload({ type: "ADDED", object: workload([{ type: "QuotaReserved", status: "False", reason: "Pending", message: "couldn't assign flavors to pod set x: insufficient unused quota for cpu in flavor agents, 3 more needed" }]) });
+    run.onWorkload({
+      type: "ADDED",
+      object: workload([
+        {
+          type: "QuotaReserved",
+          status: "False",
+          reason: "Pending",
+          message: "couldn't assign flavors to pod set x: insufficient unused quota for cpu in flavor agents, 3 more needed",
+        },
+      ]),
+    });
     await vi.advanceTimersByTimeAsync(10_000);
     expect(await waiting).toBe(
       `the roster was not admitted within 10000 ms (admissionTimeout): Workload run-1/${RUN} pending: couldn't assign flavors to pod set x: insufficient unused quota for cpu in flavor agents, 3 more needed`,
@@ -148,10 +193,16 @@ describe("waitForAdmission", () => {
       type: "MODIFIED",
       object: {
         metadata: { name: "agent-1", namespace: "run-1", labels: { "cohort-lab.dev/run": RUN, "cohort-lab.dev/member": "agent-1" } },
-        status: { conditions: [{ type: "Ready", status: "False", reason: "ReconcilerError", message: 'Error seen: pods "agent-1" is forbidden: exceeded quota: compute', lastTransitionTime: T }] },
+        status: {
+          conditions: [
+            { type: "Ready", status: "False", reason: "ReconcilerError", message: 'Error seen: pods "agent-1" is forbidden: exceeded quota: compute', lastTransitionTime: T },
+          ],
+        },
       },
     });
     await vi.advanceTimersByTimeAsync(3000);
-    expect(await waiting).toBe('member agent-1: Sandbox run-1/agent-1: the Agent Sandbox controller cannot reconcile it: Error seen: pods "agent-1" is forbidden: exceeded quota: compute');
+    expect(await waiting).toBe(
+      'member agent-1: Sandbox run-1/agent-1: the Agent Sandbox controller cannot reconcile it: Error seen: pods "agent-1" is forbidden: exceeded quota: compute',
+    );
   });
 });

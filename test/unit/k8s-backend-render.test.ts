@@ -4,16 +4,7 @@ import { SpecError } from "../../runtime/core/errors";
 import { memberIdentities, planMembers } from "../../runtime/core/plan";
 import { loadRunSpec, type CompiledRunSpec } from "../../runtime/core/spec";
 import { resolveKubernetesConfig } from "../../runtime/backends/kubernetes/index";
-import {
-  cohortNeeds,
-  podShapes,
-  quantityValue,
-  renderSandbox,
-  renderSecret,
-  runLabelValue,
-  validateRoster,
-  type RenderContext,
-} from "../../runtime/backends/kubernetes/render";
+import { cohortNeeds, podShapes, quantityValue, renderSandbox, renderSecret, runLabelValue, validateRoster, type RenderContext } from "../../runtime/backends/kubernetes/render";
 
 const IMG = `registry.example/agent@sha256:${"a".repeat(64)}`;
 const RUN_ID = "society-20260101T120000Z-a1b2c3";
@@ -45,8 +36,14 @@ roles:
 function setup(specText = SPEC, overrides: Record<string, unknown> = {}): { spec: CompiledRunSpec; ctx: RenderContext; plans: MemberPlan[] } {
   const spec = loadRunSpec(specText);
   const { ctx } = resolveKubernetesConfig({ spec, runId: RUN_ID, namespace: "run-1", queue: "cohort", events: () => undefined, ...overrides });
-  const endpoints = new Map(memberIdentities(spec).filter((m) => m.wantsPort).map((m) => [m.id, { host: `${m.id}.run-1.svc`, port: 8080 }]));
-  const secrets = new Map(memberIdentities(spec).map((m) => [m.id, spec.roles.find((r) => r.name === m.role)!.secretEnv.reduce((acc, name) => ({ ...acc, [name]: `tok-${m.id}` }), {})]));
+  const endpoints = new Map(
+    memberIdentities(spec)
+      .filter((m) => m.wantsPort)
+      .map((m) => [m.id, { host: `${m.id}.run-1.svc`, port: 8080 }]),
+  );
+  const secrets = new Map(
+    memberIdentities(spec).map((m) => [m.id, spec.roles.find((r) => r.name === m.role)!.secretEnv.reduce((acc, name) => ({ ...acc, [name]: `tok-${m.id}` }), {})]),
+  );
   const plans = planMembers({ spec, runId: RUN_ID, runDir: "/tmp/run", endpoints, secrets });
   return { spec, ctx, plans };
 }

@@ -43,7 +43,14 @@ function admittedRun(): { run: Run; calls: Call[] } {
       return {};
     },
   };
-  const run = new Run(client as never, undefined as never, ctx, settings, () => undefined, () => Date.now());
+  const run = new Run(
+    client as never,
+    undefined as never,
+    ctx,
+    settings,
+    () => undefined,
+    () => Date.now(),
+  );
   run.setRoster(planMembers({ spec, runId: RUN_ID, runDir: "/tmp/r", endpoints, secrets: new Map() }));
   run.phase = "admitting";
   for (const name of ["agent-0", "agent-1"]) run.onPod({ type: "ADDED", object: pod(name, ["cohort-lab.dev/start", "kueue.x-k8s.io/admission"]) });

@@ -19,14 +19,27 @@ function pod(name: string, status: Json, spec: Json = {}, extraMeta: Json = {}):
   return {
     apiVersion: "v1",
     kind: "Pod",
-    metadata: { name, namespace: "run-1", resourceVersion: "1", labels: { "cohort-lab.dev/run": RUN, "cohort-lab.dev/member": name, "kueue.x-k8s.io/managed": "true" }, ...extraMeta },
+    metadata: {
+      name,
+      namespace: "run-1",
+      resourceVersion: "1",
+      labels: { "cohort-lab.dev/run": RUN, "cohort-lab.dev/member": name, "kueue.x-k8s.io/managed": "true" },
+      ...extraMeta,
+    },
     spec: { containers: [{ name: "member", image: "x" }], ...spec },
     status,
   };
 }
 
 const gated = (name: string) =>
-  pod(name, { phase: "Pending", conditions: [{ type: "PodScheduled", status: "False", reason: "SchedulingGated", message: "Scheduling is blocked due to non-empty scheduling gates", lastTransitionTime: T }] }, { schedulingGates: [{ name: "cohort-lab.dev/start" }] });
+  pod(
+    name,
+    {
+      phase: "Pending",
+      conditions: [{ type: "PodScheduled", status: "False", reason: "SchedulingGated", message: "Scheduling is blocked due to non-empty scheduling gates", lastTransitionTime: T }],
+    },
+    { schedulingGates: [{ name: "cohort-lab.dev/start" }] },
+  );
 
 const readyPod = (name: string) =>
   pod(
@@ -68,7 +81,14 @@ describe("classifyPod", () => {
       {
         phase: "Failed",
         conditions: [{ type: "Ready", status: "False", reason: "", lastTransitionTime: T }],
-        containerStatuses: [{ name: "member", ready: false, restartCount: 0, state: { terminated: { exitCode: 1, reason: "containerFailed", message: "container failed", startedAt: T, finishedAt: T } } }],
+        containerStatuses: [
+          {
+            name: "member",
+            ready: false,
+            restartCount: 0,
+            state: { terminated: { exitCode: 1, reason: "containerFailed", message: "container failed", startedAt: T, finishedAt: T } },
+          },
+        ],
       },
       { nodeName: "kwok-node-0" },
     );
@@ -130,7 +150,7 @@ describe("classifyPod", () => {
     expect(classifyPod(waiting("failed to sync secret cache: timed out waiting for the condition"), true)).toEqual({ kind: "pending" });
     expect(classifyPod(waiting("failed to sync configmap cache: timed out waiting for the condition"), true)).toEqual({ kind: "pending" });
     // A missing key stays a failure at once.
-    expect(classifyPod(waiting('couldn\'t find key TOKEN in Secret run-1/cohort-secrets'), true)).toEqual({
+    expect(classifyPod(waiting("couldn't find key TOKEN in Secret run-1/cohort-secrets"), true)).toEqual({
       kind: "exited",
       reason: 'pod run-1/gateway-1: container "member" cannot start (CreateContainerConfigError): couldn\'t find key TOKEN in Secret run-1/cohort-secrets',
       exitCode: null,
@@ -145,21 +165,37 @@ describe("classifyPod", () => {
   it("Unschedulable once ungated: admitted by Kueue but unschedulable, with the scheduler's message", () => {
     const stuck = pod("agent-9", {
       phase: "Pending",
-      conditions: [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.", lastTransitionTime: T }],
+      conditions: [
+        {
+          type: "PodScheduled",
+          status: "False",
+          reason: "Unschedulable",
+          message: "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+          lastTransitionTime: T,
+        },
+      ],
     });
     expect(classifyPod(stuck, true)).toEqual({
       kind: "unschedulable",
-      reason: "pod run-1/agent-9 was admitted by Kueue but is unschedulable: 0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+      reason:
+        "pod run-1/agent-9 was admitted by Kueue but is unschedulable: 0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
     });
     expect(classifyPod(stuck, false)).toEqual({
       kind: "unschedulable",
-      reason: "pod run-1/agent-9 is unschedulable: 0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
+      reason:
+        "pod run-1/agent-9 is unschedulable: 0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.",
     });
   });
 
   it("Kueue's TerminationTarget condition (eviction/preemption) wins over everything else", () => {
     const target = readyPod("agent-0");
-    (target.status as any).conditions.push({ type: "TerminationTarget", status: "True", reason: "WorkloadEvictedDueToPodsReadyTimeout", message: "Exceeded the PodsReady timeout run-1/society", lastTransitionTime: T });
+    (target.status as any).conditions.push({
+      type: "TerminationTarget",
+      status: "True",
+      reason: "WorkloadEvictedDueToPodsReadyTimeout",
+      message: "Exceeded the PodsReady timeout run-1/society",
+      lastTransitionTime: T,
+    });
     expect(classifyPod(target, true)).toEqual({
       kind: "exited",
       reason: "pod run-1/agent-0 stopped by Kueue (WorkloadEvictedDueToPodsReadyTimeout): Exceeded the PodsReady timeout run-1/society",
@@ -185,21 +221,29 @@ describe("classifySandbox", () => {
     });
   });
   it("Finished=True PodFailed has exited", () => {
-    const finished = sandbox("agent-3", { status: "False", reason: "PodFailed", message: "Pod failed" }, [{ type: "Finished", status: "True", reason: "PodFailed", message: "Pod failed", lastTransitionTime: T }]);
+    const finished = sandbox("agent-3", { status: "False", reason: "PodFailed", message: "Pod failed" }, [
+      { type: "Finished", status: "True", reason: "PodFailed", message: "Pod failed", lastTransitionTime: T },
+    ]);
     expect(classifySandbox(finished)).toEqual({ kind: "exited", reason: "Sandbox run-1/agent-3 finished (PodFailed): Pod failed" });
   });
   it("ReconcilerError is an error (fatal only if it persists): a refusal is permanent, a failed call is not", () => {
-    const broken = sandbox("a", { status: "False", reason: "ReconcilerError", message: 'Error seen: admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/pod-group-name]: Invalid value' });
+    const broken = sandbox("a", {
+      status: "False",
+      reason: "ReconcilerError",
+      message: 'Error seen: admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/pod-group-name]: Invalid value',
+    });
     expect(classifySandbox(broken)).toEqual({
       kind: "error",
-      reason: 'Sandbox run-1/a: the Agent Sandbox controller cannot reconcile it: Error seen: admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/pod-group-name]: Invalid value',
+      reason:
+        'Sandbox run-1/a: the Agent Sandbox controller cannot reconcile it: Error seen: admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/pod-group-name]: Invalid value',
       permanent: true,
     });
     // Recorded on the sim at 1,000 members: Kueue's pod webhook did not answer in time.
     const flaky = sandbox("b", {
       status: "False",
       reason: "ReconcilerError",
-      message: 'Error seen: Internal error occurred: failed calling webhook "mpod.kb.io": failed to call webhook: Post "https://kueue-webhook-service.kueue-system.svc:36345/mutate--v1-pod?timeout=10s": write tcp 127.0.0.1:46444->127.0.0.1:36345: write: broken pipe',
+      message:
+        'Error seen: Internal error occurred: failed calling webhook "mpod.kb.io": failed to call webhook: Post "https://kueue-webhook-service.kueue-system.svc:36345/mutate--v1-pod?timeout=10s": write tcp 127.0.0.1:46444->127.0.0.1:36345: write: broken pipe',
     });
     expect(classifySandbox(flaky)).toMatchObject({ kind: "error", permanent: false });
   });
@@ -215,28 +259,48 @@ const wl = (conditions: Json[], extra: Json = {}): Json => ({
 
 describe("classifyWorkload", () => {
   it("Admitted=True is admitted, with the ClusterQueue and flavors", () => {
-    const admitted = wl([{ type: "QuotaReserved", status: "True", reason: "QuotaReserved", message: "Quota reserved in ClusterQueue cluster-queue" }, { type: "Admitted", status: "True", reason: "Admitted", message: "The workload is admitted" }], {
-      admission: { clusterQueue: "cluster-queue", podSetAssignments: [{ name: "ab12cd34", flavors: { cpu: "kwok", memory: "kwok" }, count: 3 }] },
-    });
+    const admitted = wl(
+      [
+        { type: "QuotaReserved", status: "True", reason: "QuotaReserved", message: "Quota reserved in ClusterQueue cluster-queue" },
+        { type: "Admitted", status: "True", reason: "Admitted", message: "The workload is admitted" },
+      ],
+      {
+        admission: { clusterQueue: "cluster-queue", podSetAssignments: [{ name: "ab12cd34", flavors: { cpu: "kwok", memory: "kwok" }, count: 3 }] },
+      },
+    );
     expect(classifyWorkload(admitted)).toEqual({ kind: "admitted", clusterQueue: "cluster-queue", flavors: { cpu: "kwok", memory: "kwok" } });
   });
   it("waiting for quota is pending with Kueue's message", () => {
-    const pending = wl([{ type: "QuotaReserved", status: "False", reason: "Pending", message: "couldn't assign flavors to pod set ab12cd34: insufficient unused quota for cpu in flavor kwok, 2 more needed" }]);
-    expect(classifyWorkload(pending)).toEqual({ kind: "pending", message: "couldn't assign flavors to pod set ab12cd34: insufficient unused quota for cpu in flavor kwok, 2 more needed" });
+    const pending = wl([
+      {
+        type: "QuotaReserved",
+        status: "False",
+        reason: "Pending",
+        message: "couldn't assign flavors to pod set ab12cd34: insufficient unused quota for cpu in flavor kwok, 2 more needed",
+      },
+    ]);
+    expect(classifyWorkload(pending)).toEqual({
+      kind: "pending",
+      message: "couldn't assign flavors to pod set ab12cd34: insufficient unused quota for cpu in flavor kwok, 2 more needed",
+    });
   });
   it("a missing LocalQueue is inadmissible at once (C4)", () => {
     const missing = wl([{ type: "QuotaReserved", status: "False", reason: "Inadmissible", message: "LocalQueue cohort doesn't exist" }]);
     expect(classifyWorkload(missing)).toEqual({ kind: "inadmissible", reason: `Kueue cannot admit Workload run-1/${RUN}: LocalQueue cohort doesn't exist` });
   });
   it("a roster above the queue's maximum capacity can never fit", () => {
-    const message = "couldn't assign flavors to pod set ab12cd34: insufficient quota for cpu in flavor kwok, previously considered podsets requests (0) + current podset request (64) > maximum capacity (8)";
+    const message =
+      "couldn't assign flavors to pod set ab12cd34: insufficient quota for cpu in flavor kwok, previously considered podsets requests (0) + current podset request (64) > maximum capacity (8)";
     expect(classifyWorkload(wl([{ type: "QuotaReserved", status: "False", reason: "Pending", message }]))).toEqual({
       kind: "inadmissible",
       reason: `Kueue cannot admit Workload run-1/${RUN}: the roster can never fit its ClusterQueue: ${message}`,
     });
   });
   it("Evicted (PodsReadyTimeout) is lost", () => {
-    const evicted = wl([{ type: "Admitted", status: "False", reason: "NoReservation" }, { type: "Evicted", status: "True", reason: "PodsReadyTimeout", message: `Exceeded the PodsReady timeout run-1/${RUN}` }]);
+    const evicted = wl([
+      { type: "Admitted", status: "False", reason: "NoReservation" },
+      { type: "Evicted", status: "True", reason: "PodsReadyTimeout", message: `Exceeded the PodsReady timeout run-1/${RUN}` },
+    ]);
     expect(classifyWorkload(evicted)).toEqual({ kind: "lost", reason: `Kueue evicted Workload run-1/${RUN} (PodsReadyTimeout): Exceeded the PodsReady timeout run-1/${RUN}` });
   });
   it("spec.active=false is lost (deactivated)", () => {
@@ -264,11 +328,25 @@ roles:
 function makeRun(overrides: Record<string, unknown> = {}): { run: Run; events: MemberEvent[] } {
   const spec = loadRunSpec(SPEC);
   const events: MemberEvent[] = [];
-  const { settings, ctx } = resolveKubernetesConfig({ spec, runId: "society-20260101T120000Z-a1b2c3", namespace: "run-1", queue: "cohort", events: (e) => events.push(e), ...overrides });
+  const { settings, ctx } = resolveKubernetesConfig({
+    spec,
+    runId: "society-20260101T120000Z-a1b2c3",
+    namespace: "run-1",
+    queue: "cohort",
+    events: (e) => events.push(e),
+    ...overrides,
+  });
   const endpoints = new Map(memberIdentities(spec).map((m) => [m.id, { host: `${m.id}.run-1.svc`, port: 8080 }]));
   const plans = planMembers({ spec, runId: "society-20260101T120000Z-a1b2c3", runDir: "/tmp/r", endpoints, secrets: new Map() });
   // The routing under test never touches the API client.
-  const run = new Run(undefined as never, undefined as never, ctx, settings, (e) => events.push(e), () => 0);
+  const run = new Run(
+    undefined as never,
+    undefined as never,
+    ctx,
+    settings,
+    (e) => events.push(e),
+    () => 0,
+  );
   run.setRoster(plans);
   run.phase = "admitted";
   return { run, events };
@@ -314,7 +392,10 @@ describe("Run: watch events -> member events", () => {
     vi.useFakeTimers();
     const { run, events } = makeRun({ unschedulableGraceMs: 2000 });
     const stuck = (name: string) =>
-      pod(name, { phase: "Pending", conditions: [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "0/2 nodes are available: 2 Insufficient cpu.", lastTransitionTime: T }] });
+      pod(name, {
+        phase: "Pending",
+        conditions: [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: "0/2 nodes are available: 2 Insufficient cpu.", lastTransitionTime: T }],
+      });
     run.onPod({ type: "MODIFIED", object: stuck("agent-0") });
     run.onPod({ type: "MODIFIED", object: stuck("agent-1") });
     run.onClusterEvent({ type: "ADDED", object: { reason: "TriggeredScaleUp", involvedObject: { kind: "Pod", name: "agent-1" } } });

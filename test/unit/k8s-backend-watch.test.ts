@@ -22,7 +22,27 @@ let key: Buffer;
 
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), "k8s-backend-watch-"));
-  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", path.join(dir, "key.pem"), "-out", path.join(dir, "cert.pem")], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1",
+      "-keyout",
+      path.join(dir, "key.pem"),
+      "-out",
+      path.join(dir, "cert.pem"),
+    ],
+    { stdio: "ignore" },
+  );
   cert = fs.readFileSync(path.join(dir, "cert.pem"));
   key = fs.readFileSync(path.join(dir, "key.pem"));
 });
@@ -153,7 +173,9 @@ describe("ListWatch", () => {
     const api = await serve((req, res, url) => {
       req.resume();
       const isWatch = url.searchParams.get("watch") === "true";
-      seen.push(`${isWatch ? "watch" : "list"} rv=${url.searchParams.get("resourceVersion") ?? ""} sel=${url.searchParams.get("labelSelector") ?? ""}${isWatch ? ` bookmarks=${url.searchParams.get("allowWatchBookmarks")}` : ""}`);
+      seen.push(
+        `${isWatch ? "watch" : "list"} rv=${url.searchParams.get("resourceVersion") ?? ""} sel=${url.searchParams.get("labelSelector") ?? ""}${isWatch ? ` bookmarks=${url.searchParams.get("allowWatchBookmarks")}` : ""}`,
+      );
       if (!isWatch) {
         lists++;
         return lists === 1
@@ -179,7 +201,13 @@ describe("ListWatch", () => {
     const onEvent = (e: CacheEvent): void => {
       events.push(`${e.type} ${String((e.object.metadata as Json).name)}@${String((e.object.metadata as Json).resourceVersion)}`);
     };
-    const lw = new ListWatch(client, { path: "/api/v1/namespaces/ns/pods", listKey: "list pods", watchKey: "watch pods", labelSelector: "cohort-lab.dev/run=r" }, onEvent, (e) => events.push(`FATAL ${e.message}`), { backoffMs: 10 });
+    const lw = new ListWatch(
+      client,
+      { path: "/api/v1/namespaces/ns/pods", listKey: "list pods", watchKey: "watch pods", labelSelector: "cohort-lab.dev/run=r" },
+      onEvent,
+      (e) => events.push(`FATAL ${e.message}`),
+      { backoffMs: 10 },
+    );
     await lw.start();
     const deadline = Date.now() + 10_000;
     while (events.length < 5 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
@@ -203,7 +231,8 @@ describe("ListWatch", () => {
   it("stops and reports a 403 on watch as fatal (RBAC), without retrying", async () => {
     const api = await serve((req, res, url) => {
       req.resume();
-      if (url.searchParams.get("watch") === "true") return json(res, 403, { kind: "Status", reason: "Forbidden", message: 'pods is forbidden: User "x" cannot watch resource "pods"', code: 403 });
+      if (url.searchParams.get("watch") === "true")
+        return json(res, 403, { kind: "Status", reason: "Forbidden", message: 'pods is forbidden: User "x" cannot watch resource "pods"', code: 403 });
       json(res, 200, { metadata: { resourceVersion: "1" }, items: [] });
     });
     const client = KubeClient.load(api.kubeconfig, new ApiCounters());

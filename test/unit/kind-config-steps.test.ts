@@ -160,7 +160,11 @@ describe("create", () => {
     expect(r.stdout).toBe("apiVersion: v1\nkind: Config\ncurrent-context: kind-kind\n# cluster kind\n");
     expect(fs.readFileSync(path.join(state, "last-config.yaml"), "utf8")).toBe(kindConfig);
     expect(fs.statSync(path.join(tmp, "artifacts")).isDirectory()).toBe(true);
-    expect(calls().filter((c) => c.startsWith("kind create")).map((c) => c.replace(/--config \S+/, "--config <file>"))).toEqual(["kind create cluster --name kind --config <file> --wait 5m"]);
+    expect(
+      calls()
+        .filter((c) => c.startsWith("kind create"))
+        .map((c) => c.replace(/--config \S+/, "--config <file>")),
+    ).toEqual(["kind create cluster --name kind --config <file> --wait 5m"]);
   });
 
   it("compares names exactly: kind1 and kindabc do not make `kind` exist (field-notes C1)", () => {
@@ -195,7 +199,9 @@ describe("create", () => {
     cluster("kind", ours);
     const r = step("create", { FAKE_API_DOWN: "1" });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain('a kind cluster named "kind" already exists and its owner cannot be checked (kubectl get nodes failed: The connection to the server 127.0.0.1:6443 was refused)');
+    expect(r.stderr).toContain(
+      'a kind cluster named "kind" already exists and its owner cannot be checked (kubectl get nodes failed: The connection to the server 127.0.0.1:6443 was refused)',
+    );
   });
 
   it("checks the Temporal host port before kind runs (field-notes C2)", async () => {
@@ -262,7 +268,11 @@ describe("delete", () => {
 describe("webhook-probe", () => {
   const probes = JSON.stringify([
     { name: "validating", manifest: { apiVersion: "kueue.x-k8s.io/v1beta2", kind: "ResourceFlavor", metadata: { name: "p" }, spec: {} } },
-    { name: "pod mutating", manifest: { apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: "default" }, spec: { containers: [] } }, expectSchedulingGate: "kueue.x-k8s.io/admission" },
+    {
+      name: "pod mutating",
+      manifest: { apiVersion: "v1", kind: "Pod", metadata: { name: "p", namespace: "default" }, spec: { containers: [] } },
+      expectSchedulingGate: "kueue.x-k8s.io/admission",
+    },
   ]);
 
   it("retries until the API server can call the webhooks", () => {
@@ -275,7 +285,9 @@ describe("webhook-probe", () => {
   it("fails at the deadline with the last error", () => {
     const r = step("webhook-probe", { COHORT_KUBECONFIG: "# cluster kind\n", COHORT_PROBES: probes, COHORT_PROBE_TIMEOUT_MS: "1200", FAKE_PROBE_READY_AT: "1000" });
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/webhook probe validating did not pass after \d+ attempts: Error from server \(InternalError\): failed calling webhook "mpod.kb.io": connection refused/);
+    expect(r.stderr).toMatch(
+      /webhook probe validating did not pass after \d+ attempts: Error from server \(InternalError\): failed calling webhook "mpod.kb.io": connection refused/,
+    );
   });
 });
 
@@ -296,7 +308,11 @@ describe("capacity-check", () => {
 
   it("fails before the ClusterQueue when the nodes hold less than the program assumed, with both figures", () => {
     cluster("kind", ours);
-    const r = step("capacity-check", { COHORT_KUBECONFIG: "# cluster kind\n", COHORT_CAPACITY: capacity, FAKE_ALLOCATABLE: JSON.stringify({ cpu: "7800m", memory: "33554432Ki", pods: "110" }) });
+    const r = step("capacity-check", {
+      COHORT_KUBECONFIG: "# cluster kind\n",
+      COHORT_CAPACITY: capacity,
+      FAKE_ALLOCATABLE: JSON.stringify({ cpu: "7800m", memory: "33554432Ki", pods: "110" }),
+    });
     expect(r.status).toBe(1);
     expect(r.stderr.trim().split("\n").at(-1)).toBe(
       "[cohort-lab local] the nodes hold less than the ClusterQueue quota derived from this machine (cpu: 15600m allocatable − 1250m reserved = 14350m < quota 14750m); " +
@@ -307,7 +323,16 @@ describe("capacity-check", () => {
 
 describe("run-summary", () => {
   const runId = "society-20261130T080000Z-a1b2c3";
-  const summary = { runId, outcome: "succeeded", size: 9, readyCount: 9, timeToReadyMs: 1234, ledgerPath: `/var/lib/cohort-lab-artifacts/${runId}`, reportPath: `/var/lib/cohort-lab-artifacts/${runId}/report.html`, firstFailure: null };
+  const summary = {
+    runId,
+    outcome: "succeeded",
+    size: 9,
+    readyCount: 9,
+    timeToReadyMs: 1234,
+    ledgerPath: `/var/lib/cohort-lab-artifacts/${runId}`,
+    reportPath: `/var/lib/cohort-lab-artifacts/${runId}/report.html`,
+    firstFailure: null,
+  };
   const base = {
     COHORT_KUBECONFIG: "# cluster kind\n",
     COHORT_NAMESPACE: "society-0123456789",
@@ -339,7 +364,12 @@ describe("run-summary", () => {
   });
 
   it("fails with the runtime's last line when the Job failed", () => {
-    const r = step("run-summary", { ...base, COHORT_ARTIFACTS_DIR: tmp, FAKE_JOB_STATE: "Failed", FAKE_JOB_LOG: "started 3/9\nmember agent-2 failed: exited with code 1 before it was ready\n" });
+    const r = step("run-summary", {
+      ...base,
+      COHORT_ARTIFACTS_DIR: tmp,
+      FAKE_JOB_STATE: "Failed",
+      FAKE_JOB_LOG: "started 3/9\nmember agent-2 failed: exited with code 1 before it was ready\n",
+    });
     expect(r.status).toBe(1);
     expect(r.stderr.trim()).toBe("[cohort-lab local] the cohort runtime Job society-0123456789/cohort-run failed: member agent-2 failed: exited with code 1 before it was ready");
   });

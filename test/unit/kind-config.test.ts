@@ -38,7 +38,13 @@ interface CheckResult {
   ok: boolean;
   error?: string;
   name?: string;
-  nodes?: { role: string; image: string; labels: Record<string, string> | null; extraMounts: { hostPath: string; containerPath: string }[] | null; extraPortMappings: { containerPort: number; hostPort: number; listenAddress: string; protocol: string }[] | null }[];
+  nodes?: {
+    role: string;
+    image: string;
+    labels: Record<string, string> | null;
+    extraMounts: { hostPath: string; containerPath: string }[] | null;
+    extraPortMappings: { containerPort: number; hostPort: number; listenAddress: string; protocol: string }[] | null;
+  }[];
 }
 
 /** Runs kindcheck over YAML texts; one result per text. */
@@ -51,7 +57,10 @@ function check(...yamls: string[]): CheckResult[] {
       return f;
     });
     const r = spawnSync(kindcheck!, files, { encoding: "utf8" });
-    return r.stdout.trim().split("\n").map((line) => JSON.parse(line) as CheckResult);
+    return r.stdout
+      .trim()
+      .split("\n")
+      .map((line) => JSON.parse(line) as CheckResult);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -96,7 +96,8 @@ function checkLayering(sources: readonly Source[], exists: (file: string) => boo
       const to = floorOf(target);
       const why: string[] = [];
       if (top === "common" && !under(target, "common")) why.push("common/ imports nothing outside common/");
-      else if (top === "runtime" && !under(target, "runtime") && target !== "package.json") why.push("runtime/ imports nothing outside runtime/"); // the package manifest (its version) is data, not a floor
+      else if (top === "runtime" && !under(target, "runtime") && target !== "package.json")
+        why.push("runtime/ imports nothing outside runtime/"); // the package manifest (its version) is data, not a floor
       else if (to === undefined) {
         if (SOURCE.test(target)) why.push("that file is on no floor");
       } else if (to > from) why.push(`upward: floor ${from} (${top}/) -> floor ${to} (${topFolder(target) ?? target})`);

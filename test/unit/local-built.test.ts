@@ -10,7 +10,16 @@ import * as path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { pinnedNodeImage } from "../../components/kind/KindCluster.js";
 import { parseStackConfig } from "../../stacks/config.js";
-import { BUILT_NODE_SYSTEM_PODS, chooseNodeImage, findLocalArtifacts, localProfile, parseLocalConfig, resolveLocalRunSpec, type BuiltImages, type BuiltNodeImage } from "../../stacks/local.js";
+import {
+  BUILT_NODE_SYSTEM_PODS,
+  chooseNodeImage,
+  findLocalArtifacts,
+  localProfile,
+  parseLocalConfig,
+  resolveLocalRunSpec,
+  type BuiltImages,
+  type BuiltNodeImage,
+} from "../../stacks/local.js";
 import { StackConfigError } from "../../stacks/config.js";
 
 const D = (c: string) => `sha256:${c.repeat(64)}`;
@@ -19,7 +28,13 @@ const built: BuiltImages = {
   runtime: { repository: "cohort-lab.local/node", tag: "24.22.3-bookworm", digest: D("2"), archive: "/c/node/image.tar" },
   openclaw: { repository: "cohort-lab.local/openclaw", tag: "2026.9.6-node24.22.3", digest: D("3"), archive: "/c/oc/image.tar" },
 };
-const nodeImage: BuiltNodeImage = { tag: "cohort-lab/kind-node:v1.35.4-0123456789ab", id: D("9"), archive: "/c/node.tar", imageRepository: "offline.invalid", etcdImageTag: "3.6.14" };
+const nodeImage: BuiltNodeImage = {
+  tag: "cohort-lab/kind-node:v1.35.4-0123456789ab",
+  id: D("9"),
+  archive: "/c/node.tar",
+  imageRepository: "offline.invalid",
+  etcdImageTag: "3.6.14",
+};
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-local-built-"));
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
@@ -94,7 +109,8 @@ describe("findLocalArtifacts", () => {
       const dir = path.join(tmp, `kind-node-image-v1.35.4-${hash}`);
       fs.mkdirSync(dir, { recursive: true });
       fs.writeFileSync(path.join(dir, "image.json"), JSON.stringify({ tag: `cohort-lab/kind-node:v1.35.4-${hash}`, id: D(hash[0]!), archive: "node-image.tar" }));
-      if (finished) fs.writeFileSync(path.join(dir, "cohort-lab-stamp.json"), JSON.stringify({ schema: 1, tool: "kind-node-image", version: `v1.35.4-${hash}`, createdAt, binaries: {} }));
+      if (finished)
+        fs.writeFileSync(path.join(dir, "cohort-lab-stamp.json"), JSON.stringify({ schema: 1, tool: "kind-node-image", version: `v1.35.4-${hash}`, createdAt, binaries: {} }));
     };
     make("aaaaaaaaaaaa", "2026-12-01T10:00:00Z", true);
     make("bbbbbbbbbbbb", "2026-12-01T11:00:00Z", true);

@@ -103,7 +103,12 @@ function step(name: string, extra: Record<string, string> = {}): { status: numbe
 }
 
 const calls = (): string[] => (fs.existsSync(path.join(state, "calls.log")) ? fs.readFileSync(path.join(state, "calls.log"), "utf8").trim().split("\n") : []);
-const names = (node: string): string[] => fs.readFileSync(path.join(state, node), "utf8").trim().split("\n").map((l) => l.split(" ")[0]!);
+const names = (node: string): string[] =>
+  fs
+    .readFileSync(path.join(state, node), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => l.split(" ")[0]!);
 
 beforeEach(() => {
   fs.rmSync(state, { recursive: true, force: true });
@@ -149,7 +154,9 @@ describe("built kind and kubectl", () => {
   it("are checked against the stamp's SHA-256 and never downloaded", () => {
     const r = step("load-images", { COHORT_KIND_SHA256: "0".repeat(64) });
     expect(r.status).toBe(1);
-    expect(r.stderr).toContain(`kind: ${path.join(bin, "kind")} has SHA-256 ${kindSha}, but its toolchain stamp records ${"0".repeat(64)}; run \`npm run toolchain -- local\` again`);
+    expect(r.stderr).toContain(
+      `kind: ${path.join(bin, "kind")} has SHA-256 ${kindSha}, but its toolchain stamp records ${"0".repeat(64)}; run \`npm run toolchain -- local\` again`,
+    );
     expect(r.stderr).not.toContain("download");
   });
 

@@ -153,7 +153,8 @@ describe("adaptContainerdService", () => {
 
 describe("parseAptSources", () => {
   it("reads deb822 and one-line entries, keeping bookworm suites only", () => {
-    const deb822 = "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n";
+    const deb822 =
+      "Types: deb\nURIs: http://mirror.example/debian\nSuites: bookworm bookworm-updates\nComponents: main\n\nTypes: deb\nURIs: http://mirror.example/debian-security\nSuites: bookworm-security\nComponents: main\n";
     const oneLine = "deb https://packages.example/apt cloud-sdk-bookworm main\ndeb [arch=amd64] http://old.example/debian bookworm main contrib\n";
     expect(parseAptSources([deb822, oneLine], "bookworm")).toEqual([
       { uris: ["http://mirror.example/debian"], suites: ["bookworm", "bookworm-updates"], components: ["main"] },

@@ -55,7 +55,9 @@ describe("sdkPinMismatches", () => {
       "a different exact version",
       { dependencies: { "@pulumi/command": "1.3.0" } },
       lock("1.3.0"),
-      ["package.json pins @pulumi/command 1.3.0 but common/pins.ts builds pulumi-resource-command 1.2.1: update the toolchain section of common/pins.ts, then run `npm run toolchain`"],
+      [
+        "package.json pins @pulumi/command 1.3.0 but common/pins.ts builds pulumi-resource-command 1.2.1: update the toolchain section of common/pins.ts, then run `npm run toolchain`",
+      ],
     ],
     [
       "a range",

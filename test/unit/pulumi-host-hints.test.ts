@@ -35,7 +35,12 @@ describe("staleLockHints", () => {
   });
 
   it("stackArgument reads --stack, -s and --stack=", () => {
-    expect([stackArgument(["up", "--stack", "a"]), stackArgument(["-s", "b", "up"]), stackArgument(["up", "--stack=c"]), stackArgument(["up"])]).toEqual(["a", "b", "c", undefined]);
+    expect([stackArgument(["up", "--stack", "a"]), stackArgument(["-s", "b", "up"]), stackArgument(["up", "--stack=c"]), stackArgument(["up"])]).toEqual([
+      "a",
+      "b",
+      "c",
+      undefined,
+    ]);
   });
 });
 
@@ -43,7 +48,10 @@ describe("pendingCreateHints", () => {
   const backend = mkdtempSync(path.join(os.tmpdir(), "cohort-hints-"));
   mkdirSync(path.join(backend, ".pulumi", "stacks", "cohort-lab"), { recursive: true });
   const state = (pending: unknown[]) =>
-    writeFileSync(path.join(backend, ".pulumi", "stacks", "cohort-lab", "host.json"), JSON.stringify({ version: 3, checkpoint: { stack: "host", latest: { resources: [], pending_operations: pending } } }));
+    writeFileSync(
+      path.join(backend, ".pulumi", "stacks", "cohort-lab", "host.json"),
+      JSON.stringify({ version: 3, checkpoint: { stack: "host", latest: { resources: [], pending_operations: pending } } }),
+    );
   const urn = "urn:pulumi:host::cohort-lab::cohortlab:runtime:CohortRun$command:local:Command::cohort-run";
 
   it("names the pending creates and the command that clears them", () => {

@@ -41,16 +41,13 @@ describe("Kubernetes quantities (runtime/core/quantity.ts)", () => {
     expect(memoryBytes(text)).toBe(bytes);
   });
 
-  it.each(["", ".", "lots", "1 Gi", "5GB", "1KI", "1ki", "1Mb", "1e", "1e1.5", "1.2.3", "--1", "+-1", "0x10", "1mi", "Gi", "1e3m"])(
-    "refuses %j",
-    (text) => {
-      expect(isQuantity(text)).toBe(false);
-      expect(parseQuantity(text)).toBeUndefined();
-      expect(cpuMillicores(text)).toBeUndefined();
-      expect(memoryBytes(text)).toBeUndefined();
-      expect(quantityValue(text)).toBeNaN();
-    },
-  );
+  it.each(["", ".", "lots", "1 Gi", "5GB", "1KI", "1ki", "1Mb", "1e", "1e1.5", "1.2.3", "--1", "+-1", "0x10", "1mi", "Gi", "1e3m"])("refuses %j", (text) => {
+    expect(isQuantity(text)).toBe(false);
+    expect(parseQuantity(text)).toBeUndefined();
+    expect(cpuMillicores(text)).toBeUndefined();
+    expect(memoryBytes(text)).toBeUndefined();
+    expect(quantityValue(text)).toBeNaN();
+  });
 
   it("accepts no surrounding whitespace (like resource.ParseQuantity)", () => {
     for (const text of [" 1", "1 ", "\t100m"]) {

@@ -47,11 +47,12 @@ describe("Pulumi.local.yaml sample cohort", () => {
     expect(plan.backendOptions).toEqual({ runAsNonRoot: "false" });
     expect(plan.namespace).toMatch(/^society-[0-9a-f]{10}$/);
     expect(warnings).toHaveLength(1);
-    expect(warnings[0]!.split("\n").slice(1).map((l) => l.split(":")[0] + ":" + l.split(":")[1])).toEqual([
-      "cohort-lab:images.kueue",
-      "cohort-lab:images.agentSandbox",
-      "cohort-lab:images.runtime",
-    ]);
+    expect(
+      warnings[0]!
+        .split("\n")
+        .slice(1)
+        .map((l) => l.split(":")[0] + ":" + l.split(":")[1]),
+    ).toEqual(["cohort-lab:images.kueue", "cohort-lab:images.agentSandbox", "cohort-lab:images.runtime"]);
   });
 
   it("is refused on a 1-CPU machine, with the arithmetic", (ctx) => {

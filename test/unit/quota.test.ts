@@ -3,16 +3,7 @@
  * (lower only), and the refusal of a cohort that cannot fit — exact numbers and exact messages.
  */
 import { describe, expect, it } from "vitest";
-import {
-  checkCohortFits,
-  deriveQuota,
-  formatCpu,
-  formatMemory,
-  parseQuantity,
-  QuotaError,
-  type NodeCapacity,
-  type ReservedPods,
-} from "../../components/k8s/quota.js";
+import { checkCohortFits, deriveQuota, formatCpu, formatMemory, parseQuantity, QuotaError, type NodeCapacity, type ReservedPods } from "../../components/k8s/quota.js";
 
 const GI = 2 ** 30;
 const MI = 2 ** 20;
@@ -133,7 +124,13 @@ describe("deriveQuota", () => {
     const nodes: NodeCapacity[] = [
       { name: "system", allocatable: { cpu: "4", memory: "16Gi" }, labels: { pool: "system" } },
       { name: "agents-1", allocatable: { cpu: "8", memory: "32Gi" }, labels: { pool: "agents" }, taints: [{ key: "agents", value: "true", effect: "NoSchedule" }] },
-      { name: "agents-2", allocatable: { cpu: "8", memory: "32Gi" }, labels: { pool: "agents" }, taints: [{ key: "agents", value: "true", effect: "NoSchedule" }], unschedulable: true },
+      {
+        name: "agents-2",
+        allocatable: { cpu: "8", memory: "32Gi" },
+        labels: { pool: "agents" },
+        taints: [{ key: "agents", value: "true", effect: "NoSchedule" }],
+        unschedulable: true,
+      },
     ];
     const q = deriveQuota({
       nodes,
@@ -195,9 +192,7 @@ describe("checkCohortFits", () => {
   });
 
   it("refuses a cohort whose summed requests exceed the quota, with the arithmetic and the largest size that fits", () => {
-    expect(() =>
-      checkCohortFits(quota, [{ name: "agent", replicas: 40, requests: { cpu: "1100m", memory: "1Gi" }, replicasKey: "cohort-lab:cohort.roles[0].replicas" }]),
-    ).toThrow(
+    expect(() => checkCohortFits(quota, [{ name: "agent", replicas: 40, requests: { cpu: "1100m", memory: "1Gi" }, replicasKey: "cohort-lab:cohort.roles[0].replicas" }])).toThrow(
       "cohort-lab:cohort: 40 members need 44000m CPU (agent 40 × 1100m), more than the ClusterQueue quota of 14750m (2 nodes × 8000m allocatable − 1250m reserved = 14750m); " +
         "Kueue admits the cohort all-or-nothing, so it would wait forever. lower cohort.roles[0].replicas to at most 13, lower the members' requests, or lower what else runs on the nodes",
     );

@@ -115,7 +115,11 @@ beforeAll(() => {
         name: "web",
         replicas: 2,
         app: {
-          command: ["sh", "-c", 'if [ "$COHORT_INDEX" = 1 ]; then echo "startup: started 9/9 ready 9/9"; echo \'{"runId":"x"}\'; echo "failed: web-0: fake"; sleep 1; exit 3; fi; echo ready; exec sleep 1000'],
+          command: [
+            "sh",
+            "-c",
+            'if [ "$COHORT_INDEX" = 1 ]; then echo "startup: started 9/9 ready 9/9"; echo \'{"runId":"x"}\'; echo "failed: web-0: fake"; sleep 1; exit 3; fi; echo ready; exec sleep 1000',
+          ],
           port: false,
         },
         readiness: onLog,
@@ -163,7 +167,10 @@ describe("the progress filter, on real runtime output", () => {
     const kept = all.filter(isProgressLine);
     console.log(`[run-progress] real pod log of a failed run:\n${failed.log}`);
     // The runtime quoted web-1's output (`  | …`): none of it is kept.
-    expect(all.some((l) => /^\s+\| startup: started 9\/9 ready 9\/9$/.test(l)), failed.log).toBe(true);
+    expect(
+      all.some((l) => /^\s+\| startup: started 9\/9 ready 9\/9$/.test(l)),
+      failed.log,
+    ).toBe(true);
     expect(kept.some((l) => l.includes("9/9"))).toBe(false);
     expect(kept.some((l) => l.includes("fake") || l.includes('"runId"'))).toBe(false);
     expect(kept).toContainEqual(expect.stringMatching(/^failed: web-1: member web-1 exited before it was ready \(exit code 3\)/));
@@ -252,7 +259,26 @@ describe("run-progress, the step", () => {
     const state = fs.mkdtempSync(path.join(tmp, "state-"));
     const started = Date.now();
     const child = spawn(process.execPath, [SCRIPT, "run-progress"], {
-      env: { PATH: process.env.PATH, HOME: tmp, FAKE_STATE: state, FAKE_LOG: path.join(tmp, "ok", "pod.log"), FAKE_LINE_DELAY_MS: "600", FAKE_HANG: "1", COHORT_KIND_BIN: kubectl, COHORT_KIND_URL: "", COHORT_KIND_SHA256: kubectlSha, COHORT_KUBECTL_BIN: kubectl, COHORT_KUBECTL_URL: "", COHORT_KUBECTL_SHA256: kubectlSha, COHORT_KUBECONFIG: "# cluster kind\n", COHORT_NAMESPACE: "ns", COHORT_JOB: "cohort-run", COHORT_CONTAINER: "runtime", COHORT_WAIT_MS: "60000", COHORT_STATUS_FD: "3" },
+      env: {
+        PATH: process.env.PATH,
+        HOME: tmp,
+        FAKE_STATE: state,
+        FAKE_LOG: path.join(tmp, "ok", "pod.log"),
+        FAKE_LINE_DELAY_MS: "600",
+        FAKE_HANG: "1",
+        COHORT_KIND_BIN: kubectl,
+        COHORT_KIND_URL: "",
+        COHORT_KIND_SHA256: kubectlSha,
+        COHORT_KUBECTL_BIN: kubectl,
+        COHORT_KUBECTL_URL: "",
+        COHORT_KUBECTL_SHA256: kubectlSha,
+        COHORT_KUBECONFIG: "# cluster kind\n",
+        COHORT_NAMESPACE: "ns",
+        COHORT_JOB: "cohort-run",
+        COHORT_CONTAINER: "runtime",
+        COHORT_WAIT_MS: "60000",
+        COHORT_STATUS_FD: "3",
+      },
       stdio: ["ignore", "pipe", "pipe", "pipe"],
     });
     const pipe = child.stdio[3] as NodeJS.ReadableStream & { destroy: () => void };
@@ -267,7 +293,9 @@ describe("run-progress, the step", () => {
   it("an unreachable API: one note on stderr, nothing on fd 3 or stdout, exit 0 after the give-up time", async () => {
     const r = await follow({ FAKE_UNREACHABLE: "1", COHORT_FOLLOW_GIVE_UP_MS: "1500" });
     expect([r.code, r.stdout, r.status]).toEqual([0, "", []]);
-    expect(lines(r.stderr)).toEqual([expect.stringMatching(/^\[cohort-lab local\] progress not shown: kubectl get job follow-0123456789\/cohort-run failed for 2 s: The connection to the server/)]);
+    expect(lines(r.stderr)).toEqual([
+      expect.stringMatching(/^\[cohort-lab local\] progress not shown: kubectl get job follow-0123456789\/cohort-run failed for 2 s: The connection to the server/),
+    ]);
     expect(r.ms).toBeLessThan(10_000);
   }, 60_000);
 

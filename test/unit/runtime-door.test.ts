@@ -15,17 +15,40 @@ describe("runtime/index.ts (the door)", () => {
     expect(child.stderr).toBe("");
     const loaded = JSON.parse(child.stdout) as string[];
     expect(loaded.some((file) => file.includes(path.join("runtime", "index.ts")))).toBe(true);
-    for (const heavy of ["@kubernetes/client-node", `${path.sep}execa${path.sep}`, "cli-progress", path.join("runtime", "cli.ts"), path.join("runtime", "backends", "kubernetes", "client.ts")])
+    for (const heavy of [
+      "@kubernetes/client-node",
+      `${path.sep}execa${path.sep}`,
+      "cli-progress",
+      path.join("runtime", "cli.ts"),
+      path.join("runtime", "backends", "kubernetes", "client.ts"),
+    ])
       expect(loaded.filter((file) => file.includes(heavy))).toEqual([]);
   });
 
   it("exports the names the rest of the repository imports", async () => {
     const door = await import("../../runtime/index.js");
     for (const name of [
-      "canonicalJson", "sha256Hex", "readLedger", "LedgerWriter", "verifyLedger", "DEFAULT_FSYNC_POLICY",
-      "SpecError", "MAX_COHORT_SIZE", "RUNSPEC_API_VERSION", "RUNSPEC_KIND", "validateRunSpec",
-      "formatDurationMs", "parseDurationMs", "criticalPath", "Launcher", "NATIVE_LAUNCHER_NAME", "launcherBeside",
-      "RUNTIME_POLICY_RULES", "OUTCOMES", "parseRunSummary", "runSummarySchema",
+      "canonicalJson",
+      "sha256Hex",
+      "readLedger",
+      "LedgerWriter",
+      "verifyLedger",
+      "DEFAULT_FSYNC_POLICY",
+      "SpecError",
+      "MAX_COHORT_SIZE",
+      "RUNSPEC_API_VERSION",
+      "RUNSPEC_KIND",
+      "validateRunSpec",
+      "formatDurationMs",
+      "parseDurationMs",
+      "criticalPath",
+      "Launcher",
+      "NATIVE_LAUNCHER_NAME",
+      "launcherBeside",
+      "RUNTIME_POLICY_RULES",
+      "OUTCOMES",
+      "parseRunSummary",
+      "runSummarySchema",
     ])
       expect(door, name).toHaveProperty(name);
   });

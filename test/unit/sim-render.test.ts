@@ -11,18 +11,7 @@ import { kueueConfiguration } from "../../components/k8s/manifests/kueue";
 import { simExcludedNamespaces, simFlavor } from "../../components/sim/queue";
 import { externalKueueConfig } from "../../simctl/controllers";
 import { parsePortOverrides, portNames, type PortMap } from "../../simctl/ports";
-import {
-  apiserverArgs,
-  controllerManagerArgs,
-  etcdArgs,
-  kubeconfigYaml,
-  kwokArgs,
-  kwokConfig,
-  kwokStages,
-  schedulerConfig,
-  simLayout,
-  tokenFileCsv,
-} from "../../simctl/render";
+import { apiserverArgs, controllerManagerArgs, etcdArgs, kubeconfigYaml, kwokArgs, kwokConfig, kwokStages, schedulerConfig, simLayout, tokenFileCsv } from "../../simctl/render";
 
 const l = simLayout("/s");
 const ports = Object.fromEntries(portNames.map((n, i) => [n, 40000 + i])) as PortMap;
@@ -234,15 +223,21 @@ describe("fake nodes and quota", () => {
   });
 
   it("without the toleration no fake node is eligible", () => {
-    expect(() =>
-      deriveQuota({ nodes: [toNodeCapacity(fakeNodeManifest("agents", 0, e2Standard16AgentNode))], reserved: [], flavorNodeLabels: simFlavor().nodeLabels }),
-    ).toThrow("no node can run the cohort: agents-0000 (taint cohort-lab.dev/agents=true:NoSchedule)");
+    expect(() => deriveQuota({ nodes: [toNodeCapacity(fakeNodeManifest("agents", 0, e2Standard16AgentNode))], reserved: [], flavorNodeLabels: simFlavor().nodeLabels })).toThrow(
+      "no node can run the cohort: agents-0000 (taint cohort-lab.dev/agents=true:NoSchedule)",
+    );
   });
 });
 
 describe("Kueue's external Configuration", () => {
   it("keeps the profile's fields and replaces only the process ones", () => {
-    const base = { apiVersion: "config.kueue.x-k8s.io/v1beta2", kind: "Configuration", waitForPodsReady: kueueConfiguration({ waitForPodsReadyTimeout: "3m", excludedNamespaces: simExcludedNamespaces }).waitForPodsReady, integrations: { frameworks: ["pod"] }, controller: { groupKindConcurrency: { Pod: 5 } } };
+    const base = {
+      apiVersion: "config.kueue.x-k8s.io/v1beta2",
+      kind: "Configuration",
+      waitForPodsReady: kueueConfiguration({ waitForPodsReadyTimeout: "3m", excludedNamespaces: simExcludedNamespaces }).waitForPodsReady,
+      integrations: { frameworks: ["pod"] },
+      controller: { groupKindConcurrency: { Pod: 5 } },
+    };
     expect(parse(externalKueueConfig(base, l, ports))).toEqual({
       ...base,
       namespace: "kueue-system",

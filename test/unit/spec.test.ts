@@ -139,12 +139,8 @@ roles:
 describe("validateRunSpec: refusals name the field and the reason", () => {
   it("size 0", () => {
     expect(issuesOf({ ...base, roles: [] })).toEqual(["roles: must list at least one role (a cohort of size 0 is refused)"]);
-    expect(issuesOf({ ...base, roles: [role("a", { replicas: 0 })] })).toEqual([
-      "roles[0].replicas: must be an integer >= 1, a cohort of size 0 is refused (got 0)",
-    ]);
-    expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual([
-      "roles: must have at most 10000 members in all (got 20000)",
-    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 0 })] })).toEqual(["roles[0].replicas: must be an integer >= 1, a cohort of size 0 is refused (got 0)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual(["roles: must have at most 10000 members in all (got 20000)"]);
   });
 
   it("NUL bytes in argv or env values (execve would cut the string there)", () => {
@@ -190,9 +186,7 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { log: { pattern: "([a-" } } })] })).toEqual([
       "roles[0].readiness.log.pattern: invalid regular expression: /([a-/: Unterminated character class",
     ]);
-    expect(issuesOf({ ...base, roles: [role("a", { readiness: { http: { path: "health" } } })] })).toEqual([
-      'roles[0].readiness.http.path: must start with "/"',
-    ]);
+    expect(issuesOf({ ...base, roles: [role("a", { readiness: { http: { path: "health" } } })] })).toEqual(['roles[0].readiness.http.path: must start with "/"']);
   });
 
   it("liveness: false or a mapping; period > 0; failureThreshold an integer >= 1; not with log readiness", () => {
@@ -232,9 +226,7 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
   });
 
   it("shape: unknown fields, wrong types, names, concurrency", () => {
-    expect(
-      issuesOf({ ...base, apiVersion: "v1", name: "Society", concurrency: 0, extra: 1, roles: [{ name: "a_b", app: { comand: ["x"] }, replicas: 1.5 }] }),
-    ).toEqual([
+    expect(issuesOf({ ...base, apiVersion: "v1", name: "Society", concurrency: 0, extra: 1, roles: [{ name: "a_b", app: { comand: ["x"] }, replicas: 1.5 }] })).toEqual([
       'apiVersion: must be "cohort-lab/v1"',
       'name: name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
       "concurrency: must be an integer >= 1 (got 0)",
@@ -244,12 +236,8 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
       "roles[0].app.comand: unknown field",
       "extra: unknown field",
     ]);
-    expect(issuesOf({ ...base, name: "a".repeat(40), roles: [role("a")] })).toEqual([
-      "name: must be at most 39 characters (a DNS-1123 label leaving room for the run id suffix)",
-    ]);
-    expect(issuesOf({ ...base, roles: [{ name: "a", app: { command: [] } }] })).toEqual([
-      "roles[0].app.command: must have at least one element (the program)",
-    ]);
+    expect(issuesOf({ ...base, name: "a".repeat(40), roles: [role("a")] })).toEqual(["name: must be at most 39 characters (a DNS-1123 label leaving room for the run id suffix)"]);
+    expect(issuesOf({ ...base, roles: [{ name: "a", app: { command: [] } }] })).toEqual(["roles[0].app.command: must have at least one element (the program)"]);
   });
 
   it("env, secrets, files, image, resources", () => {
@@ -271,9 +259,7 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
           },
         ],
       }),
-    ).toEqual([
-      'roles[0].resources.cpu: must be a Kubernetes quantity such as 100m, 1, 128Mi, 1Gi',
-    ]);
+    ).toEqual(["roles[0].resources.cpu: must be a Kubernetes quantity such as 100m, 1, 128Mi, 1Gi"]);
     expect(
       issuesOf({
         ...base,
@@ -315,9 +301,7 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
   });
 
   it("the error message is the first issue, with a count of the rest", () => {
-    expect(() => validateRunSpec({ ...base, roles: [role("a", { needs: ["x", "y"] })] })).toThrow(
-      'roles[0].needs[0]: unknown role "x" (known: a) (and 1 more)',
-    );
+    expect(() => validateRunSpec({ ...base, roles: [role("a", { needs: ["x", "y"] })] })).toThrow('roles[0].needs[0]: unknown role "x" (known: a) (and 1 more)');
   });
 });
 
@@ -343,9 +327,7 @@ describe("filePathProblem", () => {
 
 describe("compileRunSpec", () => {
   it("levels a three-level graph and keeps declaration order within a level", () => {
-    const compiled = compileRunSpec(
-      validateRunSpec({ ...base, roles: [role("leaf", { needs: ["mid", "db"] }), role("mid", { needs: ["router"] }), role("router"), role("db")] }),
-    );
+    const compiled = compileRunSpec(validateRunSpec({ ...base, roles: [role("leaf", { needs: ["mid", "db"] }), role("mid", { needs: ["router"] }), role("router"), role("db")] }));
     expect(compiled.levels).toEqual([["router", "db"], ["mid"], ["leaf"]]);
     expect(compiled.roles.map((r) => [r.name, r.level, r.dependants])).toEqual([
       ["leaf", 2, []],

@@ -44,12 +44,20 @@ describe("parseRunSummary (the runtime's one-line JSON summary)", () => {
     ["blank lines only", "\n  \n", "the cohort runtime printed no summary line on stdout"],
     ["not JSON", "hello", "the cohort runtime's summary line is not JSON: hello"],
     ["a JSON array", "[1]", "the cohort runtime's summary line is not a JSON object: [1]"],
-    ["a bad outcome", JSON.stringify({ ...summary, outcome: "ok" }), `the cohort runtime's summary has no valid "outcome": ${JSON.stringify({ ...summary, outcome: "ok" }).slice(0, 200)}`],
+    [
+      "a bad outcome",
+      JSON.stringify({ ...summary, outcome: "ok" }),
+      `the cohort runtime's summary has no valid "outcome": ${JSON.stringify({ ...summary, outcome: "ok" }).slice(0, 200)}`,
+    ],
     ["an empty run id", JSON.stringify({ ...summary, runId: "" }), `has no valid "runId"`],
     ["a fractional size", JSON.stringify({ ...summary, size: 1.5 }), `has no valid "size"`],
     ["a string readyCount", JSON.stringify({ ...summary, readyCount: "4" }), `has no valid "readyCount"`],
     ["a missing timeToReadyMs", JSON.stringify({ ...summary, timeToReadyMs: undefined }), `has no valid "timeToReadyMs"`],
-    ["a relative ledger path", JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }), `the cohort runtime's summary has no valid "ledgerPath": ${JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }).slice(0, 200)} (expected an absolute path)`],
+    [
+      "a relative ledger path",
+      JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }),
+      `the cohort runtime's summary has no valid "ledgerPath": ${JSON.stringify({ ...summary, ledgerPath: "artifacts/x" }).slice(0, 200)} (expected an absolute path)`,
+    ],
     ["a relative report path", JSON.stringify({ ...summary, reportPath: "x/report.html" }), `has no valid "reportPath"`],
     ["a failure without a reason", JSON.stringify({ ...summary, firstFailure: { member: "a" } }), `has no valid "firstFailure.reason"`],
   ])("refuses %s", (_what, stdout, message) => {

@@ -68,7 +68,7 @@ describe("wellFormed / findLoneSurrogate", () => {
 
   it("finds the first lone surrogate in any key or string of a JSON value, with its path", () => {
     expect(findLoneSurrogate({ a: [1, "ok", { b: `x\ud83d` }] }, "record")).toEqual({ path: "record.a[2].b", index: 1, unit: 0xd83d });
-    expect(findLoneSurrogate({ [`k\ude00`]: 1 }, "manifest")).toEqual({ path: "manifest (key \"k\\ude00\")", index: 1, unit: 0xde00 });
+    expect(findLoneSurrogate({ [`k\ude00`]: 1 }, "manifest")).toEqual({ path: 'manifest (key "k\\ude00")', index: 1, unit: 0xde00 });
     expect(findLoneSurrogate({ a: EMOJI, b: [null, true, 3] }, "x")).toBeUndefined();
     expect(wellFormedValue({ a: [`\ud83d`], [`k\ude00`]: { c: EMOJI } })).toEqual({ a: ["\ufffd"], "k\ufffd": { c: EMOJI } });
   });
@@ -124,7 +124,11 @@ describe("OutputCapture keeps characters whole", () => {
     c.stream.write(Buffer.from(text));
     const written = await finish(c);
     // compared as facts, not as 80,000-unit strings (a failing diff would print them whole)
-    expect({ length: written.length, replacements: written.split("\ufffd").length - 1, same: written === `${text}\n` }).toEqual({ length: text.length + 1, replacements: 0, same: true }); // + the newline added at the end
+    expect({ length: written.length, replacements: written.split("\ufffd").length - 1, same: written === `${text}\n` }).toEqual({
+      length: text.length + 1,
+      replacements: 0,
+      same: true,
+    }); // + the newline added at the end
   });
 
   it("a line longer than 2,000 units is cut in the ring buffer on a code-point boundary", async () => {
@@ -145,7 +149,11 @@ describe("backstops where text enters the ledger", () => {
     roots.push(root);
     const dir = path.join(root, "run");
     const spec = { apiVersion: "cohort-lab/v1", kind: "Cohort", name: "t", roles: [{ name: "a", app: { command: ["x"] } }] };
-    const writer = await LedgerWriter.open(dir, { runId: "t-20260101T000000Z-abcdef", profile: "test", backend: "process", spec, tools: {}, createdAt: "2026-01-01T00:00:00.000Z" }, { fsync: "none" });
+    const writer = await LedgerWriter.open(
+      dir,
+      { runId: "t-20260101T000000Z-abcdef", profile: "test", backend: "process", spec, tools: {}, createdAt: "2026-01-01T00:00:00.000Z" },
+      { fsync: "none" },
+    );
     const written = await writer.append("member-failed", { member: "a-0", reason: "cut \ud83d", [`k\ude00`]: [`\ud83d${EMOJI}`] });
     expect(written).toMatchObject({ reason: "cut \ufffd", "k\ufffd": [`\ufffd${EMOJI}`] });
     await writer.complete({ outcome: "failed", firstFailure: { member: "a-0", reason: "tail \ud83d" }, phasesMs: {} });

@@ -10,15 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { local, localBuild, sim } from "../../common/pins";
 import { malformedPins } from "../../scripts/lib/pin-checks";
 import { writeStamp } from "../../common/stamp";
-import {
-  findLocalBinaries,
-  isPauseToolId,
-  localBinaryLocations,
-  localBinaryNames,
-  LocalBinariesMissingError,
-  localBinDirEnv,
-  localToolIds,
-} from "../../common/local-catalog";
+import { findLocalBinaries, isPauseToolId, localBinaryLocations, localBinaryNames, LocalBinariesMissingError, localBinDirEnv, localToolIds } from "../../common/local-catalog";
 import { checkedAtBuild, localTools, toolSet } from "../../scripts/toolchain-local";
 import { ToolBuildError, type BuildContext, type Tool } from "../../scripts/lib/tool";
 import { simTools } from "../../scripts/toolchain-sim";
@@ -44,15 +36,7 @@ const expectedPaths: Readonly<Record<string, string>> = {
   "agent-sandbox-controller": "agent-sandbox-v0.5.5/bin/agent-sandbox-controller",
 };
 
-const goPins = [
-  localBuild.kubernetesNode,
-  localBuild.coredns,
-  localBuild.crictl,
-  localBuild.flannel,
-  localBuild.flannelCni,
-  localBuild.temporal,
-  localBuild.kind,
-];
+const goPins = [localBuild.kubernetesNode, localBuild.coredns, localBuild.crictl, localBuild.flannel, localBuild.flannelCni, localBuild.temporal, localBuild.kind];
 
 describe("localBuild pins", () => {
   it("has no malformed field", () => {

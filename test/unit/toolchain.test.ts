@@ -157,7 +157,7 @@ describe("downloadVerified", () => {
     expect(fs.existsSync(dest)).toBe(false);
   });
 
-  it("an official artifact that is the executable itself (member \"\") is installed as the binary, verified and executable", async () => {
+  it('an official artifact that is the executable itself (member "") is installed as the binary, verified and executable', async () => {
     const script = Buffer.from("#!/bin/sh\necho 2.0.0\n");
     const scriptSum = crypto.createHash("sha256").update(script).digest("hex");
     const bare = http.createServer((_req, res) => res.end(script));
@@ -203,9 +203,7 @@ describe("downloadVerified", () => {
   it("reads COHORT_TOOLCHAIN_SOURCE", () => {
     expect(toolchainSource({})).toBe("auto");
     expect(toolchainSource({ COHORT_TOOLCHAIN_SOURCE: "official" })).toBe("official");
-    expect(() => toolchainSource({ COHORT_TOOLCHAIN_SOURCE: "download" })).toThrow(
-      'COHORT_TOOLCHAIN_SOURCE: expected one of official, build, auto; got "download"',
-    );
+    expect(() => toolchainSource({ COHORT_TOOLCHAIN_SOURCE: "download" })).toThrow('COHORT_TOOLCHAIN_SOURCE: expected one of official, build, auto; got "download"');
   });
 });
 

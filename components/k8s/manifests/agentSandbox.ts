@@ -59,5 +59,8 @@ export function renderAgentSandboxInstall(upstream: readonly KubernetesObject[],
     out.push(obj);
   }
   const rank = (o: KubernetesObject) => (o.kind === "Namespace" ? 0 : o.kind === "CustomResourceDefinition" ? 1 : o.kind === "Deployment" ? 3 : 2);
-  return out.map((o, i) => ({ o, i })).sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i).map(({ o }) => o);
+  return out
+    .map((o, i) => ({ o, i }))
+    .sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i)
+    .map(({ o }) => o);
 }

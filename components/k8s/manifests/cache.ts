@@ -69,11 +69,7 @@ export const KUEUE_MANIFESTS: ManifestSet = {
 };
 
 /** The files of Agent Sandbox's core `sandbox.yaml`, in release order. */
-export const AGENT_SANDBOX_CORE_FILES: readonly string[] = [
-  "k8s/controller.yaml",
-  "k8s/rbac.generated.yaml",
-  "k8s/crds/agents.x-k8s.io_sandboxes.yaml",
-];
+export const AGENT_SANDBOX_CORE_FILES: readonly string[] = ["k8s/controller.yaml", "k8s/rbac.generated.yaml", "k8s/crds/agents.x-k8s.io_sandboxes.yaml"];
 
 /** Agent Sandbox's core release manifest (`sandbox.yaml`), assembled from the pinned module zip. */
 export const AGENT_SANDBOX_MANIFESTS: ManifestSet = {

@@ -80,7 +80,11 @@ export interface KueueConfigurationInput {
  * @param o.excludedNamespaces - namespaces Kueue never manages (must include kube-system and kueue-system)
  * @param o.frameworks - `integrations.frameworks`. @default ["pod"]
  */
-export function kueueConfiguration(o: { readonly waitForPodsReadyTimeout?: string; readonly excludedNamespaces: readonly string[]; readonly frameworks?: readonly string[] }): KueueConfigurationInput {
+export function kueueConfiguration(o: {
+  readonly waitForPodsReadyTimeout?: string;
+  readonly excludedNamespaces: readonly string[];
+  readonly frameworks?: readonly string[];
+}): KueueConfigurationInput {
   return {
     waitForPodsReady: { timeout: o.waitForPodsReadyTimeout ?? "5m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } },
     excludedNamespaces: o.excludedNamespaces,
@@ -148,7 +152,9 @@ export function renderKueueConfiguration(upstream: readonly KubernetesObject[], 
   if (text === undefined) throw new ManifestShapeError(`the Kueue ConfigMap ${KUEUE_CONFIG_MAP} has no ${KUEUE_CONFIG_KEY}`);
   const config = YAML.parse(text) as Mutable;
   if (config.kind !== "Configuration" || config.apiVersion !== "config.kueue.x-k8s.io/v1beta2") {
-    throw new ManifestShapeError(`the Kueue Configuration in ${KUEUE_CONFIG_MAP} is ${String(config.apiVersion)}/${String(config.kind)}, expected config.kueue.x-k8s.io/v1beta2 Configuration`);
+    throw new ManifestShapeError(
+      `the Kueue Configuration in ${KUEUE_CONFIG_MAP} is ${String(config.apiVersion)}/${String(config.kind)}, expected config.kueue.x-k8s.io/v1beta2 Configuration`,
+    );
   }
   return {
     ...config,
@@ -215,7 +221,10 @@ export function renderKueueInstall(upstream: readonly KubernetesObject[], option
       // The manager reads its Configuration once, at start: a changed Configuration must roll the pod (the
       // pod template changes with it), or the old one stays in force (Helm's "checksum/config" pattern).
       const template = (obj.spec as Mutable).template as { metadata?: { annotations?: Record<string, string> } };
-      template.metadata = { ...(template.metadata ?? {}), annotations: { ...(template.metadata?.annotations ?? {}), [KUEUE_CONFIG_SHA256_ANNOTATION]: createHash("sha256").update(configText).digest("hex") } };
+      template.metadata = {
+        ...(template.metadata ?? {}),
+        annotations: { ...(template.metadata?.annotations ?? {}), [KUEUE_CONFIG_SHA256_ANNOTATION]: createHash("sha256").update(configText).digest("hex") },
+      };
     }
     if (external && kind === "Service" && name === KUEUE_WEBHOOK_SERVICE) {
       const ports = ((obj.spec as Mutable).ports as Mutable[] | undefined) ?? [];
@@ -234,7 +243,10 @@ export function renderKueueInstall(upstream: readonly KubernetesObject[], option
     out.push(obj);
   }
   const rank = (o: KubernetesObject) => (o.kind === "Namespace" ? 0 : o.kind === "CustomResourceDefinition" ? 1 : o.kind === "Deployment" ? 3 : o.kind === "APIService" ? 4 : 2);
-  return out.map((o, i) => ({ o, i })).sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i).map(({ o }) => o);
+  return out
+    .map((o, i) => ({ o, i }))
+    .sort((a, b) => rank(a.o) - rank(b.o) || a.i - b.i)
+    .map(({ o }) => o);
 }
 
 /** Inputs of {@link renderResourceFlavor}. */

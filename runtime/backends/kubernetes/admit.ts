@@ -22,16 +22,7 @@ import type { ApiCallKey } from "./counters.js";
 import { renderSandbox, renderSecret, validateRoster, type Json } from "./render.js";
 import type { Run } from "./run.js";
 import { objectRef } from "./status.js";
-import {
-  EVENT_TRIGGERED_SCALE_UP,
-  KUEUE_GROUP,
-  KUEUE_VERSION,
-  LABEL_RUN,
-  SANDBOX_GROUP,
-  SANDBOX_PLURAL,
-  SANDBOX_VERSION,
-  WORKLOAD_PLURAL,
-} from "./upstream.js";
+import { EVENT_TRIGGERED_SCALE_UP, KUEUE_GROUP, KUEUE_VERSION, LABEL_RUN, SANDBOX_GROUP, SANDBOX_PLURAL, SANDBOX_VERSION, WORKLOAD_PLURAL } from "./upstream.js";
 import { ListWatch } from "./watch.js";
 
 /**
@@ -130,7 +121,9 @@ async function create(run: Run, key: ApiCallKey, path: string, body: Json, signa
     // A retried create that finds the object ours: the first attempt went through.
     if (error instanceof KubeApiError && error.status === 409 && retried) return;
     if (error instanceof KubeApiError && error.status === 409) {
-      throw new AdmissionError(`${String(body.kind)} ${objectRef(body)} already exists; refusing to adopt an object this run did not create (the run namespace must be fresh)`, { cause: error });
+      throw new AdmissionError(`${String(body.kind)} ${objectRef(body)} already exists; refusing to adopt an object this run did not create (the run namespace must be fresh)`, {
+        cause: error,
+      });
     }
     throw new AdmissionError(`creating ${String(body.kind)} ${objectRef(body)}: ${(error as Error).message}`, { cause: error });
   }

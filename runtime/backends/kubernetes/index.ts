@@ -211,7 +211,11 @@ export class KubernetesBackend implements Backend {
 
   #client(): KubeClient {
     if (this.#loadError !== undefined) {
-      throw new BackendUnavailableError(KUBERNETES_BACKEND, `cannot load ${this.#kubeconfig === undefined ? "the in-cluster service account" : `kubeconfig ${this.#kubeconfig}`}: ${this.#loadError.message}`, { cause: this.#loadError });
+      throw new BackendUnavailableError(
+        KUBERNETES_BACKEND,
+        `cannot load ${this.#kubeconfig === undefined ? "the in-cluster service account" : `kubeconfig ${this.#kubeconfig}`}: ${this.#loadError.message}`,
+        { cause: this.#loadError },
+      );
     }
     return this.#run.client;
   }
@@ -228,7 +232,10 @@ export class KubernetesBackend implements Backend {
     const ns = encodeURIComponent(namespace);
     const unavailable = (message: string, cause: unknown): BackendUnavailableError => new BackendUnavailableError(KUBERNETES_BACKEND, message, { cause });
     try {
-      await client.request("list sandboxes.agents.x-k8s.io", HttpMethod.GET, `/apis/${SANDBOX_GROUP}/${SANDBOX_VERSION}/namespaces/${ns}/${SANDBOX_PLURAL}`, { query: { limit: 1 }, retry: false });
+      await client.request("list sandboxes.agents.x-k8s.io", HttpMethod.GET, `/apis/${SANDBOX_GROUP}/${SANDBOX_VERSION}/namespaces/${ns}/${SANDBOX_PLURAL}`, {
+        query: { limit: 1 },
+        retry: false,
+      });
     } catch (error) {
       if (error instanceof KubeApiError && error.status === 404) {
         throw unavailable(`the Sandbox API ${SANDBOX_GROUP}/${SANDBOX_VERSION} is not served by ${client.server}: install Agent Sandbox (v0.5.x)`, error);
@@ -239,7 +246,12 @@ export class KubernetesBackend implements Backend {
     if (localQueue === undefined) return;
     let queue;
     try {
-      queue = await client.request("get localqueues.kueue.x-k8s.io", HttpMethod.GET, `/apis/${KUEUE_GROUP}/${KUEUE_VERSION}/namespaces/${ns}/${LOCALQUEUE_PLURAL}/${encodeURIComponent(localQueue)}`, { retry: false });
+      queue = await client.request(
+        "get localqueues.kueue.x-k8s.io",
+        HttpMethod.GET,
+        `/apis/${KUEUE_GROUP}/${KUEUE_VERSION}/namespaces/${ns}/${LOCALQUEUE_PLURAL}/${encodeURIComponent(localQueue)}`,
+        { retry: false },
+      );
     } catch (error) {
       if (error instanceof KubeApiError && error.status === 404) {
         throw unavailable(

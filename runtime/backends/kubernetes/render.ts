@@ -111,7 +111,10 @@ export function runLabelValue(runId: string): string {
   const lower = runId.toLowerCase().replace(/[^-a-z0-9]/g, "-");
   if (lower.length <= 63 && LABEL_VALUE.test(lower)) return lower;
   const digest = createHash("sha256").update(runId).digest("hex").slice(0, 8);
-  const head = lower.slice(0, 54).replace(/^[^a-z0-9]+/, "").replace(/[^a-z0-9]+$/, "");
+  const head = lower
+    .slice(0, 54)
+    .replace(/^[^a-z0-9]+/, "")
+    .replace(/[^a-z0-9]+$/, "");
   return `${head === "" ? "run" : head}-${digest}`;
 }
 

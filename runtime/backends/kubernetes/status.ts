@@ -150,7 +150,11 @@ function waitingFatal(pod: unknown): { container: string; reason: string; messag
   for (const status of [...arr(pod, "status", "initContainerStatuses"), ...arr(pod, "status", "containerStatuses")]) {
     const reason = str(status, "state", "waiting", "reason");
     const message = str(status, "state", "waiting", "message");
-    if (reason !== undefined && FATAL_WAITING_REASONS.has(reason) && !(reason === "CreateContainerConfigError" && message !== undefined && KUBELET_CACHE_NOT_SYNCED.test(message))) {
+    if (
+      reason !== undefined &&
+      FATAL_WAITING_REASONS.has(reason) &&
+      !(reason === "CreateContainerConfigError" && message !== undefined && KUBELET_CACHE_NOT_SYNCED.test(message))
+    ) {
       return { container: str(status, "name") ?? "?", reason, message };
     }
   }
@@ -214,7 +218,10 @@ export function classifyPod(pod: Json, kueue: boolean): PodVerdict {
     return { kind: "exited", reason: withMessage(`${ref} failed${podReason !== undefined ? ` (${podReason})` : ""}`, str(pod, "status", "message")), exitCode: null };
   }
   if (phase === "Succeeded") {
-    return withTail({ kind: "exited", reason: term !== undefined ? `${ref} exited: ${describeTermination(term)}` : `${ref} exited (phase Succeeded)`, exitCode: term?.exitCode ?? 0 }, term);
+    return withTail(
+      { kind: "exited", reason: term !== undefined ? `${ref} exited: ${describeTermination(term)}` : `${ref} exited (phase Succeeded)`, exitCode: term?.exitCode ?? 0 },
+      term,
+    );
   }
   if (term !== undefined && term.exitCode !== 0) {
     return withTail({ kind: "exited", reason: `${ref} failed: ${describeTermination(term)}`, exitCode: term.exitCode }, term);

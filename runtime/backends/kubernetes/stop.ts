@@ -81,9 +81,7 @@ function flush(run: Run): Promise<void> {
   const names = [...entry.members].sort();
   const batches: string[][] = [];
   for (let i = 0; i < names.length; i += STOP_BATCH) batches.push(names.slice(i, i + STOP_BATCH));
-  return Promise.all(
-    batches.map((batch) => deleteSandboxes(run, `${LABEL_RUN}=${run.ctx.runLabel},${LABEL_MEMBER} in (${batch.join(",")})`)),
-  ).then(() => undefined);
+  return Promise.all(batches.map((batch) => deleteSandboxes(run, `${LABEL_RUN}=${run.ctx.runLabel},${LABEL_MEMBER} in (${batch.join(",")})`))).then(() => undefined);
 }
 
 /**
@@ -140,12 +138,9 @@ export async function closeRun(run: Run): Promise<void> {
       // every pod is being deleted (so Kueue does not build a new Workload for pods still alive).
       await until(run, () => [...(podWatch?.objects.values() ?? [])].every((pod) => (pod.metadata as Json | undefined)?.deletionTimestamp !== undefined), 10_000);
       try {
-        await run.client.request(
-          "delete workloads.kueue.x-k8s.io",
-          HttpMethod.DELETE,
-          `${paths(run.settings.namespace).workloads}/${encodeURIComponent(run.settings.podGroup)}`,
-          { query: { propagationPolicy: "Background" } },
-        );
+        await run.client.request("delete workloads.kueue.x-k8s.io", HttpMethod.DELETE, `${paths(run.settings.namespace).workloads}/${encodeURIComponent(run.settings.podGroup)}`, {
+          query: { propagationPolicy: "Background" },
+        });
       } catch (error) {
         if (!(error instanceof KubeApiError && error.status === 404)) throw error;
       }
@@ -159,10 +154,7 @@ export async function closeRun(run: Run): Promise<void> {
     }
     const clean = await until(run, () => !anything(), run.settings.closeTimeoutMs);
     if (!clean) {
-      run.leftovers = [
-        ...[...(podWatch?.objects.keys() ?? [])].map((name) => `pod/${name}`),
-        ...[...(sandboxWatch?.objects.keys() ?? [])].map((name) => `sandbox/${name}`),
-      ].sort();
+      run.leftovers = [...[...(podWatch?.objects.keys() ?? [])].map((name) => `pod/${name}`), ...[...(sandboxWatch?.objects.keys() ?? [])].map((name) => `sandbox/${name}`)].sort();
     }
   } finally {
     for (const w of run.watches) w.stop();

@@ -134,7 +134,14 @@ export function runCgroupTree(runDir: string): RunCgroupEntry[] {
     } catch {
       return;
     }
-    out.push({ rel, dir, pids: text.split("\n").filter((line) => line !== "").map(Number) });
+    out.push({
+      rel,
+      dir,
+      pids: text
+        .split("\n")
+        .filter((line) => line !== "")
+        .map(Number),
+    });
     let entries: fs.Dirent[];
     try {
       entries = fs.readdirSync(dir, { withFileTypes: true });
@@ -168,7 +175,10 @@ export function openRunCgroups(mode: CgroupMode, runId: string, mountsFile?: str
   if (process.platform !== "linux") return { unavailable: `cgroups are Linux only; this is ${process.platform}` };
   const candidates = cgroupHierarchies(mountsFile).filter((h) => mode === "auto" || h.kind === mode);
   if (candidates.length === 0) {
-    return { unavailable: mode === "auto" ? "no writable cgroup2 or cgroup v1 freezer hierarchy is mounted" : `no writable ${mode === "v2" ? "cgroup2" : "cgroup v1 freezer"} hierarchy is mounted` };
+    return {
+      unavailable:
+        mode === "auto" ? "no writable cgroup2 or cgroup v1 freezer hierarchy is mounted" : `no writable ${mode === "v2" ? "cgroup2" : "cgroup v1 freezer"} hierarchy is mounted`,
+    };
   }
   const reasons: string[] = [];
   for (const hierarchy of candidates) {

@@ -363,7 +363,12 @@ export class ProcessBackend implements Backend {
         await output.end();
         this.dropCgroup(cgroup);
         const message = (error as Error).message;
-        throw new MemberStartError(plan.id, this.name, message.startsWith("cannot enter cgroup") || message.startsWith("cannot open cgroup") ? message : `cannot run "${plan.command[0]}": ${message}`, { cause: error });
+        throw new MemberStartError(
+          plan.id,
+          this.name,
+          message.startsWith("cannot enter cgroup") || message.startsWith("cannot open cgroup") ? message : `cannot run "${plan.command[0]}": ${message}`,
+          { cause: error },
+        );
       }
       spawnMs = performance.now() - issued;
       leaderExited = this.launcherExit(pid);
@@ -385,7 +390,12 @@ export class ProcessBackend implements Backend {
           await output.end();
           this.dropCgroup(cgroup);
           const code = (error as NodeJS.ErrnoException).code;
-          throw new MemberStartError(plan.id, this.name, `cannot run "${plan.command[0]}": ${code === "ENOENT" ? "command not found (ENOENT)" : code === "EACCES" ? "permission denied (EACCES)" : (error as Error).message}`, { cause: error });
+          throw new MemberStartError(
+            plan.id,
+            this.name,
+            `cannot run "${plan.command[0]}": ${code === "ENOENT" ? "command not found (ENOENT)" : code === "EACCES" ? "permission denied (EACCES)" : (error as Error).message}`,
+            { cause: error },
+          );
         }
         spawnMs = performance.now() - issued;
       } finally {
@@ -475,7 +485,10 @@ export class ProcessBackend implements Backend {
       if (!("unavailable" in this.runCgroups)) liveRunCgroups.set(this.runCgroups.dir, this.runCgroups.hierarchy.kind);
     }
     if ("unavailable" in this.runCgroups) {
-      this.warnOnce("cgroup", `members run without cgroups, in process groups only: ${this.runCgroups.unavailable}; a member's process that leaves its process group (setsid) and its environment (env -i) survives teardown`);
+      this.warnOnce(
+        "cgroup",
+        `members run without cgroups, in process groups only: ${this.runCgroups.unavailable}; a member's process that leaves its process group (setsid) and its environment (env -i) survives teardown`,
+      );
       return null;
     }
     let dir: string;
@@ -617,7 +630,10 @@ export class ProcessBackend implements Backend {
         }
         if (found !== null) return { kind: "native", path: found };
         if (wanted === "native") {
-          throw new BackendUnavailableError("process", "launcher=native needs the cohort-launcher binary: set COHORT_LAUNCHER or put it next to the runtime bundle (`npm run toolchain && npm run build`)");
+          throw new BackendUnavailableError(
+            "process",
+            "launcher=native needs the cohort-launcher binary: set COHORT_LAUNCHER or put it next to the runtime bundle (`npm run toolchain && npm run build`)",
+          );
         }
       }
       if (await launcherAvailable()) return { kind: "perl" };
@@ -657,28 +673,26 @@ export class ProcessBackend implements Backend {
       graceMs,
       this.watcher,
       member.escalated,
-    ).then(
-      async () => {
-        liveGroups.delete(member.pgid);
-        this.dropCgroup(cgroup);
-        // Keep the member's port reserved until its next start (a restart's backoff), so that no other
-        // process takes it in between; start() releases it right before it spawns, close() at the end.
-        if (member.plan.port > 0 && !this.closed) await this.ports.hold(memberId, member.plan.port).catch(() => false);
-        // The member's `exited` event comes before stop() resolves. Its status comes from the launcher; a
-        // launcher that stopped answering (SIGSTOPped, wedged) must not hold teardown: once the group is
-        // gone, wait at most EXIT_REPORT_WAIT_MS for the status, then report the exit as unknown.
-        let timer: NodeJS.Timeout | undefined;
-        const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, EXIT_REPORT_WAIT_MS)));
-        await Promise.race([member.exitReported, late]);
-        clearTimeout(timer);
-        const waiter = this.exitWaiters.get(member.pid);
-        if (waiter !== undefined) {
-          this.exitWaiters.delete(member.pid);
-          waiter({ code: null, signal: null });
-        }
-        await member.exitReported;
-      },
-    );
+    ).then(async () => {
+      liveGroups.delete(member.pgid);
+      this.dropCgroup(cgroup);
+      // Keep the member's port reserved until its next start (a restart's backoff), so that no other
+      // process takes it in between; start() releases it right before it spawns, close() at the end.
+      if (member.plan.port > 0 && !this.closed) await this.ports.hold(memberId, member.plan.port).catch(() => false);
+      // The member's `exited` event comes before stop() resolves. Its status comes from the launcher; a
+      // launcher that stopped answering (SIGSTOPped, wedged) must not hold teardown: once the group is
+      // gone, wait at most EXIT_REPORT_WAIT_MS for the status, then report the exit as unknown.
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, EXIT_REPORT_WAIT_MS)));
+      await Promise.race([member.exitReported, late]);
+      clearTimeout(timer);
+      const waiter = this.exitWaiters.get(member.pid);
+      if (waiter !== undefined) {
+        this.exitWaiters.delete(member.pid);
+        waiter({ code: null, signal: null });
+      }
+      await member.exitReported;
+    });
     return member.stopping;
   }
 

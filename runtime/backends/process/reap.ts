@@ -96,7 +96,9 @@ export async function reapRun(runDir: string, options: ReapOptions = {}): Promis
   }
   if (typeof manifest.runId !== "string" || manifest.runId === "") throw new Error(`${dir}/manifest.json has no runId`);
   if (!isRunId(manifest.runId)) {
-    throw new Error(`${dir}/manifest.json runId ${JSON.stringify(manifest.runId)} is not a run id (a Kubernetes label value: letters, digits, "-", "_", ".", at most 63 characters); refusing to reap`);
+    throw new Error(
+      `${dir}/manifest.json runId ${JSON.stringify(manifest.runId)} is not a run id (a Kubernetes label value: letters, digits, "-", "_", ".", at most 63 characters); refusing to reap`,
+    );
   }
   const runId = manifest.runId;
   const records = readRecords(dir);

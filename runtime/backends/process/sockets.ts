@@ -139,7 +139,10 @@ export function socketHolder(inodes: ReadonlySet<string>, exclude: ReadonlySet<n
   } catch {
     return null;
   }
-  const pids = names.filter((name) => /^\d+$/.test(name)).map(Number).sort((a, b) => a - b);
+  const pids = names
+    .filter((name) => /^\d+$/.test(name))
+    .map(Number)
+    .sort((a, b) => a - b);
   for (const pid of pids) {
     if (exclude.has(pid)) continue;
     if (holdsSocket(pid, inodes)) return { pid, command: commandOf(pid) };

@@ -147,7 +147,6 @@ export const DEFAULT_FSYNC_POLICY: FsyncPolicy = "transitions";
 // ---------------------------------------------------------------------------------------------
 // Schemas shared by the writer, the reader and the verifier
 
-
 const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
 const HEX64 = /^[0-9a-f]{64}$/;
 /** A record kind (`^[a-z][a-z0-9-]*$`). */
@@ -194,15 +193,11 @@ export const CompletionSchema = z
   .superRefine(checkOutcome);
 
 /** @internal What LedgerWriter.complete accepts. */
-export const CompletionInputSchema = z
-  .looseObject({ outcome: z.enum(OUTCOMES), firstFailure: FirstFailureSchema, phasesMs: PhasesSchema })
-  .superRefine(checkOutcome);
+export const CompletionInputSchema = z.looseObject({ outcome: z.enum(OUTCOMES), firstFailure: FirstFailureSchema, phasesMs: PhasesSchema }).superRefine(checkOutcome);
 
 function checkOutcome(c: { outcome: Outcome; firstFailure: unknown }, ctx: z.RefinementCtx): void {
-  if (c.outcome === "succeeded" && c.firstFailure !== null)
-    ctx.addIssue({ code: "custom", path: ["firstFailure"], message: 'must be null when outcome is "succeeded"' });
-  if (c.outcome === "failed" && c.firstFailure === null)
-    ctx.addIssue({ code: "custom", path: ["firstFailure"], message: 'must name the failure when outcome is "failed"' });
+  if (c.outcome === "succeeded" && c.firstFailure !== null) ctx.addIssue({ code: "custom", path: ["firstFailure"], message: 'must be null when outcome is "succeeded"' });
+  if (c.outcome === "failed" && c.firstFailure === null) ctx.addIssue({ code: "custom", path: ["firstFailure"], message: 'must name the failure when outcome is "failed"' });
 }
 
 /** First zod issue as `dotted.path: message` (prefix `root`). */

@@ -60,7 +60,10 @@ export interface JunitCase {
 export function junitCases(view: RunView): JunitCase[] {
   const cases: JunitCase[] = [];
   const first = view.firstFailure;
-  const stoppedBecause = view.completion === null ? "the run has no completion (crashed or still running)" : `the run ended ${outcomeText(view)}${first !== null ? ` (first failure: ${first.member ?? "the run"})` : ""}`;
+  const stoppedBecause =
+    view.completion === null
+      ? "the run has no completion (crashed or still running)"
+      : `the run ended ${outcomeText(view)}${first !== null ? ` (first failure: ${first.member ?? "the run"})` : ""}`;
   for (const m of view.timeline.members) {
     const failure = view.failures.get(m.member);
     const endMs = m.readyMs ?? failure?.atMs ?? m.stoppedMs ?? view.lastMs;
@@ -79,7 +82,12 @@ export function junitCases(view: RunView): JunitCase[] {
   }
   const runMs = view.lastMs;
   if (view.completion === null) {
-    cases.push({ name: "run", classname: "cohort", timeMs: runMs, result: { kind: "error", type: "unfinished", message: "no completion.json: the run crashed or is still running" } });
+    cases.push({
+      name: "run",
+      classname: "cohort",
+      timeMs: runMs,
+      result: { kind: "error", type: "unfinished", message: "no completion.json: the run crashed or is still running" },
+    });
   } else if (view.completion.outcome === "interrupted") {
     cases.push({ name: "run", classname: "cohort", timeMs: runMs, result: { kind: "failure", type: "interrupted", message: `the run was ${outcomeText(view)}` } });
   } else if (first !== null && first.member === null) {

@@ -8,7 +8,6 @@ import { LedgerVerifyError } from "../errors";
 import { hexBytes, invalidUtf8 } from "../text";
 import { CompletionSchema, LEDGER_FILES, ManifestSchema, describeZodError, type Completion, type LedgerManifest, type LedgerRecord } from "./format";
 
-
 /**
  * Read a run directory without checking the hash chain, digests or seq order (use `verifyLedger`
  * for that): parses manifest.json, every line of records.ndjson and completion.json if present.
@@ -45,8 +44,7 @@ export async function readOptional(file: string): Promise<Buffer | undefined> {
  */
 function checkUtf8(dir: string, file: string, bytes: Buffer): void {
   const bad = invalidUtf8(bytes);
-  if (bad !== undefined)
-    throw new LedgerVerifyError("invalid-utf8", dir, `${file} is not valid UTF-8 at byte ${bad.offset}: ${hexBytes(bad.bytes)} is not a UTF-8 sequence`);
+  if (bad !== undefined) throw new LedgerVerifyError("invalid-utf8", dir, `${file} is not valid UTF-8 at byte ${bad.offset}: ${hexBytes(bad.bytes)} is not a UTF-8 sequence`);
 }
 
 /** @internal Parse and shape-check manifest.json. @throws {LedgerVerifyError} `invalid-utf8`, `manifest-invalid`. */

@@ -91,7 +91,7 @@ export class Redactor {
     if (this.secrets.size === 0 || s.length < MIN_SECRET_LENGTH) return s;
     let out = "";
     let from = 0;
-    for (let i = 0; i + MIN_SECRET_LENGTH <= s.length; ) {
+    for (let i = 0; i + MIN_SECRET_LENGTH <= s.length;) {
       const hit = matchOne(this.raw, s, i);
       if (hit === undefined) {
         i++;

@@ -198,7 +198,15 @@ function gantt(view: RunView): string {
       const startEnd = m.readyMs ?? f.stoppingMs ?? end;
       const failedEarly = f.failed && m.readyMs === undefined;
       parts.push(
-        rect(startedAt, startEnd, y1, h, failedEarly ? COLORS.failed : COLORS.starting, `${m.member} starting${failedEarly ? ", failed" : m.readyMs === undefined ? ", never ready" : ""}: ${fmtMs(startedAt)} → ${fmtMs(startEnd)}`, failedEarly ? "starting failed" : "starting"),
+        rect(
+          startedAt,
+          startEnd,
+          y1,
+          h,
+          failedEarly ? COLORS.failed : COLORS.starting,
+          `${m.member} starting${failedEarly ? ", failed" : m.readyMs === undefined ? ", never ready" : ""}: ${fmtMs(startedAt)} → ${fmtMs(startEnd)}`,
+          failedEarly ? "starting failed" : "starting",
+        ),
       );
       // restart attempts: each failed attempt shaded, a tick where the next attempt began.
       let attemptFrom = startedAt;
@@ -223,7 +231,9 @@ function gantt(view: RunView): string {
     if (f.stoppingMs !== undefined) parts.push(rect(f.stoppingMs, end, y1, h, COLORS.stopping, `${m.member} stopping: ${fmtMs(f.stoppingMs)} → ${fmtMs(end)}`, "stopping"));
     if (m.stoppedMs !== undefined) parts.push(tick(m.stoppedMs, y, rowH, COLORS.stopped, `${m.member} stopped at ${fmtMs(m.stoppedMs)}`, "stopped"));
     if (f.unhealthy !== undefined)
-      parts.push(tick(f.unhealthy.atMs, y - 1, rowH + 2, COLORS.unhealthy, `${m.member} unhealthy at ${fmtMs(f.unhealthy.atMs)} (liveness probe): ${f.unhealthy.lastError}`, "unhealthy"));
+      parts.push(
+        tick(f.unhealthy.atMs, y - 1, rowH + 2, COLORS.unhealthy, `${m.member} unhealthy at ${fmtMs(f.unhealthy.atMs)} (liveness probe): ${f.unhealthy.lastError}`, "unhealthy"),
+      );
     const isCrit = crit.has(m.member);
     const outline = isCrit ? `<rect x="${labelW - 2}" y="${y}" width="${plotW + 4}" height="${rowH}" fill="none" stroke="${COLORS.crit}" stroke-width="1.5"/>` : "";
     const label = dense ? "" : `<text x="${collapsed ? 14 : 4}" y="${y + rowH - 4}">${escapeHtml(`${isCrit ? "★ " : ""}${m.member}`)}</text>`;
@@ -242,7 +252,8 @@ function gantt(view: RunView): string {
     const rdy = spread(ms.map((m) => m.readyMs));
     const stopping = spread(facts.map(({ f }) => f.stoppingMs));
     const stopped = spread(ms.map((m) => m.stoppedMs));
-    const line = (name: string, v: ReturnType<typeof spread>): string => (v === null ? `${name}: –` : `${name} (${v.n}): min ${fmtMs(v.min)}, median ${fmtMs(v.median)}, max ${fmtMs(v.max)}`);
+    const line = (name: string, v: ReturnType<typeof spread>): string =>
+      v === null ? `${name}: –` : `${name} (${v.n}): min ${fmtMs(v.min)}, median ${fmtMs(v.median)}, max ${fmtMs(v.max)}`;
     const title = [
       `${role}: ${ms.length} members, ${ready} ready, ${failed.length} failed, ${restarted.length} restarted, ${unhealthy.length} unhealthy (ms from run start)`,
       line("scheduled", sched),
@@ -256,7 +267,8 @@ function gantt(view: RunView): string {
     const barH = 10;
     const med = (v: ReturnType<typeof spread>): number | undefined => v?.median;
     const seg = (from: number | undefined, to: number | undefined, color: string, what: string, cls: string): void => {
-      if (from !== undefined && to !== undefined && to >= from) parts.push(rect(from, to, midY, barH, color, `${role} ${what} (medians): ${fmtMs(from)} → ${fmtMs(to)}\n${title}`, cls));
+      if (from !== undefined && to !== undefined && to >= from)
+        parts.push(rect(from, to, midY, barH, color, `${role} ${what} (medians): ${fmtMs(from)} → ${fmtMs(to)}\n${title}`, cls));
     };
     const lastMs = view.lastMs;
     seg(med(sched), med(start) ?? lastMs, COLORS.queued, "queued", "queued");
@@ -276,10 +288,19 @@ function gantt(view: RunView): string {
     whisker(start, y + 3, COLORS.starting, "started", "whisker-started");
     whisker(rdy, y + 20, COLORS.ready, "ready", "whisker-ready");
     if (stopped !== null) parts.push(tick(stopped.median, y + 6, 14, COLORS.stopped, `${role} stopped (median) at ${fmtMs(stopped.median)}; max ${fmtMs(stopped.max)}`, "stopped"));
-    for (const { m, f } of failed) if (f.failedMs !== undefined) parts.push(tick(f.failedMs, y + 2, roleH - 4, COLORS.failed, `${m.member} failed at ${fmtMs(f.failedMs)}: ${m.failed ?? ""}`, "failed-mark"));
-    for (const { m, f } of restarted) for (const r of f.restarts) parts.push(tick(r.atMs, y + 2, roleH - 4, COLORS.restart, `${m.member} restart attempt ${r.attempt} at ${fmtMs(r.atMs)}: ${r.previousReason}`, "restart"));
-    for (const { m, f } of unhealthy) parts.push(tick(f.unhealthy!.atMs, y + 2, roleH - 4, COLORS.unhealthy, `${m.member} unhealthy at ${fmtMs(f.unhealthy!.atMs)}: ${f.unhealthy!.lastError}`, "unhealthy"));
-    const counts = [`${ready}/${ms.length} ready`, ...(failed.length > 0 ? [`${failed.length} failed`] : []), ...(restarted.length > 0 ? [`${restarted.length} restarted`] : []), ...(unhealthy.length > 0 ? [`${unhealthy.length} unhealthy`] : [])];
+    for (const { m, f } of failed)
+      if (f.failedMs !== undefined) parts.push(tick(f.failedMs, y + 2, roleH - 4, COLORS.failed, `${m.member} failed at ${fmtMs(f.failedMs)}: ${m.failed ?? ""}`, "failed-mark"));
+    for (const { m, f } of restarted)
+      for (const r of f.restarts)
+        parts.push(tick(r.atMs, y + 2, roleH - 4, COLORS.restart, `${m.member} restart attempt ${r.attempt} at ${fmtMs(r.atMs)}: ${r.previousReason}`, "restart"));
+    for (const { m, f } of unhealthy)
+      parts.push(tick(f.unhealthy!.atMs, y + 2, roleH - 4, COLORS.unhealthy, `${m.member} unhealthy at ${fmtMs(f.unhealthy!.atMs)}: ${f.unhealthy!.lastError}`, "unhealthy"));
+    const counts = [
+      `${ready}/${ms.length} ready`,
+      ...(failed.length > 0 ? [`${failed.length} failed`] : []),
+      ...(restarted.length > 0 ? [`${restarted.length} restarted`] : []),
+      ...(unhealthy.length > 0 ? [`${unhealthy.length} unhealthy`] : []),
+    ];
     const label = `<text x="4" y="${y + 12}" font-weight="700">${escapeHtml(`${role} ×${ms.length}`)}</text><text x="4" y="${y + 23}">${escapeHtml(counts.join(", "))}</text>`;
     const band = `<rect x="0" y="${y}" width="${labelW + plotW + 20}" height="${roleH}" fill="#f6f8fa"/>`;
     return `<g class="role-row" data-role="${escapeHtml(role)}" data-members="${ms.length}" data-failed="${failed.length}" data-restarted="${restarted.length}" data-unhealthy="${unhealthy.length}">${band}${label}<title>${escapeHtml(title)}</title>${parts.join("")}</g>`;
@@ -301,7 +322,10 @@ function gantt(view: RunView): string {
 
 function roleStats(view: RunView): string {
   const rows = [...byRole(view.timeline.members)].map(([role, ms]) => {
-    const times = ms.filter((m) => m.readyMs !== undefined && m.startedMs !== undefined).map((m) => m.readyMs! - m.startedMs!).sort((a, b) => a - b);
+    const times = ms
+      .filter((m) => m.readyMs !== undefined && m.startedMs !== undefined)
+      .map((m) => m.readyMs! - m.startedMs!)
+      .sort((a, b) => a - b);
     const stat = (q: number) => (times.length === 0 ? "–" : escapeHtml(fmtMs(quantile(times, q))));
     const facts = ms.map((m) => factsOf(view, m));
     const count = (pred: (f: ReturnType<typeof factsOf>) => boolean): number => facts.filter(pred).length;
@@ -373,12 +397,22 @@ export function renderReport(view: RunView): string {
     ["created", manifest.createdAt],
     ["completed", typeof completion?.completedAt === "string" ? completion.completedAt : "–"],
     ["spec sha256", manifest.specSha256],
-    ["tools", Object.entries(manifest.tools ?? {}).map(([k, v]) => `${k} ${v}`).join(", ")],
+    [
+      "tools",
+      Object.entries(manifest.tools ?? {})
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", "),
+    ],
   ];
   const html: string[] = [];
-  html.push(`<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(`cohort run ${manifest.runId}: ${outcome}`)}</title><style>${STYLE}</style></head><body>`);
+  html.push(
+    `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width"><title>${escapeHtml(`cohort run ${manifest.runId}: ${outcome}`)}</title><style>${STYLE}</style></head><body>`,
+  );
   html.push(`<h1>cohort run <code>${escapeHtml(manifest.runId)}</code> <span class="badge ${badgeClass}" id="outcome">${escapeHtml(outcome)}</span></h1>`);
-  if (completion === null) html.push(`<p class="warn" id="unfinished">This run has no completion.json: it crashed or is still running. What follows is what its ${view.records.length} records say so far.</p>`);
+  if (completion === null)
+    html.push(
+      `<p class="warn" id="unfinished">This run has no completion.json: it crashed or is still running. What follows is what its ${view.records.length} records say so far.</p>`,
+    );
   html.push(`<table class="facts">${facts.map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(v)}</td></tr>`).join("")}</table>`);
 
   html.push(`<h2>Ledger</h2>`);
@@ -390,7 +424,11 @@ export function renderReport(view: RunView): string {
 
   html.push(`<h2>Phases</h2>`);
   const phases = Object.entries(completion?.phasesMs ?? {});
-  html.push(phases.length === 0 ? "<p>none recorded</p>" : `<table class="grid">${phases.map(([k, v]) => `<tr><td>${escapeHtml(k)}</td><td class="n">${escapeHtml(fmtMs(v))}</td></tr>`).join("")}</table>`);
+  html.push(
+    phases.length === 0
+      ? "<p>none recorded</p>"
+      : `<table class="grid">${phases.map(([k, v]) => `<tr><td>${escapeHtml(k)}</td><td class="n">${escapeHtml(fmtMs(v))}</td></tr>`).join("")}</table>`,
+  );
 
   if (view.firstFailure !== null) {
     const member = view.firstFailure.member;

@@ -122,8 +122,7 @@ export function timelineOf(spec: unknown, records: readonly LedgerRecord[]): Led
   }
 
   const all = [...byName.values()];
-  const later = (a: number | undefined, b: number | undefined): number =>
-    a === undefined ? (b === undefined ? 0 : 1) : b === undefined ? -1 : a - b;
+  const later = (a: number | undefined, b: number | undefined): number => (a === undefined ? (b === undefined ? 0 : 1) : b === undefined ? -1 : a - b);
   const sorted = [...all].sort((a, b) => later(a.startedMs, b.startedMs) || later(a.scheduledMs, b.scheduledMs) || a.order - b.order);
 
   // Critical path: end at the latest ready member, walk back through the latest-ready dependency.
@@ -180,11 +179,7 @@ export async function showLedger(runDir: string): Promise<string> {
   const t = timelineOf(manifest.spec, records);
   const out: string[] = [];
   out.push(`run ${manifest.runId} (profile ${manifest.profile}, backend ${manifest.backend})`);
-  out.push(
-    completion
-      ? `outcome ${completion.outcome}; ${records.length} records`
-      : `outcome none: no completion.json (crashed or still running); ${records.length} records`,
-  );
+  out.push(completion ? `outcome ${completion.outcome}; ${records.length} records` : `outcome none: no completion.json (crashed or still running); ${records.length} records`);
   if (completion?.firstFailure) {
     // The reason is its summary line, then the member's output tail (runtime/README.md "CLI"): the tail is
     // labelled and quoted as `cohort run` quotes it on stderr, so it cannot be read as part of the timeline.
@@ -229,7 +224,12 @@ export async function showLedger(runDir: string): Promise<string> {
     if (phases.length === 0) out.push("phases: none recorded");
     else {
       out.push("phases (ms):");
-      out.push(...table(phases.map(([k, v]) => [k, ms(v)]), [false, true]).map((l) => `  ${l}`));
+      out.push(
+        ...table(
+          phases.map(([k, v]) => [k, ms(v)]),
+          [false, true],
+        ).map((l) => `  ${l}`),
+      );
     }
   }
   return `${out.join("\n")}\n`;

@@ -114,7 +114,11 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
   if (completionBytes === undefined) {
     // A run writes completion.json right after its last record; without it, the records must not say it finished.
     if (lastKind !== undefined && FINAL_RECORD_KINDS.has(lastKind))
-      throw new LedgerVerifyError("completion-missing", dir, `${LEDGER_FILES.completion} does not exist but the run finished (line ${count} is ${lastKind}): it was deleted or lost`);
+      throw new LedgerVerifyError(
+        "completion-missing",
+        dir,
+        `${LEDGER_FILES.completion} does not exist but the run finished (line ${count} is ${lastKind}): it was deleted or lost`,
+      );
     return { ok: true, runId: manifest.runId, records: count, complete: false, outcome: null };
   }
   const completion = parseCompletion(dir, completionBytes);
@@ -124,9 +128,17 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
     throw new LedgerVerifyError("count-mismatch", dir, `${LEDGER_FILES.completion} says ${completion.records} records, ${LEDGER_FILES.records} has ${count}`);
   const recordsSha = sha256Hex(bytes);
   if (completion.recordsSha256 !== recordsSha)
-    throw new LedgerVerifyError("records-digest-mismatch", dir, `${LEDGER_FILES.completion} recordsSha256 is ${completion.recordsSha256}, ${LEDGER_FILES.records} hashes to ${recordsSha}`);
+    throw new LedgerVerifyError(
+      "records-digest-mismatch",
+      dir,
+      `${LEDGER_FILES.completion} recordsSha256 is ${completion.recordsSha256}, ${LEDGER_FILES.records} hashes to ${recordsSha}`,
+    );
   if (completion.manifestSha256 !== manifestSha)
-    throw new LedgerVerifyError("manifest-digest-mismatch", dir, `${LEDGER_FILES.completion} manifestSha256 is ${completion.manifestSha256}, ${LEDGER_FILES.manifest} hashes to ${manifestSha}`);
+    throw new LedgerVerifyError(
+      "manifest-digest-mismatch",
+      dir,
+      `${LEDGER_FILES.completion} manifestSha256 is ${completion.manifestSha256}, ${LEDGER_FILES.manifest} hashes to ${manifestSha}`,
+    );
   return { ok: true, runId: manifest.runId, records: count, complete: true, outcome: completion.outcome };
 }
 

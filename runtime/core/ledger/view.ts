@@ -108,7 +108,12 @@ export function runViewOf(manifest: LedgerManifest, records: readonly LedgerReco
   const markers: { -readonly [K in keyof RunMarkers]: RunMarkers[K] } = {};
   let runFailed: { member: string | null; reason: string } | null = null;
   let readyRecords = 0;
-  type Mutable = { firstStartedMs?: number; restarts: { atMs: number; attempt: number; previousReason: string }[]; unhealthy?: { atMs: number; lastError: string }; stoppingMs?: number };
+  type Mutable = {
+    firstStartedMs?: number;
+    restarts: { atMs: number; attempt: number; previousReason: string }[];
+    unhealthy?: { atMs: number; lastError: string };
+    stoppingMs?: number;
+  };
   const events = new Map<string, Mutable>();
   const eventsOf = (member: string): Mutable => {
     let e = events.get(member);
@@ -120,14 +125,22 @@ export function runViewOf(manifest: LedgerManifest, records: readonly LedgerReco
       const e = eventsOf(r.member);
       if (r.kind === "member-started") e.firstStartedMs ??= r.elapsedMs;
       else if (r.kind === "member-restarted")
-        e.restarts.push({ atMs: r.elapsedMs, attempt: typeof r.attempt === "number" ? r.attempt : e.restarts.length + 2, previousReason: typeof r.previousReason === "string" ? r.previousReason : "" });
+        e.restarts.push({
+          atMs: r.elapsedMs,
+          attempt: typeof r.attempt === "number" ? r.attempt : e.restarts.length + 2,
+          previousReason: typeof r.previousReason === "string" ? r.previousReason : "",
+        });
       else if (r.kind === "member-unhealthy") e.unhealthy ??= { atMs: r.elapsedMs, lastError: typeof r.lastError === "string" ? r.lastError : "" };
       else if (r.kind === "member-stopping") e.stoppingMs ??= r.elapsedMs;
     }
     switch (r.kind) {
       case "member-failed":
         if (typeof r.member === "string" && !failures.has(r.member))
-          failures.set(r.member, { reason: typeof r.reason === "string" ? r.reason : "failed", outputTail: typeof r.outputTail === "string" ? r.outputTail : "", atMs: r.elapsedMs });
+          failures.set(r.member, {
+            reason: typeof r.reason === "string" ? r.reason : "failed",
+            outputTail: typeof r.outputTail === "string" ? r.outputTail : "",
+            atMs: r.elapsedMs,
+          });
         break;
       case "member-ready":
         readyRecords++;

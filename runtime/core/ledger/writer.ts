@@ -90,7 +90,6 @@ export interface LedgerWriterStats {
   syncMsMax: number;
 }
 
-
 const RESERVED_FIELDS = new Set(["seq", "at", "elapsedMs", "kind", "prev"]);
 const COMPLETION_COMPUTED = new Set(["records", "recordsSha256", "manifestSha256", "completedAt"]);
 
@@ -103,9 +102,7 @@ interface Pending {
 }
 
 function write(fd: number, buf: Buffer, offset: number): Promise<number> {
-  return new Promise((resolve, reject) =>
-    fs.write(fd, buf, offset, buf.length - offset, null, (err, n) => (err ? reject(err) : resolve(n))),
-  );
+  return new Promise((resolve, reject) => fs.write(fd, buf, offset, buf.length - offset, null, (err, n) => (err ? reject(err) : resolve(n))));
 }
 
 function fdatasync(fd: number): Promise<void> {
@@ -204,12 +201,14 @@ export class LedgerWriter {
     if (redactor.foundIn(text)) throw new LedgerInputError("manifest", "would contain a registered secret outside any string value");
     const lone = mayHoldLoneSurrogateEscape(text) ? findLoneSurrogate(doc, "manifest") : undefined;
     if (lone !== undefined)
-      throw new LedgerInputError(lone.path, `holds a lone surrogate U+${lone.unit.toString(16).toUpperCase()} at character ${lone.index}; text in the ledger must be valid Unicode`);
+      throw new LedgerInputError(
+        lone.path,
+        `holds a lone surrogate U+${lone.unit.toString(16).toUpperCase()} at character ${lone.index}; text in the ledger must be valid Unicode`,
+      );
 
     const dir = path.resolve(runDir);
     await fsp.mkdir(dir, { recursive: true });
-    for (const f of [LEDGER_FILES.manifest, LEDGER_FILES.records, LEDGER_FILES.completion])
-      if (await exists(path.join(dir, f))) throw new LedgerExistsError(dir, f);
+    for (const f of [LEDGER_FILES.manifest, LEDGER_FILES.records, LEDGER_FILES.completion]) if (await exists(path.join(dir, f))) throw new LedgerExistsError(dir, f);
 
     const manifestPath = path.join(dir, LEDGER_FILES.manifest);
     try {
@@ -283,11 +282,9 @@ export class LedgerWriter {
       if (fields === undefined || fields === null) {
         record = { seq, at, elapsedMs, kind, prev: this.prevHash };
       } else {
-        if (typeof fields !== "object" || Array.isArray(fields))
-          return Promise.reject(new LedgerInputError(`record(${kind}).fields`, "expected an object"));
+        if (typeof fields !== "object" || Array.isArray(fields)) return Promise.reject(new LedgerInputError(`record(${kind}).fields`, "expected an object"));
         for (const key of Object.keys(fields)) {
-          if (RESERVED_FIELDS.has(key))
-            return Promise.reject(new LedgerInputError(`record(${kind}).fields.${key}`, "is reserved (assigned by the writer)"));
+          if (RESERVED_FIELDS.has(key)) return Promise.reject(new LedgerInputError(`record(${kind}).fields.${key}`, "is reserved (assigned by the writer)"));
         }
         if (fields.member !== undefined && (typeof fields.member !== "string" || fields.member === ""))
           return Promise.reject(new LedgerInputError(`record(${kind}).fields.member`, `expected a non-empty string, got ${JSON.stringify(fields.member)}`));
@@ -306,8 +303,7 @@ export class LedgerWriter {
         const { seq: _s, at: _a, elapsedMs: _e, kind: _k, prev, ...rest } = JSON.parse(line) as LedgerRecord;
         record = { seq, at, elapsedMs, kind: this.redactor.redactString(kind), ...(this.redactor.redactValue(rest) as object), prev } as LedgerRecord;
         line = serialize(record, kind);
-        if (this.redactor.foundIn(line))
-          return Promise.reject(new LedgerInputError(`record(${kind})`, "would contain a registered secret outside any string value; not written"));
+        if (this.redactor.foundIn(line)) return Promise.reject(new LedgerInputError(`record(${kind})`, "would contain a registered secret outside any string value; not written"));
       }
       this.seq = seq;
       this.lastElapsed = elapsedMs;
@@ -348,8 +344,7 @@ export class LedgerWriter {
       const { path: p, reason } = describeZodError("completion", parsed.error);
       throw new LedgerInputError(p, reason);
     }
-    for (const key of Object.keys(c))
-      if (COMPLETION_COMPUTED.has(key)) throw new LedgerInputError(`completion.${key}`, "is computed by the writer and must not be given");
+    for (const key of Object.keys(c)) if (COMPLETION_COMPUTED.has(key)) throw new LedgerInputError(`completion.${key}`, "is computed by the writer and must not be given");
     const { outcome, firstFailure, phasesMs, ...extra } = c;
     let text: string;
     try {
@@ -458,7 +453,7 @@ export class LedgerWriter {
         }
         const buf = Buffer.from(text, "utf8");
         try {
-          for (let off = 0; off < buf.length; ) off += await write(this.fdNum, buf, off);
+          for (let off = 0; off < buf.length;) off += await write(this.fdNum, buf, off);
           this.counters.batches++;
           this.counters.bytes += buf.length;
           this.fileHash.update(buf);

@@ -400,7 +400,10 @@ export function imageTool(plan: ImagePlan | Error, key: string): Tool {
     version: plan.version,
     pin: imagePin(plan),
     binaries: { archive: IMAGE_FILES.archive, record: IMAGE_FILES.record },
-    buildDescription: recipe.kind === "openclaw" ? `npm install ${recipe.npmPackage}@${recipe.version} + a legacy-builder Dockerfile on the Node image` : `docker import of a ${recipe.kind} root filesystem`,
+    buildDescription:
+      recipe.kind === "openclaw"
+        ? `npm install ${recipe.npmPackage}@${recipe.version} + a legacy-builder Dockerfile on the Node image`
+        : `docker import of a ${recipe.kind} root filesystem`,
     async build(ctx: BuildContext) {
       const label = plan.name;
       await requireDocker(label, ctx.env);
