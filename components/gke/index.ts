@@ -7,3 +7,4 @@ export * from "./GkeNodeServiceAccount.js";
 export * from "./kubeconfig.js";
 export * from "./LedgerBucket.js";
 export * from "./pin.js";
+export * from "./Lifecycle.js";
