@@ -49,7 +49,6 @@ import {
   type Allocatable,
 } from "../components/gke/index.js";
 import { cacheRoot } from "../common/paths.js";
-import { local } from "../common/pins.js";
 import { parseDurationMs } from "../runtime/index.js";
 import {
   clusterKnobFields,
@@ -280,7 +279,7 @@ export function planGke(input: GkePlanInput): GkePlan {
   const warn = input.warn ?? ((m: string) => pulumi.log.warn(m));
   const gke = parseGkeConfig(raw);
   const { images } = parseLocalConfig(raw);
-  const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? `${local.runtimeNode.repository}:${local.runtimeNode.tag}` : images.refs.runtime;
+  const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? "" : images.refs.runtime;
   const resolved = resolvePodRunSpec(config, { profile: "gke", membersRun: "as Pods on the agent pool", defaultImage: runtimeImage, projectDir });
   const spec = resolved.spec;
   const plan = planClusterRun({ profile: "gke", projectDir, resolved, knobs: gke, manifests: input.manifests, bundle: input.bundle });
@@ -385,23 +384,20 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
     },
     { dependsOn: [nodeIdentity] },
   );
-  const park = parkGuard("gke-park-guard", { nodePath, projectDir, systemNodes: g.systemNodes, kubeconfig: cluster.kubeconfig }, { dependsOn: [cluster] });
-  const systemPool = new GkeNodePool(
-    "gke-system",
-    {
-      project: g.project,
-      zone: g.zone,
-      cluster,
-      poolName: GKE_POOLS.system,
-      machineType: g.systemMachineType,
-      diskSizeGb: g.systemDiskGb,
-      serviceAccount: nodeIdentity.email,
-      size: { fixed: g.systemNodes },
-      label: systemPoolLabel,
-      provider: gcpProvider,
-    },
-    { dependsOn: [park] },
-  );
+  const park = parkGuard("gke-park-guard", { nodePath, projectDir, systemNodes: g.systemNodes, kubeconfig: cluster.kubeconfig }, { dependsOn: [cluster.cluster] });
+  const systemPool = new GkeNodePool("gke-system", {
+    project: g.project,
+    zone: g.zone,
+    cluster,
+    poolName: GKE_POOLS.system,
+    machineType: g.systemMachineType,
+    diskSizeGb: g.systemDiskGb,
+    serviceAccount: nodeIdentity.email,
+    size: { fixed: g.systemNodes },
+    label: systemPoolLabel,
+    provider: gcpProvider,
+    waitFor: [park],
+  });
   const agentPool = new GkeNodePool("gke-agents", {
     project: g.project,
     zone: g.zone,

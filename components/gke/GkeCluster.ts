@@ -75,7 +75,7 @@ export class GkeCluster extends pulumi.ComponentResource {
     this.kubeconfig = pulumi.secret(
       pulumi
         .all([this.cluster.endpoint, this.cluster.masterAuth])
-        .apply(([endpoint, auth]) => renderGkeKubeconfig({ context, endpoint, caCertificate: auth.clusterCaCertificate ?? "" })),
+        .apply(([endpoint, auth]) => renderGkeKubeconfig({ context, endpoint, caCertificate: auth?.clusterCaCertificate ?? "" })),
     );
     this.registerOutputs({ kubeContext: this.kubeContext, kubeconfig: this.kubeconfig });
   }

@@ -35,6 +35,11 @@ export interface GkeNodePoolArgs {
   readonly label: { readonly key: string; readonly value: string };
   readonly taint?: Taint;
   readonly provider: gcp.Provider;
+  /**
+   * Further resources the pool waits for (e.g. the park guard before a change of size), given to the pool's own
+   * `dependsOn`: a component's `dependsOn` does not reach its children's registrations. @default []
+   */
+  readonly waitFor?: readonly pulumi.Resource[];
 }
 
 /** Children: `<name>-pool` (`gcp:container/nodePool:NodePool`). */
@@ -71,7 +76,7 @@ export class GkeNodePool extends pulumi.ComponentResource {
           metadata: { "disable-legacy-endpoints": "true" },
         },
       },
-      { parent: this, provider: args.provider, dependsOn: [args.cluster.cluster] },
+      { parent: this, provider: args.provider, dependsOn: [args.cluster.cluster, ...(args.waitFor ?? [])] },
     );
     this.registerOutputs({ poolName: this.poolName });
   }
