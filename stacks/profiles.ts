@@ -8,6 +8,7 @@
  * add one line to {@link PROFILES}.
  */
 import * as pulumi from "@pulumi/pulumi";
+import { gkeProfile } from "./gke.js";
 import { host } from "./host.js";
 import { localProfile } from "./local.js";
 import { simProfile } from "./sim.js";
@@ -21,6 +22,7 @@ export const PROFILES: Readonly<Record<string, ProfileDefinition>> = {
   host,
   local: localProfile,
   sim: simProfile,
+  gke: gkeProfile,
 };
 
 /** Inputs of {@link buildStack}; defaults read the Pulumi runtime. */

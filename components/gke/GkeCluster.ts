@@ -1,0 +1,94 @@
+/**
+ * `GkeCluster` (token `cohortlab:gke:GkeCluster`): a GKE Standard, zonal cluster, VPC-native on a
+ * {@link GkeNetwork}'s subnet and secondary ranges, with the default node pool removed (GKE creates a cluster
+ * with at least one node: `initialNodeCount: 1` and `removeDefaultNodePool: true` delete it once the cluster
+ * exists; the profile's pools are separate `GkeNodePool`s), a release channel, `deletionProtection` from config
+ * and the Workload Identity pool `<project>.svc.id.goog`.
+ *
+ * The kubeconfig ({@link GkeCluster.kubeconfig}, a secret) uses the `gke-gcloud-auth-plugin` exec credential
+ * (components/gke/kubeconfig.ts); {@link GkeCluster.kubernetesProvider} builds the Kubernetes provider from it
+ * explicitly, after the pools that must exist before anything is scheduled.
+ *
+ * @see https://cloud.google.com/kubernetes-engine/docs/concepts/types-of-clusters (zonal Standard)
+ * @see https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity
+ */
+import * as gcp from "@pulumi/gcp";
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { gkeContextName, renderGkeKubeconfig } from "./kubeconfig.js";
+import type { GkeNetwork } from "./GkeNetwork.js";
+
+/** Arguments of {@link GkeCluster}. */
+export interface GkeClusterArgs {
+  readonly project: string;
+  /** The zone (a zonal cluster). */
+  readonly zone: string;
+  readonly clusterName: string;
+  readonly network: GkeNetwork;
+  /** `RAPID`, `REGULAR`, `STABLE` or `EXTENDED`. */
+  readonly releaseChannel: string;
+  readonly deletionProtection: boolean;
+  /** Email of the node service account (the transient default pool uses it too). */
+  readonly nodeServiceAccount: pulumi.Input<string>;
+  readonly provider: gcp.Provider;
+  /** Resource labels on the cluster. @default {} */
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+/** Children: `<name>-cluster` (`gcp:container/cluster:Cluster`) and, once asked for, `<name>-k8s` (`pulumi:providers:kubernetes`). */
+export class GkeCluster extends pulumi.ComponentResource {
+  public readonly cluster: gcp.container.Cluster;
+  /** The kubeconfig with the `gke-gcloud-auth-plugin` exec credential (a secret). */
+  public readonly kubeconfig: pulumi.Output<string>;
+  /** `gke_<project>_<zone>_<cluster>`. */
+  public readonly kubeContext: pulumi.Output<string>;
+  /** `<project>.svc.id.goog`. */
+  public readonly workloadPool: string;
+  private readonly baseName: string;
+
+  constructor(name: string, args: GkeClusterArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("cohortlab:gke:GkeCluster", name, {}, opts);
+    this.baseName = name;
+    this.workloadPool = `${args.project}.svc.id.goog`;
+    this.cluster = new gcp.container.Cluster(
+      `${name}-cluster`,
+      {
+        project: args.project,
+        location: args.zone,
+        name: args.clusterName,
+        network: args.network.network.id,
+        subnetwork: args.network.subnetwork.id,
+        networkingMode: "VPC_NATIVE",
+        ipAllocationPolicy: { clusterSecondaryRangeName: args.network.podsRangeName, servicesSecondaryRangeName: args.network.servicesRangeName },
+        removeDefaultNodePool: true,
+        initialNodeCount: 1,
+        nodeConfig: { serviceAccount: args.nodeServiceAccount, oauthScopes: ["https://www.googleapis.com/auth/cloud-platform"] },
+        releaseChannel: { channel: args.releaseChannel },
+        deletionProtection: args.deletionProtection,
+        workloadIdentityConfig: { workloadPool: this.workloadPool },
+        resourceLabels: { ...(args.labels ?? {}) },
+      },
+      { parent: this, provider: args.provider },
+    );
+    const context = gkeContextName(args.project, args.zone, args.clusterName);
+    this.kubeContext = pulumi.output(context);
+    this.kubeconfig = pulumi.secret(
+      pulumi
+        .all([this.cluster.endpoint, this.cluster.masterAuth])
+        .apply(([endpoint, auth]) => renderGkeKubeconfig({ context, endpoint, caCertificate: auth?.clusterCaCertificate ?? "" })),
+    );
+    this.registerOutputs({ kubeContext: this.kubeContext, kubeconfig: this.kubeconfig });
+  }
+
+  /**
+   * The Kubernetes provider of the cluster, from {@link kubeconfig} (so it is created after the cluster), and
+   * after `dependsOn` (the node pools: nothing can be scheduled before them). One per cluster.
+   */
+  kubernetesProvider(dependsOn: readonly pulumi.Resource[]): k8s.Provider {
+    return new k8s.Provider(
+      `${this.baseName}-k8s`,
+      { kubeconfig: this.kubeconfig, clusterIdentifier: this.cluster.id, deleteUnreachable: false, enableServerSideApply: true },
+      { parent: this, dependsOn: [this.cluster, ...dependsOn] },
+    );
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The `gke` profile's lifecycle refusals as resources (components/gke/steps.cjs runs them on the host with the
+ * user's kubectl and gcloud):
+ *
+ * - `parkGuard`: a Command the system pool depends on, re-run whenever `gke.systemNodes` changes; with
+ *   `systemNodes: 0` it refuses while any Kueue Workload exists, so the pool is never shrunk under a cohort.
+ * - `ledgerGuard`: a Command that depends on the bucket and does nothing on create; its DELETE step (run by
+ *   `pulumi destroy` before the bucket's delete, because it depends on the bucket) refuses while the bucket holds
+ *   objects unless `gke.deleteLedgers: true`, which empties it first.
+ */
+import * as path from "node:path";
+import * as command from "@pulumi/command";
+import * as pulumi from "@pulumi/pulumi";
+import { shellQuote } from "../../common/shell.js";
+
+/** The steps file, relative to the project directory (stored in state: keep the path stable). */
+export const GKE_STEPS_ENTRY = "components/gke/steps.cjs";
+
+/** `<node> components/gke/steps.cjs <step>`. */
+export function gkeStepCommand(nodePath: string, step: "park-check" | "ledger-guard"): string {
+  return `${shellQuote(nodePath)} ${GKE_STEPS_ENTRY} ${step}`;
+}
+
+/** The park guard: before a change of the system pool's size. */
+export function parkGuard(
+  name: string,
+  o: { readonly nodePath: string; readonly projectDir: string; readonly systemNodes: number; readonly kubeconfig: pulumi.Input<string> },
+  opts: pulumi.CustomResourceOptions,
+): command.local.Command {
+  return new command.local.Command(
+    name,
+    {
+      create: gkeStepCommand(o.nodePath, "park-check"),
+      update: gkeStepCommand(o.nodePath, "park-check"),
+      dir: path.resolve(o.projectDir),
+      environment: { COHORT_SYSTEM_NODES: String(o.systemNodes), COHORT_KUBECONFIG: pulumi.secret(o.kubeconfig) },
+      triggers: [o.systemNodes],
+      addPreviousOutputInEnv: false,
+      logging: "stderr",
+    },
+    opts,
+  );
+}
+
+/** The ledger guard: its delete runs before the bucket's. */
+export function ledgerGuard(
+  name: string,
+  o: { readonly nodePath: string; readonly projectDir: string; readonly bucket: pulumi.Input<string>; readonly deleteLedgers: boolean },
+  opts: pulumi.CustomResourceOptions,
+): command.local.Command {
+  return new command.local.Command(
+    name,
+    {
+      create: "true",
+      delete: gkeStepCommand(o.nodePath, "ledger-guard"),
+      dir: path.resolve(o.projectDir),
+      environment: { COHORT_BUCKET: o.bucket, COHORT_DELETE_LEDGERS: String(o.deleteLedgers) },
+      addPreviousOutputInEnv: false,
+      logging: "stderr",
+    },
+    opts,
+  );
+}

@@ -1,0 +1,496 @@
+/**
+ * The `gke` profile: a zonal GKE Standard cluster in the user's GCP project (VPC-native network, a least-privilege
+ * node service account, a fixed-size system pool and an agent pool that autoscales from zero), Workload Identity,
+ * a GCS ledger bucket writable only by the run's Kubernetes service account, and on the cluster the same
+ * Kubernetes layer as `local` (Kueue, Agent Sandbox, Temporal, pinned to the system pool; a ResourceFlavor that
+ * puts members on the agent pool). See docs/gke.md.
+ *
+ * Config keys (besides the common ones of stacks/config.ts; objects are set field by field with `--path`):
+ * - `cohort-lab:gke` — see {@link GKE_DEFAULTS} and docs/gke.md "Config keys"; `project`, `zone` and
+ *   `bucketName` are required.
+ * - `cohort-lab:images` — as on `local` (stacks/local.ts `IMAGE_KEYS`): the pins whose digest is not known here.
+ * - `cohort-lab:cohort` — `cohort.roles` is required (members are Pods).
+ *
+ * Build order, everything refusable before any resource exists: config (zod; each problem names its key) →
+ * RunSpec → runtime bundle and pinned manifests → quota = agentMaxNodes × allocatable(agentMachineType) less the
+ * DaemonSet requests per node (components/gke/allocatable.ts), the cohort's fit and the cold-start check of
+ * `startupTimeout` (each refused with the arithmetic) → the run is refused in `pulumi up` (see
+ * {@link GKE_RUN_NOT_BUILT}) → network → node service account → cluster → park guard → pools → Kubernetes
+ * provider from the kubeconfig → Kueue → Agent Sandbox and Temporal → run namespace objects → the ledger bucket,
+ * its ledger guard and the writer binding for the run's service account.
+ */
+import * as gcp from "@pulumi/gcp";
+import * as pulumi from "@pulumi/pulumi";
+import { z } from "zod";
+import { AgentSandbox } from "../components/k8s/AgentSandbox.js";
+import { Kueue } from "../components/k8s/Kueue.js";
+import { Temporal } from "../components/k8s/Temporal.js";
+import { localTools } from "../components/kind/KindCluster.js";
+import { TEMPORAL_NODE_PORT } from "../components/kind/kindConfig.js";
+import { agentPoolLabel, agentPoolTaint } from "../components/sim/fakeNode.js";
+import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbox.js";
+import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
+import { SYSTEM_NAMESPACE } from "../components/k8s/manifests/temporal.js";
+import type { QuotaResult, ReservedPods } from "../components/k8s/quota.js";
+import { RUNTIME_NAMES } from "../components/run/manifests.js";
+import { Runtime } from "../components/run/Runtime.js";
+import {
+  agentPoolNodes,
+  checkColdStart,
+  GkeCapacityError,
+  GkeCluster,
+  GkeNetwork,
+  GkeNodePool,
+  GkeNodeServiceAccount,
+  ledgerGuard,
+  LedgerBucket,
+  parkGuard,
+  pinDeployments,
+  type Allocatable,
+} from "../components/gke/index.js";
+import { cacheRoot } from "../common/paths.js";
+import { parseDurationMs } from "../runtime/index.js";
+import {
+  clusterKnobFields,
+  clusterKnobs,
+  duration,
+  integerIn,
+  parseObjectKey,
+  planClusterRun,
+  planQuota,
+  queueOutputs,
+  refuseMissingManifests,
+  resolvePodRunSpec,
+  zodIssues,
+  type ClusterKnobs,
+  type ClusterManifests,
+  type PodRunSpec,
+} from "./cluster.js";
+import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
+import { missingDigestIssues, parseLocalConfig, type ResolvedImages } from "./local.js";
+import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
+
+/** Queue names of the profile. */
+export const GKE_QUEUES = cohortQueueNames("cohort-lab-gke-agents");
+
+/**
+ * Defaults of `cohort-lab:gke` (the ONE place they are set). The machine types and pool sizes are the public
+ * simulator's (https://github.com/chughtapan/moltzap, packages/simulator `gke/terraform/variables.tf`).
+ *
+ * - `daemonSetRequests`: what GKE's own DaemonSets (kube-proxy, the logging and metrics agents, the GKE metadata
+ *   server of Workload Identity, the PD CSI node plugin, netd) request on EACH agent node. GKE does not publish one
+ *   figure: it depends on the GKE version and the add-ons enabled. The default is an ASSUMPTION, not a
+ *   measurement; measure it on a live agent node (`kubectl describe node <node>`, "Allocated resources" with no
+ *   member on it) and set the key. The quota subtracts it once per node.
+ * - `coldStart`: how long a member may wait for a node when the agent pool is at zero: node provisioning plus the
+ *   member image pull. An ASSUMPTION (5m); the public simulator's two-minute startup default was the first
+ *   failure of its cold 100-agent run, and its docs suggest 15 minutes for such a cohort. `startupTimeout` below
+ *   it is refused.
+ */
+export const GKE_DEFAULTS = {
+  region: "us-central1",
+  clusterName: "cohort-lab",
+  releaseChannel: "REGULAR",
+  systemMachineType: "e2-standard-4",
+  systemNodes: 1,
+  systemDiskGb: 50,
+  agentMachineType: "e2-standard-16",
+  agentMaxNodes: 8,
+  agentDiskGb: 100,
+  deletionProtection: false,
+  deleteLedgers: false,
+  daemonSetRequests: { cpu: "500m", memory: "1Gi" },
+  coldStart: "5m",
+} as const;
+
+/** Pool names and the system pool's label (the agent pool's label and taint are every cluster profile's, components/sim/fakeNode.ts). */
+export const GKE_POOLS = { system: "system", agents: "agents" } as const;
+export const systemPoolLabel = { key: agentPoolLabel.key, value: "system" } as const;
+
+/** The agent-pool ResourceFlavor's node labels and tolerations. */
+export function gkeFlavor(): {
+  nodeLabels: Record<string, string>;
+  tolerations: { key: string; operator: "Equal"; value: string; effect: "NoSchedule" | "PreferNoSchedule" | "NoExecute" }[];
+} {
+  return {
+    nodeLabels: { [agentPoolLabel.key]: agentPoolLabel.value },
+    tolerations: [{ key: agentPoolTaint.key, operator: "Equal", value: agentPoolTaint.value, effect: agentPoolTaint.effect }],
+  };
+}
+
+/** Namespaces Kueue never manages on this profile. */
+export const GKE_EXCLUDED_NAMESPACES = [
+  "kube-system",
+  "kube-public",
+  "kube-node-lease",
+  "gke-managed-system",
+  "gmp-system",
+  "gmp-public",
+  KUEUE_NAMESPACE,
+  AGENT_SANDBOX_NAMESPACE,
+  SYSTEM_NAMESPACE,
+];
+
+/** Where the runtime Job writes its ledger inside its pod. */
+export const GKE_ARTIFACTS_PATH = "/var/lib/cohort/artifacts";
+
+/**
+ * Why `pulumi up` refuses on this profile (preview builds the whole graph): the run is not built. CohortRun's
+ * `kubernetesJob` execution does not fit GKE as it stands: (1) the runtime Job mounts the artifacts directory as a
+ * `hostPath` that only kind nodes have (components/run/manifests.ts); (2) its summary step (components/kind/steps.cjs
+ * `run-summary`) requires the ledger's completion.json on this machine through the kind mount; (3) the export of the
+ * ledger to `gs://<bucket>/<runId>/` and the read-back of completion.json are the runtime side of issue #13, not in
+ * this tree. Running the Job without them would discard its ledger with its pod.
+ */
+export const GKE_RUN_NOT_BUILT =
+  "the gke profile's run is not built yet: the runtime Job's ledger mount and summary step are kind's (a hostPath and a host-side completion.json check), " +
+  'and the GCS ledger export is not in this tree (docs/gke.md "What is not built"); `pulumi preview` shows the graph, `pulumi up` refuses before creating anything';
+
+/** `cohort-lab:gke`, validated, defaults applied. */
+export interface GkeConfig extends ClusterKnobs {
+  readonly project: string;
+  readonly region: string;
+  readonly zone: string;
+  readonly clusterName: string;
+  readonly releaseChannel: string;
+  readonly systemMachineType: string;
+  readonly systemNodes: number;
+  readonly systemDiskGb: number;
+  readonly agentMachineType: string;
+  readonly agentMaxNodes: number;
+  readonly agentDiskGb: number;
+  readonly deletionProtection: boolean;
+  readonly deleteLedgers: boolean;
+  readonly bucketName: string;
+  readonly daemonSetRequests: { readonly cpu: string; readonly memory: string };
+  readonly coldStart: string;
+}
+
+const bool = z.unknown().transform((v, ctx): boolean => {
+  if (v === true || v === "true") return true;
+  if (v === false || v === "false") return false;
+  ctx.addIssue({ code: "custom", message: `must be true or false (got ${JSON.stringify(v)})` });
+  return z.NEVER;
+});
+const text = (pattern: RegExp, what: string) =>
+  z.unknown().refine((v) => typeof v === "string" && pattern.test(v), { error: (issue) => `must be ${what} (got ${JSON.stringify(issue.input) ?? "nothing"})` });
+
+const gkeSchema = z.strictObject({
+  project: text(/^[a-z][a-z0-9-]{4,28}[a-z0-9]$/, "a GCP project id (6-30 characters: lower-case letters, digits, hyphens)"),
+  region: text(/^[a-z]+-[a-z]+\d+$/, "a GCP region such as us-central1").optional(),
+  zone: text(/^[a-z]+-[a-z]+\d+-[a-z]$/, "a GCP zone such as us-central1-a"),
+  clusterName: text(/^[a-z](?:[-a-z0-9]{0,38}[a-z0-9])?$/, "a GKE cluster name (at most 40 characters: lower-case letters, digits, hyphens)").optional(),
+  releaseChannel: text(/^(RAPID|REGULAR|STABLE|EXTENDED)$/, "one of RAPID, REGULAR, STABLE, EXTENDED").optional(),
+  systemMachineType: z.string().optional(),
+  systemNodes: integerIn(0, 10).optional(),
+  systemDiskGb: integerIn(10, 65536).optional(),
+  agentMachineType: z.string().optional(),
+  agentMaxNodes: integerIn(1, 1000).optional(),
+  agentDiskGb: integerIn(10, 65536).optional(),
+  deletionProtection: bool.optional(),
+  deleteLedgers: bool.optional(),
+  bucketName: text(/^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$/, "a GCS bucket name (3-63 characters: lower-case letters, digits, hyphens, underscores)"),
+  daemonSetRequests: z.strictObject({ cpu: z.string().optional(), memory: z.string().optional() }).optional(),
+  coldStart: duration.optional(),
+  ...clusterKnobFields,
+});
+
+/**
+ * Parses `cohort-lab:gke`.
+ *
+ * @throws {StackConfigError} listing every problem with its key
+ */
+export function parseGkeConfig(raw: RawConfig): GkeConfig {
+  const issues: ConfigIssue[] = [];
+  const value = parseObjectKey(raw, "gke", issues, " with --path, e.g. `pulumi config set --path gke.project my-project`") ?? {};
+  if (issues.length > 0) throw new StackConfigError(issues);
+  const parsed = gkeSchema.safeParse(value);
+  if (!parsed.success) throw new StackConfigError(zodIssues("gke", parsed.error, Object.keys(gkeSchema.shape)));
+  const c = parsed.data;
+  const zone = c.zone as string;
+  const region = (c.region as string | undefined) ?? zone.replace(/-[a-z]$/, "");
+  if (!zone.startsWith(`${region}-`)) throw new StackConfigError([{ key: configKey("gke.zone"), reason: `${zone} is not a zone of gke.region ${region}` }]);
+  return {
+    project: c.project as string,
+    region,
+    zone,
+    clusterName: (c.clusterName as string | undefined) ?? GKE_DEFAULTS.clusterName,
+    releaseChannel: (c.releaseChannel as string | undefined) ?? GKE_DEFAULTS.releaseChannel,
+    systemMachineType: c.systemMachineType ?? GKE_DEFAULTS.systemMachineType,
+    systemNodes: c.systemNodes ?? GKE_DEFAULTS.systemNodes,
+    systemDiskGb: c.systemDiskGb ?? GKE_DEFAULTS.systemDiskGb,
+    agentMachineType: c.agentMachineType ?? GKE_DEFAULTS.agentMachineType,
+    agentMaxNodes: c.agentMaxNodes ?? GKE_DEFAULTS.agentMaxNodes,
+    agentDiskGb: c.agentDiskGb ?? GKE_DEFAULTS.agentDiskGb,
+    deletionProtection: c.deletionProtection ?? GKE_DEFAULTS.deletionProtection,
+    deleteLedgers: c.deleteLedgers ?? GKE_DEFAULTS.deleteLedgers,
+    bucketName: c.bucketName as string,
+    daemonSetRequests: { cpu: c.daemonSetRequests?.cpu ?? GKE_DEFAULTS.daemonSetRequests.cpu, memory: c.daemonSetRequests?.memory ?? GKE_DEFAULTS.daemonSetRequests.memory },
+    coldStart: c.coldStart ?? GKE_DEFAULTS.coldStart,
+    ...clusterKnobs(c),
+  };
+}
+
+/** Everything the profile decided before creating resources. */
+export interface GkePlan {
+  readonly gke: GkeConfig;
+  readonly images: ResolvedImages;
+  readonly resolved: PodRunSpec;
+  readonly agentAllocatable: Allocatable;
+  readonly quota: QuotaResult;
+  readonly configuration: KueueConfigurationInput;
+  readonly namespace: string;
+  readonly bundle: Buffer;
+  readonly bundleSha256: string;
+  readonly manifests: ClusterManifests;
+  readonly jobDeadlineSeconds: number;
+}
+
+/** Inputs of {@link planGke}. */
+export interface GkePlanInput {
+  readonly config: StackConfig;
+  readonly raw: RawConfig;
+  readonly projectDir: string;
+  /** `pulumi.runtime.isDryRun()`: `pulumi up` is refused ({@link GKE_RUN_NOT_BUILT}). */
+  readonly dryRun: boolean;
+  readonly warn?: (message: string) => void;
+  readonly manifests?: ClusterManifests;
+  readonly bundle?: Buffer;
+}
+
+function asConfigError<T>(fn: () => T): T {
+  try {
+    return fn();
+  } catch (error) {
+    if (error instanceof GkeCapacityError) throw new StackConfigError([{ key: error.key, reason: error.reason }]);
+    throw error;
+  }
+}
+
+/**
+ * Validates everything, derives the quota and checks the cohort against it and against a cold start, with no
+ * resource created.
+ *
+ * @throws {StackConfigError} for config, RunSpec, quota, fit and cold-start problems (each names its key); in
+ *   `pulumi up`, {@link GKE_RUN_NOT_BUILT} (key `cohort-lab:profile`)
+ */
+export function planGke(input: GkePlanInput): GkePlan {
+  const { config, raw, projectDir } = input;
+  const warn = input.warn ?? ((m: string) => pulumi.log.warn(m));
+  const gke = parseGkeConfig(raw);
+  const { images } = parseLocalConfig(raw);
+  const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? "" : images.refs.runtime;
+  const resolved = resolvePodRunSpec(config, { profile: "gke", membersRun: "as Pods on the agent pool", defaultImage: runtimeImage, projectDir });
+  const spec = resolved.spec;
+  const plan = planClusterRun({ profile: "gke", projectDir, resolved, knobs: gke, manifests: input.manifests, bundle: input.bundle });
+  const configuration = kueueConfiguration({
+    waitForPodsReadyTimeout: plan.waitForPodsReadyTimeout,
+    excludedNamespaces: GKE_EXCLUDED_NAMESPACES,
+    frameworks: ["batch/job", "pod"],
+  });
+
+  // The quota: the agent pool at its maximum, less what GKE's DaemonSets request on each agent node. The
+  // controllers, Temporal and the runtime Job run on the system pool (nodeSelector), so they are not subtracted.
+  const { nodes, allocatable } = asConfigError(() =>
+    agentPoolNodes(GKE_POOLS.agents, gke.agentMachineType, gke.agentMaxNodes, { label: agentPoolLabel, taint: agentPoolTaint }, configKey("gke.agentMachineType")),
+  );
+  // The system pool's machine type must be one whose shape is known too (refused like the agent pool's).
+  asConfigError(() => agentPoolNodes(GKE_POOLS.system, gke.systemMachineType, 1, { label: systemPoolLabel }, configKey("gke.systemMachineType")));
+  const reserved: ReservedPods[] = [
+    {
+      name: "GKE DaemonSets",
+      placement: "daemonset",
+      requests: gke.daemonSetRequests,
+      source: `${configKey("gke.daemonSetRequests")} (default ${GKE_DEFAULTS.daemonSetRequests.cpu} CPU, ${GKE_DEFAULTS.daemonSetRequests.memory}: an assumption, docs/gke.md)`,
+    },
+  ];
+  const quota = planQuota({ nodes, reserved, flavor: gkeFlavor(), override: gke.queue, overrideKey: configKey("gke.queue"), spec });
+  asConfigError(() =>
+    checkColdStart({
+      startupMs: parseDurationMs(spec.startupTimeout),
+      startupText: spec.startupTimeout,
+      coldStartMs: parseDurationMs(gke.coldStart),
+      coldStartText: gke.coldStart,
+      startupKey: configKey("cohort.startupTimeout"),
+      coldStartKey: configKey("gke.coldStart"),
+    }),
+  );
+  if (images.missing.length > 0)
+    warn(
+      `gke profile: preview uses image tags without digests:\n${missingDigestIssues(images.missing)
+        .map((i) => `${i.key}: ${i.reason}`)
+        .join("\n")}`,
+    );
+  if (!input.dryRun) throw new StackConfigError([{ key: configKey("profile"), reason: GKE_RUN_NOT_BUILT }]);
+  const ms = (t: string) => parseDurationMs(t);
+  const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
+  return {
+    gke,
+    images,
+    resolved,
+    agentAllocatable: allocatable,
+    quota,
+    configuration,
+    namespace: plan.namespace,
+    bundle: plan.bundle,
+    bundleSha256: plan.bundleSha256,
+    manifests: plan.manifests,
+    jobDeadlineSeconds,
+  };
+}
+
+/** Test seams of {@link buildGke}. */
+export interface GkeBuildOverrides {
+  readonly manifests?: ClusterManifests;
+  readonly bundle?: Buffer;
+  /** @default cacheRoot() */
+  readonly toolCacheRoot?: string;
+}
+
+/**
+ * Builds the `gke` profile (preview only; see {@link GKE_RUN_NOT_BUILT}).
+ *
+ * @throws {StackConfigError} and the other refusals of {@link planGke}, before any resource exists
+ */
+export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {}): StackOutputs {
+  const { config, projectDir } = ctx;
+  const plan = refuseMissingManifests(() =>
+    planGke({
+      config,
+      raw: ctx.raw,
+      projectDir,
+      dryRun: pulumi.runtime.isDryRun(),
+      ...(overrides.manifests !== undefined ? { manifests: overrides.manifests } : {}),
+      ...(overrides.bundle !== undefined ? { bundle: overrides.bundle } : {}),
+    }),
+  );
+  const g = plan.gke;
+  const nodePath = process.execPath;
+  const gcpProvider = new gcp.Provider("gke-gcp", { project: g.project, region: g.region, zone: g.zone });
+  const network = new GkeNetwork("gke-network", { project: g.project, region: g.region, name: g.clusterName, provider: gcpProvider });
+  const nodeIdentity = new GkeNodeServiceAccount("gke-nodes", { project: g.project, accountId: `${g.clusterName}-nodes`.slice(0, 30), provider: gcpProvider });
+  const cluster = new GkeCluster(
+    "gke",
+    {
+      project: g.project,
+      zone: g.zone,
+      clusterName: g.clusterName,
+      network,
+      releaseChannel: g.releaseChannel,
+      deletionProtection: g.deletionProtection,
+      nodeServiceAccount: nodeIdentity.email,
+      provider: gcpProvider,
+      labels: { "cohort-lab-profile": "gke" },
+    },
+    { dependsOn: [nodeIdentity] },
+  );
+  const park = parkGuard("gke-park-guard", { nodePath, projectDir, systemNodes: g.systemNodes, kubeconfig: cluster.kubeconfig }, { dependsOn: [cluster.cluster] });
+  const systemPool = new GkeNodePool("gke-system", {
+    project: g.project,
+    zone: g.zone,
+    cluster,
+    poolName: GKE_POOLS.system,
+    machineType: g.systemMachineType,
+    diskSizeGb: g.systemDiskGb,
+    serviceAccount: nodeIdentity.email,
+    size: { fixed: g.systemNodes },
+    label: systemPoolLabel,
+    provider: gcpProvider,
+    waitFor: [park],
+  });
+  const agentPool = new GkeNodePool("gke-agents", {
+    project: g.project,
+    zone: g.zone,
+    cluster,
+    poolName: GKE_POOLS.agents,
+    machineType: g.agentMachineType,
+    diskSizeGb: g.agentDiskGb,
+    serviceAccount: nodeIdentity.email,
+    size: { min: 0, max: g.agentMaxNodes },
+    label: agentPoolLabel,
+    taint: agentPoolTaint,
+    provider: gcpProvider,
+  });
+  const provider = cluster.kubernetesProvider([systemPool.pool, agentPool.pool]);
+  const onSystem = { [systemPoolLabel.key]: systemPoolLabel.value };
+  const tools = localTools(`${process.platform}-${process.arch}`, overrides.toolCacheRoot ?? cacheRoot());
+
+  const flavor = gkeFlavor();
+  const kueue = new Kueue("kueue", {
+    provider,
+    controller: "in-cluster",
+    image: plan.images.refs.kueue,
+    configuration: plan.configuration,
+    webhookProbe: { nodePath, projectDir, toolEnvironment: tools.environment, kubeconfig: cluster.kubeconfig },
+    queue: {
+      resourceFlavor: GKE_QUEUES.resourceFlavor,
+      clusterQueue: GKE_QUEUES.clusterQueue,
+      nominalQuota: plan.quota.nominalQuota,
+      nodeLabels: flavor.nodeLabels,
+      tolerations: flavor.tolerations,
+    },
+    manifests: pinDeployments(plan.manifests.kueue, onSystem),
+  });
+  new AgentSandbox("agent-sandbox", {
+    provider,
+    controller: "in-cluster",
+    image: plan.images.refs.agentSandbox,
+    manifests: pinDeployments(plan.manifests.agentSandbox, onSystem),
+    waitFor: kueue.webhookReady,
+  });
+  // Temporal renders its own Deployment: the system-pool nodeSelector is added to it as it is registered.
+  new Temporal(
+    "temporal",
+    { provider, image: plan.images.refs.temporal, nodePort: TEMPORAL_NODE_PORT, hostPort: 7233, waitFor: kueue.webhookReady },
+    {
+      transformations: [
+        (a) => {
+          if (a.type !== "kubernetes:apps/v1:Deployment") return undefined;
+          const props = a.props as { spec: { template: { spec: { nodeSelector?: Record<string, string> } } } };
+          return {
+            props: { ...props, spec: { ...props.spec, template: { ...props.spec.template, spec: { ...props.spec.template.spec, nodeSelector: onSystem } } } },
+            opts: a.opts,
+          };
+        },
+      ],
+    },
+  );
+  const runtime = new Runtime("runtime", {
+    provider,
+    namespace: plan.namespace,
+    localQueue: GKE_QUEUES.localQueue,
+    clusterQueue: GKE_QUEUES.clusterQueue,
+    image: plan.images.refs.runtime,
+    bundle: plan.bundle,
+    specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
+    artifactsPath: GKE_ARTIFACTS_PATH,
+    profile: "gke",
+    runAs: { uid: 1000, gid: 1000 },
+    activeDeadlineSeconds: plan.jobDeadlineSeconds,
+    localQueueDependsOn: kueue.localQueueReady,
+  });
+
+  const bucket = new LedgerBucket("ledgers", { project: g.project, location: g.region.toUpperCase(), bucketName: g.bucketName, provider: gcpProvider });
+  ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers }, { dependsOn: [bucket.bucket] });
+  const projectNumber = gcp.organizations.getProjectOutput({ projectId: g.project }, { provider: gcpProvider }).apply((p) => String(p.number));
+  bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUNTIME_NAMES.serviceAccount });
+
+  // Preview only (planGke refuses `pulumi up`): the run's summary is unknown.
+  const run = pulumi.output(pulumi.unknown as unknown as RunOutputs);
+  return {
+    profile: "gke",
+    artifactRoot: bucket.url,
+    run,
+    kubeContext: cluster.kubeContext,
+    kubeconfig: cluster.kubeconfig,
+    queues: queueOutputs(GKE_QUEUES),
+  };
+}
+
+/** The `gke` profile entry of stacks/profiles.ts. */
+export const gkeProfile: ProfileDefinition = {
+  description:
+    "a zonal GKE Standard cluster (system pool, agent pool scaling from zero, Workload Identity, GCS ledger bucket) with Kueue, Agent Sandbox and Temporal; preview only until the run is built",
+  configKeys: ["gke", "images"],
+  build: (ctx) => buildGke(ctx),
+};
