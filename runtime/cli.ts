@@ -245,12 +245,18 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   if (!backendNames().includes(backendName)) throw new UsageError(`run: unknown backend "${backendName}" (known: ${backendNames().join(", ")})`);
   const backendOptions = parseBackendOptions(values["backend-config"], values["backend-option"] ?? []);
   for (const key of ["kubeconfig", "namespace", "queue"] as const) if (values[key] !== undefined) backendOptions[key] = values[key];
+  // The export destination: --ledger-export, else `ledgerExport` of the --backend-config mapping (the key is the
+  // runtime's, not the backend's: it is taken out before the backend sees its options).
+  const configExport = backendOptions.ledgerExport;
+  delete backendOptions.ledgerExport;
+  if (configExport !== undefined && typeof configExport !== "string") throw new UsageError(`run: --backend-config ledgerExport expects a gs:// address string`);
+  const exportTarget = values["ledger-export"] ?? configExport;
   let ledgerExport: LedgerUri | undefined;
-  if (values["ledger-export"] !== undefined) {
+  if (exportTarget !== undefined) {
     try {
-      ledgerExport = parseLedgerUri(values["ledger-export"]);
+      ledgerExport = parseLedgerUri(exportTarget);
     } catch (error) {
-      throw new UsageError(`run: --ledger-export ${(error as Error).message}`);
+      throw new UsageError(`run: ${values["ledger-export"] !== undefined ? "--ledger-export" : "--backend-config ledgerExport"} ${(error as Error).message}`);
     }
   }
   const progressFd = values["progress-fd"] === undefined ? undefined : Number(values["progress-fd"]);

@@ -96,7 +96,8 @@ Flags:
                             after the run, upload manifest.json, records.ndjson and completion.json
                             (last) to gs://BUCKET/PREFIX/<run id>/ with Application Default Credentials
                             (STORAGE_EMULATOR_HOST=http://host:port: an emulator); the summary line then
-                            has "ledgerUri"; a failed upload is one stderr line and exit 1
+                            has "ledgerUri"; a failed upload is one stderr line and exit 1; the key
+                            ledgerExport of a --backend-config mapping does the same (the flag wins)
   -h, --help                this help
 
 Examples:

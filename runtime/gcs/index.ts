@@ -9,6 +9,7 @@
  * (e.g. `http://127.0.0.1:4443`), which points the SDK at an emulator and turns authentication off
  * (the ledger tests run against fake-gcs-server this way: `npm run toolchain -- gcs`).
  */
+import { EventEmitter } from "node:events";
 import type { LedgerObjectStore } from "../core/ledger/remote";
 
 /** Retries: the SDK's exponential backoff, bounded so an unreachable store fails a run's export within two minutes. */
@@ -21,6 +22,11 @@ const TOTAL_TIMEOUT_S = 120;
  */
 export async function createGcsLedgerStore(bucket: string): Promise<LedgerObjectStore> {
   const { Storage, IdempotencyStrategy } = await import("@google-cloud/storage");
+  // SDK 8.4.0 adds an 11th error/close listener to one internal PassThrough on some downloads, and Node then prints
+  // a MaxListenersExceededWarning on stderr (seen intermittently in test/runtime/ledger-gcs.test.ts, in roughly one
+  // `ledger verify gs://…` of three). It is not a leak of ours: raise the per-emitter default for this process, which
+  // only gs:// commands reach.
+  EventEmitter.defaultMaxListeners = Math.max(EventEmitter.defaultMaxListeners, 32);
   // Every write of a ledger object uploads the same bytes to the same name, so retrying it is safe.
   const emulator = emulatorOrigin(process.env.STORAGE_EMULATOR_HOST);
   const storage = new Storage({

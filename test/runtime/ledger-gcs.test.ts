@@ -251,5 +251,23 @@ describe("the ledger in GCS (fake-gcs-server)", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('cohort: run: --ledger-export "s3://x/y" is not a ledger address gs://<bucket>[/<prefix>]: it must start with gs://');
     expect(fs.existsSync(artifacts)).toBe(false);
+    // The same destination from a --backend-config mapping (taken out before the backend sees its options).
+    const config = path.join(tempDir("gcs-config"), "backend.yaml");
+    fs.writeFileSync(config, "ledgerExport: gs://UPPER/x\n");
+    const fromConfig = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--backend-config", config]);
+    expect(fromConfig.code).toBe(2);
+    expect(fromConfig.stderr).toContain('cohort: run: --backend-config ledgerExport "gs://UPPER/x" is not a ledger address');
+    expect(fs.existsSync(artifacts)).toBe(false);
+  });
+
+  it("ledgerExport in --backend-config exports like the flag (the process backend never sees the key)", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const config = path.join(tempDir("gcs-config"), "backend.yaml");
+    fs.writeFileSync(config, `ledgerExport: gs://${BUCKET}/from-config\n`);
+    const r = await cohort(["run", "--spec", writeSpec(), "--artifacts", path.join(tempDir("gcs-artifacts"), "a"), "--backend-config", config]);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = parseRunSummary(r.stdout);
+    expect(summary.ledgerUri).toBe(`gs://${BUCKET}/from-config/${summary.runId}`);
+    expect((await cohort(["ledger", "verify", summary.ledgerUri!])).code).toBe(0);
   });
 });
