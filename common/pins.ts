@@ -326,6 +326,45 @@ export const sim: SimPins = {
 };
 
 // ------------------------------------------------------------------------------------------------
+// gcs tool set (scripts/toolchain-gcs.ts, common/gcs-catalog.ts): the GCS emulator the GCS-ledger tests run
+// ------------------------------------------------------------------------------------------------
+
+/** A {@link SimGoProgramPin} whose module zip is also checked against its go.sum hash before the build. */
+export interface VerifiedGoProgramPin extends SimGoProgramPin {
+  /** The module zip's go.sum `h1:` hash (`go mod download -json <goModule>@<goModuleVersion>` `.Sum`). */
+  readonly goSum: string;
+}
+
+/** The `gcs` set's pins. */
+export interface GcsPins {
+  /** fake-gcs-server: a GCS JSON/XML API emulator (the `STORAGE_EMULATOR_HOST` target of the ledger tests). */
+  readonly fakeGcsServer: VerifiedGoProgramPin;
+}
+
+/**
+ * gcs pins (checked 2026-12-02: `go list -m -versions github.com/fsouza/fake-gcs-server` lists up to v1.56.1;
+ * `go mod download -json` gives the `Sum` below; the proxy's `.info` has no `Origin`, so `commit` is `null`).
+ *
+ * Sources:
+ * - fake-gcs-server v1.56.1: https://github.com/fsouza/fake-gcs-server/tree/v1.56.1 (module root is the main
+ *   package; `go 1.26`; no replace directives). It has no version flag, so `versionCheck` is `null`: the stamp's
+ *   pin, the go.sum check and the size check stand alone. Flags from `internal/config/config.go` (`-scheme`,
+ *   `-host`, `-port`, `-backend memory|filesystem`, `-filesystem-root`, `-public-host`, `-log-level`).
+ */
+export const gcs: GcsPins = {
+  fakeGcsServer: {
+    goModule: "github.com/fsouza/fake-gcs-server",
+    goModuleVersion: "v1.56.1",
+    goSum: "h1:K03sAvbLvDz4hAynpCCUqnNRp+ik9JFSvHbkD/wTPOU=",
+    commit: null,
+    mainPackages: { "fake-gcs-server": "github.com/fsouza/fake-gcs-server" },
+    versionVars: {},
+    replace: {},
+    versionCheck: null,
+  },
+};
+
+// ------------------------------------------------------------------------------------------------
 // host profile members (stacks/members.ts): stock server programs from npm, run unmodified
 // ------------------------------------------------------------------------------------------------
 

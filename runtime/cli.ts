@@ -39,6 +39,7 @@ import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger/writer";
 import { recoverLedger, verifyLedger } from "./core/ledger/verify";
+import { exportLedger, fetchLedger, isLedgerUri, parseLedgerUri, remoteError, verifyFetchedLedger, type LedgerStoreFactory, type LedgerUri } from "./core/ledger/remote";
 import { acquireRunLock, takeoverMessage, type HeldRunLock } from "./core/run-lock";
 import { isRunId } from "./core/run-id";
 import { showLedger } from "./core/ledger/show";
@@ -227,6 +228,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
       "progress-fd": { type: "string" },
       lock: { type: "boolean" },
       "watch-pid": { type: "string", multiple: true },
+      "ledger-export": { type: "string" },
     },
     0,
   );
@@ -243,6 +245,20 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   if (!backendNames().includes(backendName)) throw new UsageError(`run: unknown backend "${backendName}" (known: ${backendNames().join(", ")})`);
   const backendOptions = parseBackendOptions(values["backend-config"], values["backend-option"] ?? []);
   for (const key of ["kubeconfig", "namespace", "queue"] as const) if (values[key] !== undefined) backendOptions[key] = values[key];
+  // The export destination: --ledger-export, else `ledgerExport` of the --backend-config mapping (the key is the
+  // runtime's, not the backend's: it is taken out before the backend sees its options).
+  const configExport = backendOptions.ledgerExport;
+  delete backendOptions.ledgerExport;
+  if (configExport !== undefined && typeof configExport !== "string") throw new UsageError(`run: --backend-config ledgerExport expects a gs:// address string`);
+  const exportTarget = values["ledger-export"] ?? configExport;
+  let ledgerExport: LedgerUri | undefined;
+  if (exportTarget !== undefined) {
+    try {
+      ledgerExport = parseLedgerUri(exportTarget);
+    } catch (error) {
+      throw new UsageError(`run: ${values["ledger-export"] !== undefined ? "--ledger-export" : "--backend-config ledgerExport"} ${(error as Error).message}`);
+    }
+  }
   const progressFd = values["progress-fd"] === undefined ? undefined : Number(values["progress-fd"]);
   if (progressFd !== undefined && (!Number.isInteger(progressFd) || progressFd < 3)) {
     throw new UsageError(`run: --progress-fd expects an open file descriptor number >= 3; got "${values["progress-fd"]}"`);
@@ -266,7 +282,7 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   // --lock: one live run per artifact root; a dead holder's leftovers are reaped first (runtime/core/run-lock.ts).
   const lock = values.lock === true ? await takeRunLock(values.artifacts, runId, runDir, io) : null;
   try {
-    return await runLocked({ values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd }, io);
+    return await runLocked({ values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd, ledgerExport }, io);
   } finally {
     lock?.release();
   }
@@ -333,10 +349,12 @@ interface RunPlan {
   readonly watchPids: readonly number[];
   /** `--progress-fd N`: the progress lines go to this open descriptor (>= 3) instead of stderr. */
   readonly progressFd: number | undefined;
+  /** `--ledger-export gs://<bucket>[/<prefix>]`: where the finished ledger is uploaded (`<prefix>/<runId>/`). */
+  readonly ledgerExport: LedgerUri | undefined;
 }
 
 async function runLocked(plan: RunPlan, io: CliIo): Promise<number> {
-  const { values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd } = plan;
+  const { values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd, ledgerExport } = plan;
   let scheduler: Scheduler | null = null;
   let ledgerSink: LedgerWriter | null = null;
   const backend = await createBackend(backendName, {
@@ -413,7 +431,29 @@ async function runLocked(plan: RunPlan, io: CliIo): Promise<number> {
     progress.stop();
   }
   const reportPath = await writeRunReport(runDir, io);
-  return report(result, spec, runDir, reportPath, io);
+  const exported = ledgerExport === undefined ? undefined : await exportRunLedger(runDir, runId, ledgerExport, io);
+  return report(result, spec, runDir, reportPath, io, exported);
+}
+
+/** Opens a `gs://` bucket: runtime/gcs/ and `@google-cloud/storage` are loaded here, on first use only. */
+const openGcsStore: LedgerStoreFactory = async (bucket) => (await import("./gcs/index.js")).createGcsLedgerStore(bucket);
+
+/**
+ * `--ledger-export`: uploads the finished ledger (./core/ledger/remote.ts, completion.json last). A failure is one
+ * `cohort: ledger export failed: <reason>` line on stderr; it does not change the outcome, but a succeeded run then
+ * exits 1 (the profile that asked for the export cannot read its result back).
+ *
+ * @returns the run's `gs://` address, or `null` when the export failed
+ */
+async function exportRunLedger(runDir: string, runId: string, destination: LedgerUri, io: CliIo): Promise<string | null> {
+  try {
+    const done = await exportLedger(runDir, runId, destination, await openGcsStore(destination.bucket));
+    io.stderr.write(`cohort: ledger exported to ${done.uri}/ (${done.objects.length} objects, ${done.bytes} bytes, completion.json last)\n`);
+    return done.uri;
+  } catch (error) {
+    io.stderr.write(`cohort: ledger export failed: ${wellFormed(error instanceof Error ? error.message : String(error))}\n`);
+    return null;
+  }
 }
 
 /** The file name of the HTML report `cohort run` writes into the run directory. */
@@ -438,7 +478,7 @@ async function writeRunReport(runDir: string, io: CliIo): Promise<string | null>
   }
 }
 
-function report(result: RunResult, spec: CompiledRunSpec, runDir: string, reportPath: string | null, io: CliIo): number {
+function report(result: RunResult, spec: CompiledRunSpec, runDir: string, reportPath: string | null, io: CliIo, exported?: string | null): number {
   const summary: RunSummary = {
     runId: result.runId,
     outcome: result.outcome,
@@ -448,6 +488,7 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, report
     ledgerPath: runDir,
     reportPath,
     firstFailure: result.firstFailure,
+    ...(typeof exported === "string" ? { ledgerUri: exported } : {}),
   };
   // wellFormedValue: a lone surrogate (half of a character cut upstream) is written as U+FFFD, never as `\udXXX`.
   io.stdout.write(`${JSON.stringify(wellFormedValue(summary))}\n`);
@@ -467,7 +508,7 @@ function report(result: RunResult, spec: CompiledRunSpec, runDir: string, report
   }
   // escapeControls: the quoted output tail holds the member's raw bytes (ESC sequences, NUL, CR): `\xHH` on the terminal.
   for (const line of lines) io.stderr.write(`${escapeControls(wellFormed(line))}\n`);
-  if (result.outcome === "succeeded") return result.ledgerError === null ? 0 : 1;
+  if (result.outcome === "succeeded") return result.ledgerError === null && exported !== null ? 0 : 1;
   if (result.outcome === "interrupted") return 128 + (SIGNAL_NUMBERS[result.interruptedBy ?? ""] ?? 15);
   return 1;
 }
@@ -685,7 +726,13 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
   }
   const writes = sub === "report" || sub === "junit";
   const { positionals, values } = parse(rest, writes ? { out: { type: "string" } } : {}, 1);
-  const dir = positionals[0]!;
+  const target = positionals[0]!;
+  if (isLedgerUri(target)) {
+    if (sub !== "verify" && sub !== "show")
+      throw new UsageError(`ledger ${sub}: works on a local directory only; gs:// ledgers: \`cohort ledger verify|show gs://<bucket>/<prefix>/<run id>\``);
+    return remoteLedgerCommand(sub, target, io);
+  }
+  const dir = target;
   try {
     switch (sub) {
       case "verify": {
@@ -733,6 +780,41 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
       return 1;
     }
     throw error;
+  }
+}
+
+/**
+ * `ledger verify|show gs://<bucket>/<prefix>/<run id>`: the three objects are downloaded into a temporary
+ * directory (removed after) and checked as a local directory is, with the stricter rules of an exported ledger
+ * (every object present, records.ndjson not truncated: ./core/ledger/remote.ts). Errors name the `gs://` object.
+ */
+async function remoteLedgerCommand(sub: "verify" | "show", uri: string, io: CliIo): Promise<number> {
+  try {
+    const at = parseLedgerUri(uri);
+    const fetched = await fetchLedger(at, await openGcsStore(at.bucket));
+    try {
+      if (sub === "verify") {
+        const verified = await verifyFetchedLedger(fetched);
+        io.stdout.write(`ok: ${verified.runId}: ${verified.records} records, outcome ${verified.outcome} (${fetched.uri})\n`);
+      } else {
+        try {
+          io.stdout.write(await showLedger(fetched.dir));
+        } catch (error) {
+          throw remoteError(error, fetched);
+        }
+      }
+    } finally {
+      fetched.remove();
+    }
+    return 0;
+  } catch (error) {
+    if (error instanceof CohortError) {
+      io.stderr.write(`cohort: ledger ${sub} failed: ${error.message}\n`);
+      return 1;
+    }
+    // The store's own errors (credentials, network): one line naming the address.
+    io.stderr.write(`cohort: ledger ${sub} failed: ${uri}: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
   }
 }
 

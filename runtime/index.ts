@@ -51,6 +51,7 @@ export {
 
 // Digests and the run ledger.
 export { canonicalJson, sha256Hex } from "./core/digest";
+import type { LedgerStoreFactory } from "./core/ledger/remote";
 export {
   DEFAULT_FSYNC_POLICY,
   LEDGER_FILES,
@@ -74,6 +75,22 @@ export {
   type RunView,
   type VerifyReport,
 } from "./core/ledger/index";
+/** The ledger in an object store (gs://); SDK-free: the GCS store itself is runtime/gcs/, loaded on first use. */
+export {
+  exportLedger,
+  formatLedgerUri,
+  isLedgerUri,
+  parseLedgerUri,
+  readRemoteCompletion,
+  runLedgerUri,
+  verifyRemoteLedger,
+  type ExportReport,
+  type LedgerObjectStore,
+  type LedgerStoreFactory,
+  type LedgerUri,
+} from "./core/ledger/remote";
+/** Opens a GCS bucket as a {@link LedgerObjectStore} (`@google-cloud/storage` is imported when this is called). */
+export const openGcsLedgerStore: LedgerStoreFactory = async (bucket) => (await import("./gcs/index.js")).createGcsLedgerStore(bucket);
 
 // Scheduling and backends.
 export type { Backend, BackendContext, BackendFactory, MemberEndpoint, MemberEvent, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "./core/backend";

@@ -24,7 +24,7 @@ teardown in reverse order) and records every step in a hash-chained ledger direc
 
 Commands:
   cohort run --spec FILE|- --artifacts DIR [flags]   run a cohort; one JSON summary line on stdout
-  cohort ledger verify DIR                          check a run's ledger (hash chain, digests, completion)
+  cohort ledger verify DIR|gs://…                   check a run's ledger (hash chain, digests, completion)
   cohort ledger show DIR                            print each member's timeline and the critical path
   cohort ledger recover DIR                         cut a torn final record line left by a crash
   cohort ledger report DIR [--out FILE]             write a self-contained HTML report (DIR/report.html)
@@ -49,7 +49,7 @@ export const COMMAND_HELP: Readonly<Record<string, string>> = {
   run: `usage: cohort run --spec FILE|- --artifacts DIR [--backend NAME] [--profile NAME] [--run-id ID]
                   [--backend-config FILE] [--backend-option KEY=VALUE]...
                   [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE] [--progress-fd N]
-                  [--lock] [--watch-pid PID]...
+                  [--lock] [--watch-pid PID]... [--ledger-export gs://BUCKET[/PREFIX]]
 
 Runs the cohort a RunSpec describes: admission, members started in dependency order (at most
 \`concurrency\` at once), every member probed until ready, the ready roster held for \`hold\`, then
@@ -92,6 +92,12 @@ Flags:
   --watch-pid PID           end the run as interrupted (SIGHUP, exit 129) when process PID is gone or its
                             pid names another process (checked every 250 ms; repeatable); the host
                             profile watches its step script and the Pulumi command provider
+  --ledger-export gs://BUCKET[/PREFIX]
+                            after the run, upload manifest.json, records.ndjson and completion.json
+                            (last) to gs://BUCKET/PREFIX/<run id>/ with Application Default Credentials
+                            (STORAGE_EMULATOR_HOST=http://host:port: an emulator); the summary line then
+                            has "ledgerUri"; a failed upload is one stderr line and exit 1; the key
+                            ledgerExport of a --backend-config mapping does the same (the flag wins)
   -h, --help                this help
 
 Examples:
@@ -125,7 +131,7 @@ Examples:
 
 ${EXIT_CODES}`,
 
-  "ledger verify": `usage: cohort ledger verify DIR
+  "ledger verify": `usage: cohort ledger verify DIR | gs://BUCKET/PREFIX/RUN_ID
 
 Checks the ledger in DIR: manifest.json parses and its specSha256 matches the spec; records.ndjson
 lines are JSON objects with seq 1, 2, 3, ... without gaps, RFC 3339 times and non-decreasing elapsedMs;
@@ -134,20 +140,24 @@ present, matches the record count and both digests; all text is valid UTF-8. Wit
 the run crashed or is still running, which verifies, unless the records show it finished
 (\`completion-missing\`). Prints \`ok: <run id>: <n> records, outcome <outcome>\`; on failure one line
 \`cohort: ledger verify failed: ledger DIR: <code> [at line N]: <expected vs found>\` on stderr.
+A gs:// address (a ledger \`run --ledger-export\` uploaded) is downloaded to a temporary directory and
+checked the same way, more strictly: each of the three objects must exist (no completion.json: the
+run is incomplete or its export torn) and records.ndjson must not be truncated; errors name the object.
 
 Flags:
   -h, --help   this help
 
 Example:
   cohort ledger verify artifacts/society-20261130T091502Z-3f9a1c
+  cohort ledger verify gs://my-ledgers/society-20261130T091502Z-3f9a1c
 
 ${EXIT_CODES}`,
 
-  "ledger show": `usage: cohort ledger show DIR
+  "ledger show": `usage: cohort ledger show DIR | gs://BUCKET/PREFIX/RUN_ID
 
 Prints the run in DIR as text: its identity and outcome, each member's timeline (queued, started,
 ready, stopping, stopped, failed) in ms from admission, and the critical path: the chain of members
-whose readiness decided the time to roster-ready.
+whose readiness decided the time to roster-ready. A gs:// address is downloaded first (as verify).
 
 Flags:
   -h, --help   this help

@@ -42,7 +42,9 @@ export class CohortError extends Error {
  *   (the JSON escape `\ud83d` without its pair: half of a character cut in two), which strict readers refuse;
  *   `detail` names the file, the field's dotted path, the code unit and its index in the string.
  * - `completion-missing`: `completion.json` does not exist although the records show the run finished (the
- *   last record is `teardown-finished` or `run-finished`, written just before it): it was deleted or lost.
+ *   last record is `teardown-finished` or `run-finished`, written just before it): it was deleted or lost. For a
+ *   `gs://` ledger (runtime/core/ledger/remote.ts) the missing object alone: the run is incomplete or its export torn.
+ *   There `manifest-missing` and `records-missing` name the missing object, and `torn-final-line` a truncated one.
  */
 export type LedgerVerifyCode =
   | "manifest-missing"

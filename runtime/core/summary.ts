@@ -43,6 +43,11 @@ export const runSummarySchema = z.object({
     .nullable()
     .optional()
     .transform((v) => v ?? null),
+  /** Optional: the run's exported ledger, `gs://<bucket>/<prefix>/<runId>`, present only when `--ledger-export` succeeded. */
+  ledgerUri: z
+    .string()
+    .regex(/^gs:\/\/[^/]+\/.+$/, { message: "expected gs://<bucket>/<prefix>/<runId>" })
+    .optional(),
 });
 
 /** The runtime CLI's one-line JSON summary on stdout (`cohort run`). */
@@ -65,6 +70,11 @@ export interface RunSummary {
   readonly reportPath: string | null;
   /** `null`, or the first failure: the member (`null` when the run as a whole failed) and its reason. */
   readonly firstFailure: { readonly member: string | null; readonly reason: string } | null;
+  /**
+   * Optional (absent unless `cohort run --ledger-export gs://…` was given and the upload succeeded): the run's
+   * exported ledger, `gs://<bucket>/<prefix>/<runId>` (its `manifest.json`, `records.ndjson`, `completion.json`).
+   */
+  readonly ledgerUri?: string;
 }
 
 // The interface is the documented shape; this line keeps it equal to what the schema produces.

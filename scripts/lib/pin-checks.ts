@@ -72,6 +72,7 @@ const HEX40 = /^[0-9a-f]{40}$/;
  * - `commit` or `*Commit`: 40 lower-case hex digits, or `null` (unknown);
  * - `digest` or `*Digest`: `sha256:` + 64 lower-case hex digits, or `null` (unknown);
  * - `version` or `*Version`: a semantic version with an optional leading `v`, or a Go pseudo-version;
+ * - `goSum` or `*GoSum`: a go.sum `h1:` hash (44 base64 characters);
  * - `integrity`: an SRI `sha512-` + 88 base64 characters;
  * - `url` or `*Url`: an `https://` URL.
  *
@@ -100,6 +101,8 @@ export function malformedPins(value: unknown, at = "pins"): string[] {
       if (v !== null && !(typeof v === "string" && /^sha256:[0-9a-f]{64}$/.test(v))) problems.push(`${p}: expected sha256:<64 lower-case hex> or null, got ${got}`);
     } else if (k === "version" || k.endsWith("Version")) {
       if (!(typeof v === "string" && SEMVER.test(v.replace(/^v/, "")))) problems.push(`${p}: expected a semantic version, got ${got}`);
+    } else if (k === "goSum" || k.endsWith("GoSum")) {
+      if (!(typeof v === "string" && /^h1:[A-Za-z0-9+/]{43}=$/.test(v))) problems.push(`${p}: expected a go.sum hash h1:<44 base64 characters>, got ${got}`);
     } else if (k === "integrity") {
       if (!(typeof v === "string" && /^sha512-[A-Za-z0-9+/]{86}==$/.test(v))) problems.push(`${p}: expected sha512-<88 base64 characters>, got ${got}`);
     } else if (k === "url" || k.endsWith("Url")) {

@@ -1,0 +1,273 @@
+/**
+ * The GCS ledger for real: fake-gcs-server (the `gcs` tool set, `npm run toolchain -- gcs`) on a loopback port
+ * with a temporary directory as its filesystem backend, and the shipped bundle (copied alone, no node_modules)
+ * pointed at it with `STORAGE_EMULATOR_HOST`. A real cohort (process backend) runs with `--ledger-export`; the
+ * objects are checked for the layout of the local run directory; `cohort ledger verify|show gs://…` pass; then
+ * the objects are damaged through the emulator's API (as another writer of the bucket would) and verify fails
+ * naming the object: completion.json deleted, records.ndjson truncated, a record altered. Without the emulator
+ * every test skips with the reason printed. The emulator is stopped after the tests.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as net from "node:net";
+import * as os from "node:os";
+import * as path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { findGcsEmulator } from "../../common/gcs-catalog";
+import { emulatorOrigin } from "../../runtime/gcs/index";
+import { parseRunSummary } from "../../runtime/index";
+import { buildBundle, runBundle, tempDir, type CliExit } from "./process-helpers";
+
+const BUCKET = "cohort-ledgers";
+const found = findGcsEmulator();
+const skipReason = "reason" in found ? found.reason : undefined;
+if (skipReason !== undefined) console.warn(`GCS ledger tests SKIPPED: ${skipReason}`);
+
+let emulator: ChildProcess | undefined;
+let endpoint = "";
+let bundle = "";
+
+/** A free loopback port (bound and released; the emulator binds it right after). */
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** The emulator's JSON API. */
+async function api(method: string, url: string, body?: string | Buffer, contentType = "application/json"): Promise<Response> {
+  return fetch(`${endpoint}${url}`, { method, ...(body !== undefined ? { body, headers: { "content-type": contentType } } : {}) });
+}
+
+const objectUrl = (name: string) => `/storage/v1/b/${BUCKET}/o/${encodeURIComponent(name)}`;
+
+async function listObjects(prefix: string): Promise<string[]> {
+  const res = await api("GET", `/storage/v1/b/${BUCKET}/o?prefix=${encodeURIComponent(prefix)}`);
+  expect(res.status).toBe(200);
+  const json = (await res.json()) as { items?: Array<{ name: string }> };
+  return (json.items ?? []).map((i) => i.name).sort();
+}
+
+async function getObject(name: string): Promise<Buffer> {
+  const res = await api("GET", `${objectUrl(name)}?alt=media`);
+  expect(res.status, name).toBe(200);
+  return Buffer.from(await res.arrayBuffer());
+}
+
+async function putObject(name: string, bytes: Buffer): Promise<void> {
+  const res = await api("POST", `/upload/storage/v1/b/${BUCKET}/o?uploadType=media&name=${encodeURIComponent(name)}`, bytes, "application/octet-stream");
+  expect(res.status, await res.clone().text()).toBe(200);
+}
+
+async function deleteObject(name: string): Promise<void> {
+  const res = await api("DELETE", objectUrl(name));
+  expect([200, 204]).toContain(res.status);
+}
+
+const cohort = (args: string[]): Promise<CliExit> => runBundle(bundle, args, { env: { STORAGE_EMULATOR_HOST: endpoint } });
+
+function writeSpec(): string {
+  const file = path.join(tempDir("gcs-spec"), "cohort.json");
+  fs.writeFileSync(
+    file,
+    JSON.stringify({
+      apiVersion: "cohort-lab/v1",
+      kind: "Cohort",
+      name: "gcs",
+      stopGracePeriod: "2s",
+      roles: [{ name: "w", replicas: 2, app: { command: ["sh", "-c", "echo ready; exec sleep 1000"], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+    }),
+  );
+  return file;
+}
+
+beforeAll(async () => {
+  if (!("path" in found)) return;
+  const port = await freePort();
+  endpoint = `http://127.0.0.1:${port}`;
+  const root = tempDir("gcs-backend");
+  emulator = spawn(
+    found.path,
+    ["-scheme", "http", "-host", "127.0.0.1", "-port", String(port), "-public-host", `127.0.0.1:${port}`, "-backend", "filesystem", "-filesystem-root", root, "-log-level", "warn"],
+    { stdio: ["ignore", "ignore", "pipe"] },
+  );
+  let stderr = "";
+  emulator.stderr?.on("data", (chunk) => (stderr += chunk));
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    try {
+      if ((await fetch(`${endpoint}/storage/v1/b`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (emulator.exitCode !== null || Date.now() > deadline) throw new Error(`fake-gcs-server did not start on ${endpoint}: ${stderr}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const created = await api("POST", "/storage/v1/b?project=cohort-lab", JSON.stringify({ name: BUCKET }));
+  expect(created.status).toBe(200);
+  bundle = await buildBundle({ shipped: true });
+}, 300_000);
+
+afterAll(async () => {
+  if (emulator === undefined || emulator.exitCode !== null) return;
+  const exited = new Promise((resolve) => emulator!.once("exit", resolve));
+  emulator.kill("SIGTERM");
+  const timer = setTimeout(() => emulator!.kill("SIGKILL"), 5_000);
+  await exited;
+  clearTimeout(timer);
+});
+
+describe("STORAGE_EMULATOR_HOST", () => {
+  it("is read as the emulator's origin in each of its usual forms", () => {
+    expect(emulatorOrigin(undefined)).toBeUndefined();
+    expect(emulatorOrigin("")).toBeUndefined();
+    expect(emulatorOrigin("127.0.0.1:4443")).toBe("http://127.0.0.1:4443");
+    expect(emulatorOrigin("http://127.0.0.1:4443/")).toBe("http://127.0.0.1:4443");
+    expect(emulatorOrigin("http://127.0.0.1:4443/storage/v1")).toBe("http://127.0.0.1:4443");
+    expect(emulatorOrigin("https://gcs.example:443")).toBe("https://gcs.example:443");
+  });
+});
+
+describe("the ledger in GCS (fake-gcs-server)", () => {
+  let runId = "";
+  let uri = "";
+  const name = (file: string) => `exports/${runId}/${file}`;
+
+  it("cohort run --ledger-export uploads the three ledger files to <prefix>/<runId>/, completion.json last", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const artifacts = path.join(tempDir("gcs-artifacts"), "a");
+    const r = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--ledger-export", `gs://${BUCKET}/exports/`]);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = parseRunSummary(r.stdout);
+    runId = summary.runId;
+    uri = `gs://${BUCKET}/exports/${runId}`;
+    expect(summary.outcome).toBe("succeeded");
+    expect(JSON.parse(r.stdout.trim()).ledgerUri).toBe(uri);
+    expect(r.stderr).toContain(`cohort: ledger exported to ${uri}/ (3 objects,`);
+    // The same relative layout as the local run directory, byte for byte.
+    expect(await listObjects(`exports/${runId}/`)).toEqual([name("completion.json"), name("manifest.json"), name("records.ndjson")]);
+    for (const file of ["manifest.json", "records.ndjson", "completion.json"]) {
+      expect((await getObject(name(file))).equals(fs.readFileSync(path.join(summary.ledgerPath, file))), file).toBe(true);
+    }
+    // Upload order: each object's creation time is not before the previous one's; completion.json is the newest.
+    const created = await Promise.all(
+      ["manifest.json", "records.ndjson", "completion.json"].map(async (file) =>
+        Date.parse(((await (await api("GET", objectUrl(name(file)))).json()) as { timeCreated: string }).timeCreated),
+      ),
+    );
+    expect([...created].sort((a, b) => a - b)).toEqual(created);
+  });
+
+  it("cohort ledger verify and show gs://… download the run and pass, leaving no temporary directory", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(uri).not.toBe("");
+    const before = new Set(fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith("cohort-ledger-")));
+    const verified = await cohort(["ledger", "verify", uri]);
+    expect(verified.code, verified.stderr).toBe(0);
+    expect(verified.stdout).toMatch(new RegExp(`^ok: ${runId}: \\d+ records, outcome succeeded \\(${uri}\\)\\n$`));
+    const shown = await cohort(["ledger", "show", uri]);
+    expect(shown.code, shown.stderr).toBe(0);
+    expect(shown.stdout).toContain(`run ${runId}`);
+    expect(shown.stdout).toContain("w-1");
+    const after = fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith("cohort-ledger-") && !before.has(n));
+    expect(after).toEqual([]);
+  });
+
+  it("a run address with nothing exported is manifest-missing, naming the object", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const r = await cohort(["ledger", "verify", `gs://${BUCKET}/exports/nothing-here`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`manifest-missing: gs://${BUCKET}/exports/nothing-here/manifest.json does not exist`);
+  });
+
+  it("without completion.json verify fails: run incomplete or export torn", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const completion = await getObject(name("completion.json"));
+    await deleteObject(name("completion.json"));
+    try {
+      const r = await cohort(["ledger", "verify", uri]);
+      expect(r.code).toBe(1);
+      expect(r.stderr.trim()).toBe(
+        `cohort: ledger verify failed: ledger ${uri}: completion-missing: ${uri}/completion.json does not exist: run incomplete or export torn (completion.json is uploaded last, after the other two)`,
+      );
+    } finally {
+      await putObject(name("completion.json"), completion);
+    }
+  });
+
+  it("a truncated records.ndjson fails as torn-final-line, naming the object", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const records = await getObject(name("records.ndjson"));
+    await putObject(name("records.ndjson"), records.subarray(0, records.length - 20));
+    try {
+      const r = await cohort(["ledger", "verify", uri]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`ledger ${uri}: torn-final-line at line \\d+: ${uri}/records\\.ndjson: the object ends inside line \\d+ .*truncated or its upload torn`));
+    } finally {
+      await putObject(name("records.ndjson"), records);
+    }
+  });
+
+  it("an altered record breaks the hash chain at the next line, naming the object", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const records = await getObject(name("records.ndjson"));
+    const lines = records.toString("utf8").split("\n");
+    lines[2] = lines[2]!.replace(/"elapsedMs":([0-9.]+)/, (_m, n: string) => `"elapsedMs":${Number(n) + 0.001}`);
+    await putObject(name("records.ndjson"), Buffer.from(lines.join("\n")));
+    try {
+      const r = await cohort(["ledger", "verify", uri]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`ledger ${uri}: hash-chain-broken at line 4: ${uri}/records.ndjson: expected prev = SHA-256 of line 3`);
+    } finally {
+      await putObject(name("records.ndjson"), records);
+    }
+    // Restored: it verifies again.
+    expect((await cohort(["ledger", "verify", uri])).code).toBe(0);
+  });
+
+  it("an export that cannot reach the store is one stderr line and exit 1; the local ledger is intact", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const artifacts = path.join(tempDir("gcs-artifacts"), "a");
+    const r = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--ledger-export", "gs://no-such-bucket-here"]);
+    expect(r.code).toBe(1);
+    const summary = parseRunSummary(r.stdout);
+    expect(summary.outcome).toBe("succeeded");
+    expect(summary.ledgerUri).toBeUndefined();
+    expect(r.stderr).toMatch(
+      /cohort: ledger export failed: ledger export to gs:\/\/no-such-bucket-here\/gcs-\S+: uploading gs:\/\/no-such-bucket-here\/\S+\/manifest\.json failed: .*\(completion\.json was not uploaded\)/,
+    );
+    expect((await cohort(["ledger", "verify", summary.ledgerPath])).code).toBe(0);
+  });
+
+  it("a malformed --ledger-export is a usage error before anything is created", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const artifacts = path.join(tempDir("gcs-artifacts"), "a");
+    const r = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--ledger-export", "s3://x/y"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('cohort: run: --ledger-export "s3://x/y" is not a ledger address gs://<bucket>[/<prefix>]: it must start with gs://');
+    expect(fs.existsSync(artifacts)).toBe(false);
+    // The same destination from a --backend-config mapping (taken out before the backend sees its options).
+    const config = path.join(tempDir("gcs-config"), "backend.yaml");
+    fs.writeFileSync(config, "ledgerExport: gs://UPPER/x\n");
+    const fromConfig = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--backend-config", config]);
+    expect(fromConfig.code).toBe(2);
+    expect(fromConfig.stderr).toContain('cohort: run: --backend-config ledgerExport "gs://UPPER/x" is not a ledger address');
+    expect(fs.existsSync(artifacts)).toBe(false);
+  });
+
+  it("ledgerExport in --backend-config exports like the flag (the process backend never sees the key)", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const config = path.join(tempDir("gcs-config"), "backend.yaml");
+    fs.writeFileSync(config, `ledgerExport: gs://${BUCKET}/from-config\n`);
+    const r = await cohort(["run", "--spec", writeSpec(), "--artifacts", path.join(tempDir("gcs-artifacts"), "a"), "--backend-config", config]);
+    expect(r.code, r.stderr).toBe(0);
+    const summary = parseRunSummary(r.stdout);
+    expect(summary.ledgerUri).toBe(`gs://${BUCKET}/from-config/${summary.runId}`);
+    expect((await cohort(["ledger", "verify", summary.ledgerUri!])).code).toBe(0);
+  });
+});
