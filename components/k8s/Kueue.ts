@@ -28,6 +28,7 @@ import { loadManifests, KUEUE_MANIFESTS, type KubernetesObject } from "./manifes
 import {
   KUEUE_API_VERSION,
   KUEUE_DEPLOYMENT,
+  ManifestShapeError,
   renderClusterQueue,
   renderKueueInstall,
   renderResourceFlavor,
@@ -121,7 +122,8 @@ export function kueueWebhookProbes(podImage: string): { name: string; manifest: 
  * Children: one resource per release object (`<name>:<namespace>/<object>` or `<name>:<object>`), the gate
  * `<name>-webhook-probe` (in-cluster), `<name>:<flavor>` (ResourceFlavor) and `<name>:<clusterQueue>` (ClusterQueue).
  *
- * @throws {pulumi.RunError} when the mode's required argument is missing
+ * @throws {pulumi.InputPropertyError} when the mode's required argument is missing
+ * @throws {ManifestShapeError} when the release has no CRD for a Kueue kind the component creates
  * @throws {ManifestsMissingError} when the release manifests are not in the tool cache
  */
 export class Kueue extends pulumi.ComponentResource {
@@ -147,8 +149,12 @@ export class Kueue extends pulumi.ComponentResource {
   public readonly objects: readonly KubernetesObject[];
 
   constructor(name: string, args: KueueArgs, opts?: pulumi.ComponentResourceOptions) {
-    if (args.controller === "in-cluster" && args.webhookProbe === undefined) throw new pulumi.RunError(`Kueue ${name}: controller "in-cluster" needs webhookProbe`);
-    if (args.controller === "external" && args.webhookReady === undefined) throw new pulumi.RunError(`Kueue ${name}: controller "external" needs webhookReady`);
+    if (args.controller === "in-cluster" && args.webhookProbe === undefined) {
+      throw new pulumi.InputPropertyError({ propertyPath: "webhookProbe", reason: `Kueue ${name}: controller "in-cluster" needs webhookProbe` });
+    }
+    if (args.controller === "external" && args.webhookReady === undefined) {
+      throw new pulumi.InputPropertyError({ propertyPath: "webhookReady", reason: `Kueue ${name}: controller "external" needs webhookReady` });
+    }
     const upstream = args.manifests ?? loadManifests(KUEUE_MANIFESTS);
     const rendered = renderKueueInstall(upstream, {
       controller: args.controller,
@@ -212,7 +218,7 @@ export class Kueue extends pulumi.ComponentResource {
 
     const crdFor = (kind: string) => {
       const crd = crds.get(`${kind.toLowerCase()}s.kueue.x-k8s.io`);
-      if (crd === undefined) throw new pulumi.RunError(`Kueue ${name}: the release has no CRD for ${kind}`);
+      if (crd === undefined) throw new ManifestShapeError(`Kueue ${name}: the release has no CRD for ${kind}`);
       return crd;
     };
     const queueDependsOn = args.queueDependsOn ?? [];

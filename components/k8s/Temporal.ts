@@ -41,7 +41,7 @@ export class Temporal extends pulumi.ComponentResource {
 
   constructor(name: string, args: TemporalArgs, opts?: pulumi.ComponentResourceOptions) {
     if (!Number.isInteger(args.nodePort) || args.nodePort < 30000 || args.nodePort > 32767) {
-      throw new pulumi.RunError(`Temporal ${name}: nodePort must be an integer from 30000 to 32767 (got ${args.nodePort})`);
+      throw new pulumi.InputPropertyError({ propertyPath: "nodePort", reason: `Temporal ${name}: nodePort must be an integer from 30000 to 32767 (got ${args.nodePort})` });
     }
     const ns = args.namespace ?? SYSTEM_NAMESPACE;
     const [deploymentObj, serviceObj] = renderTemporal({ image: args.image, nodePort: args.nodePort, namespace: ns });

@@ -34,6 +34,7 @@ import { readStamp } from "../../common/stamp.js";
 import { shellQuote } from "../../common/shell.js";
 import { local, sim, type BinaryPlatform } from "../../common/pins.js";
 import { OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type KindKubeadmSettings, type RenderedKindConfig } from "./kindConfig.js";
+import { CohortLabError } from "../errors.js";
 
 /** Arguments of {@link KindCluster}. Plain values: all are checked before any resource exists. */
 export interface KindClusterArgs {
@@ -102,7 +103,7 @@ export interface CapacityPlan {
 }
 
 /** The machine's platform has no pinned kind/kubectl SHA-256. */
-export class UnsupportedPlatformError extends pulumi.RunError {
+export class UnsupportedPlatformError extends CohortLabError {
   constructor(platform: string) {
     const known = Object.keys(local.kind.platforms).join(", ");
     super(
@@ -235,7 +236,12 @@ export class KindCluster extends pulumi.ComponentResource {
   constructor(name: string, args: KindClusterArgs, opts?: pulumi.ComponentResourceOptions) {
     const platform = args.platform ?? `${process.platform}-${process.arch}`;
     const tools = localTools(platform, args.toolCacheRoot ?? cacheRoot());
-    if (!path.isAbsolute(args.artifactsDir)) throw new pulumi.RunError(`KindCluster ${name}: artifactsDir must be absolute (got ${JSON.stringify(args.artifactsDir)})`);
+    if (!path.isAbsolute(args.artifactsDir)) {
+      throw new pulumi.InputPropertyError({
+        propertyPath: "artifactsDir",
+        reason: `KindCluster ${name}: artifactsDir must be absolute (got ${JSON.stringify(args.artifactsDir)})`,
+      });
+    }
     const temporalHostPort = args.temporalHostPort ?? 7233;
     const nodeImage = args.nodeImage ?? { ref: pinnedNodeImage() };
     const rendered = renderKindConfig({

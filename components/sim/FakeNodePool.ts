@@ -33,7 +33,7 @@ export interface FakeNodePoolArgs {
  *
  * Children: `<name>-<pool>-<NNNN>` (one Node each) and `<name>-ready` (the readiness gate Command).
  *
- * @throws {pulumi.RunError} when `pool` is not a DNS-1123 label of at most 40 characters or `count` is out of range
+ * @throws {pulumi.InputPropertyError} when `pool` is not a DNS-1123 label of at most 40 characters or `count` is out of range
  */
 export class FakeNodePool extends pulumi.ComponentResource {
   public readonly nodes: readonly k8s.core.v1.Node[];
@@ -46,10 +46,13 @@ export class FakeNodePool extends pulumi.ComponentResource {
 
   constructor(name: string, args: FakeNodePoolArgs, opts?: pulumi.ComponentResourceOptions) {
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(args.pool) || args.pool.length > 40) {
-      throw new pulumi.RunError(`FakeNodePool ${name}: pool must be a DNS-1123 label of at most 40 characters (got ${JSON.stringify(args.pool)})`);
+      throw new pulumi.InputPropertyError({
+        propertyPath: "pool",
+        reason: `FakeNodePool ${name}: pool must be a DNS-1123 label of at most 40 characters (got ${JSON.stringify(args.pool)})`,
+      });
     }
     if (!Number.isInteger(args.count) || args.count < 1 || args.count > 5000) {
-      throw new pulumi.RunError(`FakeNodePool ${name}: count must be an integer from 1 to 5000 (got ${args.count})`);
+      throw new pulumi.InputPropertyError({ propertyPath: "count", reason: `FakeNodePool ${name}: count must be an integer from 1 to 5000 (got ${args.count})` });
     }
     const shape = args.shape ?? e2Standard16AgentNode;
     const manifests = Array.from({ length: args.count }, (_, i) => fakeNodeManifest(args.pool, i, shape));

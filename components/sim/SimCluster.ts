@@ -98,7 +98,7 @@ function digest(value: unknown): string {
  * Children: `<name>-control-plane` (command:local:Command), `<name>-provider` (pulumi:providers:kubernetes), and
  * one `<name>-<controller>` Command per {@link SimCluster.controller} call.
  *
- * @throws {pulumi.RunError} when `stateDir` or `projectDir` is not absolute, or a port/delay is out of range
+ * @throws {pulumi.InputPropertyError} when `stateDir` or `projectDir` is not absolute, or a port/delay is out of range
  */
 export class SimCluster extends pulumi.ComponentResource {
   /** The control-plane Command (its stdout, a secret, is simctl's summary). */
@@ -118,17 +118,22 @@ export class SimCluster extends pulumi.ComponentResource {
   private readonly baseName: string;
 
   constructor(name: string, args: SimClusterArgs, opts?: pulumi.ComponentResourceOptions) {
-    if (!path.isAbsolute(args.stateDir)) throw new pulumi.RunError(`SimCluster ${name}: stateDir must be absolute (got ${JSON.stringify(args.stateDir)})`);
-    if (!path.isAbsolute(args.projectDir)) throw new pulumi.RunError(`SimCluster ${name}: projectDir must be absolute (got ${JSON.stringify(args.projectDir)})`);
+    for (const field of ["stateDir", "projectDir"] as const) {
+      if (!path.isAbsolute(args[field]))
+        throw new pulumi.InputPropertyError({ propertyPath: field, reason: `SimCluster ${name}: ${field} must be absolute (got ${JSON.stringify(args[field])})` });
+    }
     if (args.portBase !== undefined && (!Number.isInteger(args.portBase) || args.portBase < 1024 || args.portBase > 65535 - 11)) {
-      throw new pulumi.RunError(`SimCluster ${name}: portBase must be an integer from 1024 to ${65535 - 11} (got ${args.portBase})`);
+      throw new pulumi.InputPropertyError({
+        propertyPath: "portBase",
+        reason: `SimCluster ${name}: portBase must be an integer from 1024 to ${65535 - 11} (got ${args.portBase})`,
+      });
     }
     for (const [field, v] of [
       ["podReadyDelayMs", args.podReadyDelayMs],
       ["podReadyJitterMs", args.podReadyJitterMs],
     ] as const) {
       if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 3_600_000))
-        throw new pulumi.RunError(`SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})`);
+        throw new pulumi.InputPropertyError({ propertyPath: field, reason: `SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})` });
     }
     super("cohortlab:sim:SimCluster", name, {}, opts);
     const nodePath = args.nodePath ?? process.execPath;
