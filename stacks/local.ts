@@ -696,7 +696,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     controller: "in-cluster",
     image: plan.images.refs.kueue,
     configuration: plan.configuration,
-    webhookProbe: { nodePath: cluster.nodePath, projectDir, toolEnvironment: cluster.tools.environment, kubeconfig: cluster.kubeconfig },
+    webhookProbe: cluster,
     queue: { resourceFlavor: LOCAL_QUEUES.resourceFlavor, clusterQueue: LOCAL_QUEUES.clusterQueue, nominalQuota: plan.quota.nominalQuota },
     manifests: plan.manifests.kueue,
     queueDependsOn: cluster.capacityCheck !== undefined ? [cluster.capacityCheck] : [],

@@ -195,7 +195,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     provider,
     pool: SIM_DEFAULTS.pool,
     count: plan.sim.nodes,
-    sim: { stateDir: cluster.stateDir, nodePath, projectDir },
+    sim: cluster,
   });
 
   // The manager's image is never deployed (controller: "external"); the tag names the release it is built from.

@@ -77,6 +77,13 @@ export class AgentSandbox extends pulumi.ComponentResource {
     if (deployment !== undefined) this.deployment = deployment;
     this.ready = deployment !== undefined ? [this.sandboxCrd, deployment] : [this.sandboxCrd];
     this.objects = rendered;
-    this.registerOutputs({ objects: rendered.map(objectKey) });
+    this.registerOutputs({
+      provider: this.provider,
+      install: this.install,
+      sandboxCrd: this.sandboxCrd,
+      deployment: this.deployment,
+      ready: this.ready,
+      objects: rendered.map(objectKey),
+    });
   }
 }

@@ -58,6 +58,13 @@ export class Temporal extends pulumi.ComponentResource {
     this.service = createObject(name, serviceObj!, { ...base, dependsOn: [...waitFor, this.namespace] });
     this.hostAddress = pulumi.output(`127.0.0.1:${args.hostPort}`);
     this.clusterAddress = pulumi.output(`${TEMPORAL_NAME}.${ns}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`);
-    this.registerOutputs({ hostAddress: this.hostAddress, clusterAddress: this.clusterAddress });
+    this.registerOutputs({
+      provider: this.provider,
+      namespace: this.namespace,
+      deployment: this.deployment,
+      service: this.service,
+      hostAddress: this.hostAddress,
+      clusterAddress: this.clusterAddress,
+    });
   }
 }

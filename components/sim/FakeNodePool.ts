@@ -12,7 +12,7 @@ import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity, type FakeNodeManifest, type FakeNodeShape } from "./fakeNode.js";
-import { simctlCommand } from "./SimCluster.js";
+import type { SimctlStep } from "./SimCluster.js";
 
 /** Arguments of {@link FakeNodePool}. Plain values, checked before any resource exists. */
 export interface FakeNodePoolArgs {
@@ -24,8 +24,8 @@ export interface FakeNodePoolArgs {
   readonly count: number;
   /** Shape of every node. @default e2Standard16AgentNode */
   readonly shape?: FakeNodeShape;
-  /** The readiness gate: simctl's state dir, Node binary and project directory (SimCluster's fields). */
-  readonly sim: { readonly stateDir: string; readonly nodePath: string; readonly projectDir: string };
+  /** The sim the nodes join (a `SimCluster`): it runs the readiness gate (`simctl wait-nodes`). */
+  readonly sim: { simctl(words: readonly string[], args?: readonly string[]): SimctlStep };
 }
 
 /**
@@ -65,11 +65,12 @@ export class FakeNodePool extends pulumi.ComponentResource {
           { parent: this, provider: args.provider },
         ),
     );
+    const wait = args.sim.simctl(["wait-nodes"], ["--pool", args.pool, "--count", String(args.count)]);
     this.ready = new command.local.Command(
       `${name}-ready`,
       {
-        create: simctlCommand(args.sim.nodePath, ["wait-nodes", "--state-dir", args.sim.stateDir, "--pool", args.pool, "--count", String(args.count)]),
-        dir: args.sim.projectDir,
+        create: wait.command,
+        dir: wait.dir,
         triggers: [args.pool, args.count, JSON.stringify(shape)],
         logging: "stderr",
         addPreviousOutputInEnv: false,
@@ -78,6 +79,6 @@ export class FakeNodePool extends pulumi.ComponentResource {
     );
     this.manifests = manifests;
     this.capacities = manifests.map(toNodeCapacity);
-    this.registerOutputs({ nodes: manifests.map((m) => m.metadata.name) });
+    this.registerOutputs({ nodes: this.nodes, ready: this.ready, manifests: manifests.map((m) => m.metadata.name), capacities: this.capacities });
   }
 }

@@ -87,6 +87,12 @@ export function simctlCommand(nodePath: string, args: readonly string[]): string
   return [nodePath, "--import", "tsx", SIMCTL_ENTRY, ...args].map(shellQuote).join(" ");
 }
 
+/** A simctl command line and the directory to run it in ({@link SimCluster.simctl}). */
+export interface SimctlStep {
+  readonly command: string;
+  readonly dir: string;
+}
+
 /** Lower-case hex SHA-256 of a JSON value. */
 function digest(value: unknown): string {
   return createHash("sha256").update(JSON.stringify(value)).digest("hex");
@@ -112,9 +118,11 @@ export class SimCluster extends pulumi.ComponentResource {
   public readonly kubeContext: pulumi.Output<string>;
   /** The loopback ports by name (`kueueWebhook` is what the Kueue webhook Service points at). */
   public readonly ports: pulumi.Output<Readonly<Record<string, number>>>;
+  /** Absolute path of the state dir (pids, logs, PKI, etcd data, kubeconfig). */
   public readonly stateDir: string;
-  public readonly nodePath: string;
-  public readonly projectDir: string;
+  /** Node binary and project directory of the simctl commands. */
+  private readonly nodePath: string;
+  private readonly projectDir: string;
   private readonly baseName: string;
 
   constructor(name: string, args: SimClusterArgs, opts?: pulumi.ComponentResourceOptions) {
@@ -182,13 +190,23 @@ export class SimCluster extends pulumi.ComponentResource {
     this.nodePath = nodePath;
     this.projectDir = args.projectDir;
     this.registerOutputs({
+      controlPlane: this.controlPlane,
+      provider: this.provider,
       kubeconfig: this.kubeconfig,
       kubeconfigPath: this.kubeconfigPath,
       apiserverUrl: this.apiserverUrl,
       kubeContext: this.kubeContext,
       ports: this.ports,
-      provider: this.provider,
+      stateDir: this.stateDir,
     });
+  }
+
+  /**
+   * How a Command runs simctl against this sim: `simctl <words> --state-dir <stateDir> <args>` and the project
+   * directory to run it in.
+   */
+  public simctl(words: readonly string[], args: readonly string[] = []): SimctlStep {
+    return { command: simctlCommand(this.nodePath, [...words, "--state-dir", this.stateDir, ...args]), dir: this.projectDir };
   }
 
   /**
@@ -200,13 +218,13 @@ export class SimCluster extends pulumi.ComponentResource {
    *   travels on stdin and is a trigger (a new Configuration restarts the manager).
    */
   public controller(controllerName: "kueue" | "agent-sandbox", dependsOn: readonly pulumi.Resource[], configuration?: string): command.local.Command {
-    const args = ["start-controller", controllerName, "--state-dir", this.stateDir, ...(configuration !== undefined ? ["--configuration", "-"] : [])];
+    const start = this.simctl(["start-controller", controllerName], configuration !== undefined ? ["--configuration", "-"] : []);
     return new command.local.Command(
       `${this.baseName}-${controllerName}`,
       {
-        create: simctlCommand(this.nodePath, args),
-        delete: simctlCommand(this.nodePath, ["stop-controller", controllerName, "--state-dir", this.stateDir]),
-        dir: this.projectDir,
+        create: start.command,
+        delete: this.simctl(["stop-controller", controllerName]).command,
+        dir: start.dir,
         ...(configuration !== undefined ? { stdin: configuration } : {}),
         triggers: [this.stateDir, digest({ configuration: configuration ?? null })],
         logging: "stderr",
