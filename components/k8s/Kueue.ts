@@ -22,6 +22,7 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { createObject, objectKey } from "./k8sObject.js";
+import { applyRelease } from "./release.js";
 import { loadManifests, KUEUE_MANIFESTS, type KubernetesObject } from "./manifests/cache.js";
 import {
   KUEUE_API_VERSION,
@@ -169,21 +170,10 @@ export class Kueue extends pulumi.ComponentResource {
     this.provider = args.provider;
     const base = { parent: this, provider: args.provider };
 
-    const install: pulumi.CustomResource[] = [];
-    const crds = new Map<string, pulumi.CustomResource>();
-    let namespace: pulumi.CustomResource | undefined;
-    let deployment: pulumi.CustomResource | undefined;
-    for (const obj of rendered) {
-      let dependsOn: pulumi.Resource[] = [];
-      if (obj.kind === "Deployment") dependsOn = [...install];
-      else if (obj.kind === "APIService") dependsOn = deployment !== undefined ? [deployment] : [];
-      else if (obj.kind !== "Namespace" && namespace !== undefined) dependsOn = [namespace];
-      const resource = createObject(name, obj, { ...base, dependsOn });
-      if (obj.kind === "Namespace") namespace = resource;
-      if (obj.kind === "CustomResourceDefinition") crds.set(obj.metadata.name, resource);
-      if (obj.kind === "Deployment" && obj.metadata.name === KUEUE_DEPLOYMENT) deployment = resource;
-      install.push(resource);
-    }
+    const applied = applyRelease(name, rendered, base);
+    const install = applied.map((a) => a.resource);
+    const crds = new Map(applied.filter((a) => a.object.kind === "CustomResourceDefinition").map((a) => [a.object.metadata.name, a.resource] as const));
+    const deployment = applied.find((a) => a.object.kind === "Deployment" && a.object.metadata.name === KUEUE_DEPLOYMENT)?.resource;
 
     let webhookReady: readonly pulumi.Resource[];
     if (args.controller === "in-cluster") {

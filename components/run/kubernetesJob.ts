@@ -23,11 +23,11 @@
  *   the log prints one note and exits 0), has the same triggers as the summary (a new run replaces it) and does
  *   nothing on delete. With the upstream command provider fd 3 is not open: it notes that and exits at once.
  */
-import { createHash } from "node:crypto";
 import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan } from "./execution.js";
+import { jsonDigest } from "../digest.js";
 import { createObject } from "../k8s/k8sObject.js";
 import type { KindHostStep } from "../kind/KindCluster.js";
 import { RUNTIME_NAMES } from "./manifests.js";
@@ -58,11 +58,6 @@ export interface KubernetesJobExecution {
   readonly artifacts: { readonly hostDir: string; readonly nodePath: string };
 }
 
-/** SHA-256 (hex) of a JSON value. */
-function digest(value: unknown): string {
-  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
-}
-
 /**
  * Creates the resources that execute the run as a Job, under `parent` (the CohortRun).
  *
@@ -79,7 +74,7 @@ export function executeAsKubernetesJob(plan: ExecutionPlan, args: KubernetesJobE
     dependsOn: [...run.resources, ...args.dependsOn],
     customTimeouts: { create: `${deadline + 120}s`, update: `${deadline + 120}s` },
   });
-  const triggers = [digest(job), plan.specSha256];
+  const triggers = [jsonDigest(job), plan.specSha256];
   const progress = cluster.hostStep("run-progress");
   const report = cluster.hostStep("run-summary");
   const logAccess = {

@@ -17,13 +17,13 @@
  *
  * @see docs/sim.md
  */
-import { createHash } from "node:crypto";
 import * as path from "node:path";
 import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { local, sim as simPins } from "../../common/pins.js";
 import { shellQuote } from "../../common/shell.js";
+import { jsonDigest } from "../digest.js";
 
 /** Arguments of {@link SimCluster}. Plain values: all are checked before any resource exists. */
 export interface SimClusterArgs {
@@ -93,11 +93,6 @@ export interface SimctlStep {
   readonly dir: string;
 }
 
-/** Lower-case hex SHA-256 of a JSON value. */
-function digest(value: unknown): string {
-  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
-}
-
 /**
  * A sim control plane.
  *
@@ -163,7 +158,7 @@ export class SimCluster extends pulumi.ComponentResource {
         create: simctlCommand(nodePath, startArgs),
         delete: simctlCommand(nodePath, ["stop", "--state-dir", args.stateDir]),
         dir: args.projectDir,
-        triggers: [args.stateDir, digest({ startArgs, pins: simPins, kueue: local.kueue.version, agentSandbox: local.agentSandbox.version })],
+        triggers: [args.stateDir, jsonDigest({ startArgs, pins: simPins, kueue: local.kueue.version, agentSandbox: local.agentSandbox.version })],
         logging: "stderr",
         addPreviousOutputInEnv: false,
       },
@@ -179,7 +174,7 @@ export class SimCluster extends pulumi.ComponentResource {
       `${name}-provider`,
       {
         kubeconfig: this.kubeconfig,
-        clusterIdentifier: `sim-${digest([args.stateDir, startArgs]).slice(0, 16)}`,
+        clusterIdentifier: `sim-${jsonDigest([args.stateDir, startArgs]).slice(0, 16)}`,
         deleteUnreachable: true,
         enableServerSideApply: true,
       },
@@ -226,7 +221,7 @@ export class SimCluster extends pulumi.ComponentResource {
         delete: this.simctl(["stop-controller", controllerName]).command,
         dir: start.dir,
         ...(configuration !== undefined ? { stdin: configuration } : {}),
-        triggers: [this.stateDir, digest({ configuration: configuration ?? null })],
+        triggers: [this.stateDir, jsonDigest({ configuration: configuration ?? null })],
         logging: "stderr",
         addPreviousOutputInEnv: false,
       },
