@@ -19,19 +19,22 @@ import { existsSync, readFileSync } from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import type { ClusterImage } from "../components/kind/KindCluster.js";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../components/k8s/manifests/cache.js";
-import { isQuantity } from "../components/k8s/quantity.js";
+import type { ClusterImage } from "../components/kind/index.js";
 import {
+  AGENT_SANDBOX_MANIFESTS,
   checkCohortFits,
   deriveQuota,
+  isQuantity,
+  KUEUE_MANIFESTS,
+  loadManifests,
   QuotaError,
   type CohortRoleDemand,
+  type KubernetesObject,
   type NodeCapacity,
   type QuotaResult,
   type ReservedPods,
   type Toleration,
-} from "../components/k8s/quota.js";
+} from "../components/k8s/index.js";
 import { formatDurationMs, parseDurationMs } from "../runtime/index.js";
 import type { RunSpec } from "../runtime/index.js";
 import { configKey, describe, integerIn, parseObjectKey, resolveRunSpec, RUNTIME_BUNDLE, StackConfigError, zodIssues, type ResolvedRunSpec, type StackConfig } from "./config.js";
