@@ -11,7 +11,7 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { SimBinaries, SimBinaryName } from "./binaries";
+import { controlPlaneBinaries, type SimBinaries, type SimBinaryName } from "./binaries";
 import { controllerSpecs, type ControllerName, type ControllerStartOptions } from "./controllers";
 import { readTokens, writeCredentials } from "./pki";
 import { assertFree, resolvePorts, type PortName, type PortRequest } from "./ports";
@@ -173,7 +173,7 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
   const l = simLayout(path.resolve(o.stateDir));
   const timeoutMs = o.readyTimeoutMs ?? 180_000;
   const contextName = o.contextName ?? defaultContextName;
-  for (const name of ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"] as const) {
+  for (const name of controlPlaneBinaries) {
     try {
       fs.accessSync(o.binaries[name], fs.constants.X_OK);
     } catch {

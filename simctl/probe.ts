@@ -95,7 +95,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
  */
 export async function waitUntil(check: () => Promise<true | string>, o: WaitOptions): Promise<number> {
   const started = Date.now();
-  let last = "not checked yet";
+  let last: string;
   for (;;) {
     const dead = o.dead?.();
     if (dead !== undefined) throw new ComponentNotReadyError(o.component, `${o.component} ${dead}`);

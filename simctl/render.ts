@@ -8,6 +8,7 @@
  */
 import { stringify } from "yaml";
 import { allocatableAnnotation, kwokNodeAnnotation } from "../components/sim/fakeNode";
+import { simBinaryNames } from "./binaries";
 import type { PortMap } from "./ports";
 
 /** Files and directories of one sim state dir (all absolute). */
@@ -54,8 +55,8 @@ export function simLayout(stateDir: string): SimLayout {
   };
 }
 
-/** The processes the sim supervises, in start order. */
-export const componentNames = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kueue", "agent-sandbox-controller"] as const;
+/** The processes the sim supervises, in start order: one per sim executable (simctl/binaries.ts). */
+export const componentNames = simBinaryNames;
 
 /** One supervised process. */
 export type ComponentName = (typeof componentNames)[number];

@@ -12,27 +12,29 @@
  *   names are components/k8s/manifests/kueue.ts `kueueConfiguration` and `COHORT_QUEUES`.
  * - The runtime bundle and its digest ({@link readRuntimeBundle}), the pinned manifests
  *   ({@link loadClusterManifests}), the run namespace ({@link runNamespace}), all four in {@link planClusterRun};
- *   the quota and the cohort's fit ({@link planQuota}); the refusal of a missing manifest cache
- *   ({@link refuseMissingManifests}).
+ *   the quota and the cohort's fit ({@link planQuota}).
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import type { ClusterImage } from "../components/kind/KindCluster.js";
-import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, ManifestsMissingError, type KubernetesObject } from "../components/k8s/manifests/cache.js";
-import { isQuantity } from "../components/k8s/quantity.js";
+import type { ClusterImage } from "../components/kind/index.js";
 import {
+  AGENT_SANDBOX_MANIFESTS,
   checkCohortFits,
   deriveQuota,
+  isQuantity,
+  KUEUE_MANIFESTS,
+  loadManifests,
   QuotaError,
   type CohortRoleDemand,
+  type KubernetesObject,
   type NodeCapacity,
   type QuotaResult,
   type ReservedPods,
   type Toleration,
-} from "../components/k8s/quota.js";
+} from "../components/k8s/index.js";
 import { formatDurationMs, parseDurationMs } from "../runtime/index.js";
 import type { RunSpec } from "../runtime/index.js";
 import { configKey, describe, integerIn, parseObjectKey, resolveRunSpec, RUNTIME_BUNDLE, StackConfigError, zodIssues, type ResolvedRunSpec, type StackConfig } from "./config.js";
@@ -325,18 +327,4 @@ export function planClusterRun(o: {
   const manifests = loadClusterManifests(o.manifests);
   const { bundle, bundleSha256 } = readRuntimeBundle(o.projectDir, o.bundle);
   return { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace: runNamespace(spec.name, o.resolved.specSha256, bundleSha256) };
-}
-
-/**
- * Runs a profile's plan, turning a missing manifest cache into a `pulumi.RunError` (printed without a stack trace).
- *
- * @throws {pulumi.RunError} instead of {ManifestsMissingError}; anything else as thrown
- */
-export function refuseMissingManifests<T>(plan: () => T): T {
-  try {
-    return plan();
-  } catch (error) {
-    if (error instanceof ManifestsMissingError) throw new pulumi.RunError(error.message);
-    throw error;
-  }
 }

@@ -27,6 +27,7 @@ import { SpecError } from "../runtime/index.js";
 import { canonicalJson, sha256Hex } from "../runtime/index.js";
 import { MAX_COHORT_SIZE, RUNSPEC_API_VERSION, RUNSPEC_KIND, validateRunSpec, type RunSpec, type RunSpecInput } from "../runtime/index.js";
 import { MEMBER_APPS, MEMBER_PRESETS, isMemberApp, type MemberApp, type PresetContext } from "./members.js";
+import { CohortLabError } from "../components/errors.js";
 
 /** The Pulumi project name, which is also the config namespace (`cohort-lab:<key>`). */
 export const CONFIG_NAMESPACE = "cohort-lab";
@@ -69,16 +70,16 @@ export interface ConfigIssue {
 }
 
 /**
- * The stack config was refused. A `pulumi.RunError`, so the engine prints the message without a stack
- * trace; `errors` has the `pulumi.InputPropertiesError` shape (`propertyPath`, `reason`) for tools.
+ * The stack config was refused. A components/errors.ts `CohortLabError`, so the engine prints the message without a
+ * stack trace; `errors` has the `pulumi.InputPropertiesError` shape (`propertyPath`, `reason`) for tools.
  * The message is one `<key>: <reason>` line per problem.
  */
-export class StackConfigError extends pulumi.RunError {
+export class StackConfigError extends CohortLabError {
   readonly issues: readonly ConfigIssue[];
   readonly errors: readonly { readonly propertyPath: string; readonly reason: string }[];
 
   constructor(issues: readonly ConfigIssue[]) {
-    super(issues.map((issue) => `${issue.key}: ${issue.reason}`).join("\n"));
+    super(issues.map((issue) => `${issue.key}: ${issue.reason}`).join("\n"), issues.length === 1 ? { propertyPath: issues[0]!.key } : {});
     this.name = "StackConfigError";
     this.issues = issues;
     this.errors = issues.map((issue) => ({ propertyPath: issue.key, reason: issue.reason }));

@@ -15,7 +15,7 @@ import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import semver from "semver";
 import { CohortRun } from "../components/run/CohortRun.js";
-import { HostPrerequisiteError, HostProfile, inspectRuntimeBundle } from "../components/host/HostProfile.js";
+import { HostPrerequisiteError, HostProfile, inspectRuntimeBundle } from "../components/host/index.js";
 import { cacheRoot, toolDir } from "../common/paths.js";
 import { resolveRunSpec, RUNTIME_BUNDLE } from "./config.js";
 import { MEMBER_PRESETS } from "./members.js";

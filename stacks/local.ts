@@ -66,7 +66,6 @@ import {
   planClusterRun,
   planQuota,
   queueOutputs,
-  refuseMissingManifests,
   resolvePodRunSpec,
   zodIssues,
   type ClusterKnobs,
@@ -74,6 +73,7 @@ import {
   type PodRunSpec,
 } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
+import { refusing } from "./errors.js";
 import { local, type ImagePin } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
@@ -652,7 +652,7 @@ export interface LocalBuildOverrides {
 export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides = {}): StackOutputs {
   const { config, projectDir } = ctx;
   const facts = overrides.facts ?? hostFacts();
-  const plan = refuseMissingManifests(() =>
+  const plan = refusing(() =>
     planLocal({
       config,
       raw: ctx.raw,
@@ -696,7 +696,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     controller: "in-cluster",
     image: plan.images.refs.kueue,
     configuration: plan.configuration,
-    webhookProbe: { nodePath: cluster.nodePath, projectDir, toolEnvironment: cluster.tools.environment, kubeconfig: cluster.kubeconfig },
+    webhookProbe: cluster,
     queue: { resourceFlavor: LOCAL_QUEUES.resourceFlavor, clusterQueue: LOCAL_QUEUES.clusterQueue, nominalQuota: plan.quota.nominalQuota },
     manifests: plan.manifests.kueue,
     queueDependsOn: cluster.capacityCheck !== undefined ? [cluster.capacityCheck] : [],

@@ -15,9 +15,9 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
-import * as pulumi from "@pulumi/pulumi";
 import type { RunSpecInput } from "../runtime/index.js";
 import { hostMembers, type NpmMemberProgramPin } from "../common/pins.js";
+import { CohortLabError } from "../components/errors.js";
 
 /** One role of a RunSpec as the user writes it (before runtime defaults). */
 export type RoleInput = RunSpecInput["roles"][number];
@@ -65,10 +65,10 @@ export interface MemberPreset {
 
 /**
  * The member program is missing or not at its pinned version (an install problem, not a config one).
- * The message names the package, the path looked at, what was found and the fix. A `pulumi.RunError`,
- * so the engine prints it without a stack trace.
+ * The message names the package, the path looked at, what was found and the fix. A components/errors.ts
+ * `CohortLabError`, so the engine prints it without a stack trace.
  */
-export class MemberProgramError extends pulumi.RunError {
+export class MemberProgramError extends CohortLabError {
   constructor(message: string) {
     super(message);
     this.name = "MemberProgramError";

@@ -48,7 +48,6 @@ import {
   planClusterRun,
   planQuota,
   queueOutputs,
-  refuseMissingManifests,
   resolvePodRunSpec,
   RUNTIME_BUNDLE,
   zodIssues,
@@ -56,6 +55,7 @@ import {
   type ClusterManifests,
 } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
+import { refusing } from "./errors.js";
 import { local } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
@@ -178,7 +178,7 @@ export function planSim(input: SimPlanInput): SimPlan {
  */
 export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manifests" | "bundle"> = {}): StackOutputs {
   const { config, projectDir } = ctx;
-  const plan = refuseMissingManifests(() => planSim({ config, raw: ctx.raw, projectDir, stack: ctx.stack, ...inject }));
+  const plan = refusing(() => planSim({ config, raw: ctx.raw, projectDir, stack: ctx.stack, ...inject }));
   const ports = portsFromBase(plan.sim.portBase);
   const nodePath = process.execPath;
 
@@ -195,7 +195,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     provider,
     pool: SIM_DEFAULTS.pool,
     count: plan.sim.nodes,
-    sim: { stateDir: cluster.stateDir, nodePath, projectDir },
+    sim: cluster,
   });
 
   // The manager's image is never deployed (controller: "external"); the tag names the release it is built from.

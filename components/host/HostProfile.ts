@@ -10,6 +10,7 @@ import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { NATIVE_LAUNCHER_NAME, launcherBeside } from "../../runtime/index.js";
+import { CohortLabError } from "../errors.js";
 
 /** Arguments of {@link HostProfile}. Plain values: they are checked before any resource exists. */
 export interface HostProfileArgs {
@@ -40,7 +41,7 @@ export interface RuntimeBundleInfo {
 }
 
 /** A host prerequisite is missing (raised before any resource is created; printed without a stack trace). */
-export class HostPrerequisiteError extends pulumi.RunError {
+export class HostPrerequisiteError extends CohortLabError {
   constructor(message: string) {
     super(message);
     this.name = "HostPrerequisiteError";

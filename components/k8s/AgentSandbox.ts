@@ -14,7 +14,8 @@
  */
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { createObject, objectKey } from "./k8sObject.js";
+import { objectKey } from "./k8sObject.js";
+import { applyRelease } from "./release.js";
 import { renderAgentSandboxInstall, SANDBOX_CRD } from "./manifests/agentSandbox.js";
 import { AGENT_SANDBOX_MANIFESTS, loadManifests, type KubernetesObject } from "./manifests/cache.js";
 import type { ControllerMode } from "./manifests/kueue.js";
@@ -58,25 +59,20 @@ export class AgentSandbox extends pulumi.ComponentResource {
     const rendered = renderAgentSandboxInstall(upstream, { controller: args.controller, image: args.image });
     super("cohortlab:k8s:AgentSandbox", name, {}, opts);
     this.provider = args.provider;
-    const base = { parent: this, provider: args.provider };
-    const install: pulumi.CustomResource[] = [];
-    let namespace: pulumi.CustomResource | undefined;
-    let crd: pulumi.CustomResource | undefined;
-    let deployment: pulumi.CustomResource | undefined;
-    for (const obj of rendered) {
-      const own = obj.kind === "Deployment" ? [...install] : obj.kind !== "Namespace" && namespace !== undefined ? [namespace] : [];
-      const dependsOn = [...(args.waitFor ?? []), ...own];
-      const resource = createObject(name, obj, { ...base, dependsOn });
-      if (obj.kind === "Namespace") namespace = resource;
-      if (obj.kind === "CustomResourceDefinition" && obj.metadata.name === SANDBOX_CRD) crd = resource;
-      if (obj.kind === "Deployment") deployment = resource;
-      install.push(resource);
-    }
-    this.install = install;
-    this.sandboxCrd = crd!;
+    const applied = applyRelease(name, rendered, { parent: this, provider: args.provider, waitFor: args.waitFor ?? [] });
+    const deployment = applied.find((a) => a.object.kind === "Deployment")?.resource;
+    this.install = applied.map((a) => a.resource);
+    this.sandboxCrd = applied.find((a) => a.object.kind === "CustomResourceDefinition" && a.object.metadata.name === SANDBOX_CRD)!.resource;
     if (deployment !== undefined) this.deployment = deployment;
     this.ready = deployment !== undefined ? [this.sandboxCrd, deployment] : [this.sandboxCrd];
     this.objects = rendered;
-    this.registerOutputs({ objects: rendered.map(objectKey) });
+    this.registerOutputs({
+      provider: this.provider,
+      install: this.install,
+      sandboxCrd: this.sandboxCrd,
+      deployment: this.deployment,
+      ready: this.ready,
+      objects: rendered.map(objectKey),
+    });
   }
 }

@@ -7,8 +7,8 @@
  *   controller wiring). One typed resource per object, each with the explicit provider. Order: Namespace →
  *   everything else → the manager Deployment (awaited by pulumi-kubernetes: rolled out and Ready, and Kueue's
  *   readiness probe passes only once its webhook server serves) → the visibility APIServices.
- * - Webhook gate (`in-cluster`): a Command that sends server-side dry-run creates through the API server
- *   (components/kind/steps.cjs `webhook-probe`): a `v1beta1` LocalQueue (CRD conversion webhook), a
+ * - Webhook gate (`in-cluster`): a Command of the cluster ({@link WebhookProber}, `KindCluster.webhookProbe`) that
+ *   sends server-side dry-run creates through the API server: a `v1beta1` LocalQueue (CRD conversion webhook), a
  *   ResourceFlavor (validating webhook) and a Pod with a queue name that must come back with Kueue's
  *   scheduling gate (pod mutating webhook). A Deployment can be Ready before the API server can call it (the
  *   CA bundle is injected asynchronously); custom resources created then fail (pulumi/pulumi-kubernetes#1712, #3176).
@@ -19,15 +19,15 @@
  *
  * @see https://kueue.sigs.k8s.io/docs/installation/#install-a-released-version
  */
-import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { createObject, objectKey } from "./k8sObject.js";
-import { stepCommand } from "../kind/KindCluster.js";
+import { applyRelease } from "./release.js";
 import { loadManifests, KUEUE_MANIFESTS, type KubernetesObject } from "./manifests/cache.js";
 import {
   KUEUE_API_VERSION,
   KUEUE_DEPLOYMENT,
+  ManifestShapeError,
   renderClusterQueue,
   renderKueueInstall,
   renderResourceFlavor,
@@ -36,17 +36,14 @@ import {
   type ResourceFlavorInput,
 } from "./manifests/kueue.js";
 
-/** How the in-cluster webhook gate reaches the cluster. */
-export interface WebhookProbeSettings {
-  /** Node binary and project directory for components/kind/steps.cjs. */
-  readonly nodePath: string;
-  readonly projectDir: string;
-  /** `COHORT_KIND_*`/`COHORT_KUBECTL_*` entries (KindCluster.tools.environment). */
-  readonly toolEnvironment: Readonly<Record<string, string>>;
-  /** The cluster's kubeconfig (secret; passed in the environment, never in the command line). */
-  readonly kubeconfig: pulumi.Input<string>;
-  /** How long the probes may take. @default 180000 */
-  readonly timeoutMs?: number;
+/** What runs the in-cluster webhook gate: the cluster (components/kind/KindCluster.ts `KindCluster` satisfies it). */
+export interface WebhookProber {
+  /** Creates the gate Command `name` with `opts`; it succeeds once every probe's dry-run create is accepted. */
+  webhookProbe(
+    name: string,
+    o: { readonly probes: ReturnType<typeof kueueWebhookProbes>; readonly triggers: readonly unknown[]; readonly timeoutMs: number },
+    opts: pulumi.CustomResourceOptions,
+  ): pulumi.Resource;
 }
 
 /** Arguments of {@link Kueue}. */
@@ -60,8 +57,10 @@ export interface KueueArgs {
   readonly configuration: KueueConfigurationInput;
   /** `external`: the local manager's webhook port (1-65535). */
   readonly externalWebhookPort?: number;
-  /** `in-cluster`: how the webhook gate reaches the cluster. Required for `in-cluster`. */
-  readonly webhookProbe?: WebhookProbeSettings;
+  /** `in-cluster`: the cluster that runs the webhook gate (a `KindCluster`). Required for `in-cluster`. */
+  readonly webhookProbe?: WebhookProber;
+  /** `in-cluster`: how long the webhook gate's probes may take. @default 180000 */
+  readonly webhookProbeTimeoutMs?: number;
   /**
    * `external`: what proves the manager's webhooks serve. Required for `external`: either resources, or a
    * function that receives the install resources (CRDs, webhook configurations, Service) and returns them.
@@ -121,7 +120,8 @@ export function kueueWebhookProbes(podImage: string): { name: string; manifest: 
  * Children: one resource per release object (`<name>:<namespace>/<object>` or `<name>:<object>`), the gate
  * `<name>-webhook-probe` (in-cluster), `<name>:<flavor>` (ResourceFlavor) and `<name>:<clusterQueue>` (ClusterQueue).
  *
- * @throws {pulumi.RunError} when the mode's required argument is missing
+ * @throws {pulumi.InputPropertyError} when the mode's required argument is missing
+ * @throws {ManifestShapeError} when the release has no CRD for a Kueue kind the component creates
  * @throws {ManifestsMissingError} when the release manifests are not in the tool cache
  */
 export class Kueue extends pulumi.ComponentResource {
@@ -147,8 +147,12 @@ export class Kueue extends pulumi.ComponentResource {
   public readonly objects: readonly KubernetesObject[];
 
   constructor(name: string, args: KueueArgs, opts?: pulumi.ComponentResourceOptions) {
-    if (args.controller === "in-cluster" && args.webhookProbe === undefined) throw new pulumi.RunError(`Kueue ${name}: controller "in-cluster" needs webhookProbe`);
-    if (args.controller === "external" && args.webhookReady === undefined) throw new pulumi.RunError(`Kueue ${name}: controller "external" needs webhookReady`);
+    if (args.controller === "in-cluster" && args.webhookProbe === undefined) {
+      throw new pulumi.InputPropertyError({ propertyPath: "webhookProbe", reason: `Kueue ${name}: controller "in-cluster" needs webhookProbe` });
+    }
+    if (args.controller === "external" && args.webhookReady === undefined) {
+      throw new pulumi.InputPropertyError({ propertyPath: "webhookReady", reason: `Kueue ${name}: controller "external" needs webhookReady` });
+    }
     const upstream = args.manifests ?? loadManifests(KUEUE_MANIFESTS);
     const rendered = renderKueueInstall(upstream, {
       controller: args.controller,
@@ -166,42 +170,19 @@ export class Kueue extends pulumi.ComponentResource {
     this.provider = args.provider;
     const base = { parent: this, provider: args.provider };
 
-    const install: pulumi.CustomResource[] = [];
-    const crds = new Map<string, pulumi.CustomResource>();
-    let namespace: pulumi.CustomResource | undefined;
-    let deployment: pulumi.CustomResource | undefined;
-    for (const obj of rendered) {
-      let dependsOn: pulumi.Resource[] = [];
-      if (obj.kind === "Deployment") dependsOn = [...install];
-      else if (obj.kind === "APIService") dependsOn = deployment !== undefined ? [deployment] : [];
-      else if (obj.kind !== "Namespace" && namespace !== undefined) dependsOn = [namespace];
-      const resource = createObject(name, obj, { ...base, dependsOn });
-      if (obj.kind === "Namespace") namespace = resource;
-      if (obj.kind === "CustomResourceDefinition") crds.set(obj.metadata.name, resource);
-      if (obj.kind === "Deployment" && obj.metadata.name === KUEUE_DEPLOYMENT) deployment = resource;
-      install.push(resource);
-    }
+    const applied = applyRelease(name, rendered, base);
+    const install = applied.map((a) => a.resource);
+    const crds = new Map(applied.filter((a) => a.object.kind === "CustomResourceDefinition").map((a) => [a.object.metadata.name, a.resource] as const));
+    const deployment = applied.find((a) => a.object.kind === "Deployment" && a.object.metadata.name === KUEUE_DEPLOYMENT)?.resource;
 
     let webhookReady: readonly pulumi.Resource[];
     if (args.controller === "in-cluster") {
-      const probe = args.webhookProbe!;
       const manager = rendered.find((o) => o.kind === "Deployment");
       webhookReady = [
-        new command.local.Command(
+        args.webhookProbe!.webhookProbe(
           `${name}-webhook-probe`,
-          {
-            create: stepCommand(probe.nodePath, "webhook-probe"),
-            dir: probe.projectDir,
-            environment: {
-              ...probe.toolEnvironment,
-              COHORT_KUBECONFIG: pulumi.secret(probe.kubeconfig),
-              COHORT_PROBES: JSON.stringify(kueueWebhookProbes(args.image)),
-              COHORT_PROBE_TIMEOUT_MS: String(probe.timeoutMs ?? 180_000),
-            },
-            // A new manager (image, configuration) is probed again.
-            triggers: [JSON.stringify(manager ?? null)],
-            addPreviousOutputInEnv: false,
-          },
+          // A new manager (image, configuration) is probed again.
+          { probes: kueueWebhookProbes(args.image), triggers: [JSON.stringify(manager ?? null)], timeoutMs: args.webhookProbeTimeoutMs ?? 180_000 },
           { parent: this, dependsOn: install },
         ),
       ];
@@ -212,7 +193,7 @@ export class Kueue extends pulumi.ComponentResource {
 
     const crdFor = (kind: string) => {
       const crd = crds.get(`${kind.toLowerCase()}s.kueue.x-k8s.io`);
-      if (crd === undefined) throw new pulumi.RunError(`Kueue ${name}: the release has no CRD for ${kind}`);
+      if (crd === undefined) throw new ManifestShapeError(`Kueue ${name}: the release has no CRD for ${kind}`);
       return crd;
     };
     const queueDependsOn = args.queueDependsOn ?? [];
@@ -231,6 +212,14 @@ export class Kueue extends pulumi.ComponentResource {
     this.resourceFlavorName = args.queue.resourceFlavor;
     this.objects = [...rendered, flavor, clusterQueue];
     this.registerOutputs({
+      provider: this.provider,
+      install: this.install,
+      crds: Object.fromEntries(crds),
+      deployment: this.deployment,
+      webhookReady: this.webhookReady,
+      resourceFlavor: this.resourceFlavor,
+      clusterQueue: this.clusterQueue,
+      localQueueReady: this.localQueueReady,
       clusterQueueName: this.clusterQueueName,
       resourceFlavorName: this.resourceFlavorName,
       objects: this.objects.map(objectKey),

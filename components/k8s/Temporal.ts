@@ -41,7 +41,7 @@ export class Temporal extends pulumi.ComponentResource {
 
   constructor(name: string, args: TemporalArgs, opts?: pulumi.ComponentResourceOptions) {
     if (!Number.isInteger(args.nodePort) || args.nodePort < 30000 || args.nodePort > 32767) {
-      throw new pulumi.RunError(`Temporal ${name}: nodePort must be an integer from 30000 to 32767 (got ${args.nodePort})`);
+      throw new pulumi.InputPropertyError({ propertyPath: "nodePort", reason: `Temporal ${name}: nodePort must be an integer from 30000 to 32767 (got ${args.nodePort})` });
     }
     const ns = args.namespace ?? SYSTEM_NAMESPACE;
     const [deploymentObj, serviceObj] = renderTemporal({ image: args.image, nodePort: args.nodePort, namespace: ns });
@@ -58,6 +58,13 @@ export class Temporal extends pulumi.ComponentResource {
     this.service = createObject(name, serviceObj!, { ...base, dependsOn: [...waitFor, this.namespace] });
     this.hostAddress = pulumi.output(`127.0.0.1:${args.hostPort}`);
     this.clusterAddress = pulumi.output(`${TEMPORAL_NAME}.${ns}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`);
-    this.registerOutputs({ hostAddress: this.hostAddress, clusterAddress: this.clusterAddress });
+    this.registerOutputs({
+      provider: this.provider,
+      namespace: this.namespace,
+      deployment: this.deployment,
+      service: this.service,
+      hostAddress: this.hostAddress,
+      clusterAddress: this.clusterAddress,
+    });
   }
 }

@@ -6,6 +6,7 @@
  * @see https://github.com/kubernetes/apimachinery/blob/master/pkg/api/resource/quantity.go (grammar)
  * @see https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#meaning-of-cpu
  */
+import { CohortLabError } from "../errors.js";
 
 /** `<sign><digits>.<digits><exponent | suffix>`; at least one digit is required (checked by the callers of the match). */
 const QUANTITY_RE = /^([+-]?)(\d*)(?:\.(\d*))?(?:([eE][+-]?\d+)|(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E))?$/;
@@ -16,7 +17,7 @@ const DECIMAL_EXP: Record<string, number> = { n: -9, u: -6, m: -3, k: 3, M: 6, G
 export type QuantityProblem = "malformed" | "negative" | "too large";
 
 /** A quantity was refused; `problem` says why (the caller words the message with its own key). */
-export class QuantityError extends Error {
+export class QuantityError extends CohortLabError {
   constructor(
     readonly text: string,
     readonly problem: QuantityProblem,

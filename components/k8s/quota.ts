@@ -23,6 +23,7 @@
  * @see https://kueue.sigs.k8s.io/docs/concepts/cluster_queue/#resources (nominalQuota)
  */
 import { parseQuantityValue, QuantityError } from "./quantity.js";
+import { CohortLabError } from "../errors.js";
 
 /** Amounts in base units: CPU in millicores, memory in bytes. */
 export interface Amount {
@@ -124,12 +125,12 @@ export interface QuotaResult {
 }
 
 /** A quantity or quota was refused; `key` names the config key or input field. */
-export class QuotaError extends Error {
+export class QuotaError extends CohortLabError {
   constructor(
     readonly key: string,
     readonly reason: string,
   ) {
-    super(`${key}: ${reason}`);
+    super(`${key}: ${reason}`, { propertyPath: key });
     this.name = "QuotaError";
   }
 }

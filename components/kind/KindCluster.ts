@@ -33,7 +33,8 @@ import { cacheRoot, toolDir } from "../../common/paths.js";
 import { readStamp } from "../../common/stamp.js";
 import { shellQuote } from "../../common/shell.js";
 import { local, sim, type BinaryPlatform } from "../../common/pins.js";
-import { OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type KindKubeadmSettings, type RenderedKindConfig } from "./kindConfig.js";
+import { OWNER_LABELS, renderKindConfig, TEMPORAL_NODE_PORT, type KindKubeadmSettings } from "./kindConfig.js";
+import { CohortLabError } from "../errors.js";
 
 /** Arguments of {@link KindCluster}. Plain values: all are checked before any resource exists. */
 export interface KindClusterArgs {
@@ -102,7 +103,7 @@ export interface CapacityPlan {
 }
 
 /** The machine's platform has no pinned kind/kubectl SHA-256. */
-export class UnsupportedPlatformError extends pulumi.RunError {
+export class UnsupportedPlatformError extends CohortLabError {
   constructor(platform: string) {
     const known = Object.keys(local.kind.platforms).join(", ");
     super(
@@ -186,12 +187,31 @@ export function localTools(platform: string, root: string, env: NodeJS.ProcessEn
  */
 export const STEPS_ENTRY = "scripts/local-profile.cjs";
 
+/** A step of components/kind/steps.cjs. */
+export type KindStep = "create" | "delete" | "webhook-probe" | "run-summary" | "run-progress" | "run-forget" | "capacity-check" | "load-images";
+
 /** The command line of one step of components/kind/steps.cjs (run with `dir` = the project directory). */
-export function stepCommand(
-  nodePath: string,
-  step: "create" | "delete" | "webhook-probe" | "run-summary" | "run-progress" | "run-forget" | "capacity-check" | "load-images",
-): string {
+export function stepCommand(nodePath: string, step: KindStep): string {
   return `${shellQuote(nodePath)} ${STEPS_ENTRY} ${step}`;
+}
+
+/** How a `command:local:Command` runs one host-side step against a {@link KindCluster} ({@link KindCluster.hostStep}). */
+export interface KindHostStep {
+  /** The step's command line. */
+  readonly command: string;
+  /** The project directory (the command's `dir`). */
+  readonly dir: string;
+  /** The pinned tools' `COHORT_KIND_*`/`COHORT_KUBECTL_*` entries; the caller adds the step's own. */
+  readonly environment: Readonly<Record<string, string>>;
+}
+
+/** One server-side dry-run create of {@link KindCluster.webhookProbe} (components/kind/steps.cjs `webhook-probe`). */
+export interface WebhookProbe {
+  /** What the probe proves, for messages. */
+  readonly name: string;
+  readonly manifest: unknown;
+  /** A scheduling gate the dry-run object must come back with (a mutating webhook's work). */
+  readonly expectSchedulingGate?: string;
 }
 
 /** The kind node image reference from the pins. */
@@ -212,8 +232,6 @@ export class KindCluster extends pulumi.ComponentResource {
   /** `kind-<clusterName>`: the context kind writes into the user's kubeconfig. */
   public readonly kubeContext: pulumi.Output<string>;
   public readonly clusterName: string;
-  /** The rendered kind config (YAML) and its owner labels. */
-  public readonly kindConfig: RenderedKindConfig;
   /** The Command that creates and deletes the cluster. */
   public readonly cluster: command.local.Command;
   /** Loopback host port of the Temporal NodePort. */
@@ -222,20 +240,24 @@ export class KindCluster extends pulumi.ComponentResource {
   public readonly temporalNodePort: number;
   /** Absolute host path of the artifacts directory. */
   public readonly artifactsDir: string;
-  /** The pinned tools and the environment the step script needs. */
-  public readonly tools: LocalTools;
   /** The capacity check (when `capacity` was given): depend on it before creating the ClusterQueue. */
   public readonly capacityCheck?: command.local.Command;
   /** The image load (when `images` were given): depend on it before any pod uses one of them. */
   public readonly imagesLoaded?: command.local.Command;
-  /** Node binary and project directory the step commands use. */
-  public readonly nodePath: string;
-  public readonly projectDir: string;
+  /** Node binary and project directory the step commands use, and the pinned tools' environment. */
+  private readonly nodePath: string;
+  private readonly projectDir: string;
+  private readonly tools: LocalTools;
 
   constructor(name: string, args: KindClusterArgs, opts?: pulumi.ComponentResourceOptions) {
     const platform = args.platform ?? `${process.platform}-${process.arch}`;
     const tools = localTools(platform, args.toolCacheRoot ?? cacheRoot());
-    if (!path.isAbsolute(args.artifactsDir)) throw new pulumi.RunError(`KindCluster ${name}: artifactsDir must be absolute (got ${JSON.stringify(args.artifactsDir)})`);
+    if (!path.isAbsolute(args.artifactsDir)) {
+      throw new pulumi.InputPropertyError({
+        propertyPath: "artifactsDir",
+        reason: `KindCluster ${name}: artifactsDir must be absolute (got ${JSON.stringify(args.artifactsDir)})`,
+      });
+    }
     const temporalHostPort = args.temporalHostPort ?? 7233;
     const nodeImage = args.nodeImage ?? { ref: pinnedNodeImage() };
     const rendered = renderKindConfig({
@@ -250,6 +272,9 @@ export class KindCluster extends pulumi.ComponentResource {
     super("cohortlab:local:KindCluster", name, {}, opts);
 
     const nodePath = args.nodePath ?? process.execPath;
+    this.nodePath = nodePath;
+    this.projectDir = args.projectDir;
+    this.tools = tools;
     this.cluster = new command.local.Command(
       `${name}-kind`,
       {
@@ -324,20 +349,62 @@ export class KindCluster extends pulumi.ComponentResource {
     }
     this.kubeContext = pulumi.output(`kind-${args.clusterName}`);
     this.clusterName = args.clusterName;
-    this.kindConfig = rendered;
     this.temporalHostPort = temporalHostPort;
     this.temporalNodePort = TEMPORAL_NODE_PORT;
     this.artifactsDir = args.artifactsDir;
-    this.tools = tools;
-    this.nodePath = nodePath;
-    this.projectDir = args.projectDir;
     this.registerOutputs({
+      provider: this.provider,
       kubeconfig: this.kubeconfig,
       kubeContext: this.kubeContext,
-      provider: this.provider,
+      clusterName: this.clusterName,
       cluster: this.cluster,
+      temporalHostPort: this.temporalHostPort,
+      temporalNodePort: this.temporalNodePort,
+      artifactsDir: this.artifactsDir,
       capacityCheck: this.capacityCheck,
       imagesLoaded: this.imagesLoaded,
     });
+  }
+
+  /**
+   * How a Command runs `step` of components/kind/steps.cjs on this host against this cluster: the command line,
+   * the project directory and the pinned tools' environment (the caller adds `COHORT_KUBECONFIG` and the step's
+   * own entries).
+   */
+  public hostStep(step: KindStep): KindHostStep {
+    return { command: stepCommand(this.nodePath, step), dir: this.projectDir, environment: this.tools.environment };
+  }
+
+  /**
+   * A webhook gate: a Command (`name`, with `opts`: the caller's parent and the install it waits for) that sends
+   * `probes` as server-side dry-run creates through the API server until every one is accepted (components/kind/steps.cjs
+   * `webhook-probe`). A Deployment can be Ready before the API server can call its webhooks (the CA bundle is
+   * injected asynchronously); depend on the returned Command before creating custom resources.
+   *
+   * @param o.triggers - what re-runs the probes (e.g. the manager's object)
+   * @param o.timeoutMs - how long the probes may take
+   */
+  public webhookProbe(
+    name: string,
+    o: { readonly probes: readonly WebhookProbe[]; readonly triggers: readonly unknown[]; readonly timeoutMs: number },
+    opts: pulumi.CustomResourceOptions,
+  ): command.local.Command {
+    const step = this.hostStep("webhook-probe");
+    return new command.local.Command(
+      name,
+      {
+        create: step.command,
+        dir: step.dir,
+        environment: {
+          ...step.environment,
+          COHORT_KUBECONFIG: pulumi.secret(this.kubeconfig),
+          COHORT_PROBES: JSON.stringify(o.probes),
+          COHORT_PROBE_TIMEOUT_MS: String(o.timeoutMs),
+        },
+        triggers: [...o.triggers],
+        addPreviousOutputInEnv: false,
+      },
+      opts,
+    );
   }
 }

@@ -24,6 +24,7 @@ import { hostMembers, localImages, toolchain } from "../../common/pins";
 import { cacheRoot, repoRoot, toolDir } from "../../common/paths";
 import { canonicalJson, readStamp } from "../../common/stamp";
 import { localBinaryLocations, localBinDirEnv, type LocalBinaryName } from "../../common/local-catalog";
+import { CohortLabError } from "../errors";
 
 /** Keys of the images, in build order (the Node image first: OpenClaw is built on it). */
 export const APP_IMAGE_KEYS = ["runtime", "openclaw", "temporal", "agentSandbox", "kueue"] as const;
@@ -367,7 +368,7 @@ export interface SourceBinary {
 }
 
 /** Raised when a source executable of an image is not built (the message names the tool set that builds it). */
-export class AppImageSourceMissingError extends Error {
+export class AppImageSourceMissingError extends CohortLabError {
   constructor(
     readonly key: AppImageKey,
     message: string,
@@ -539,7 +540,7 @@ export function nodeImportArgs(image: Pick<AppImage, "repository">, archive = "-
 }
 
 /** Raised by {@link findAppImages} when images are not built; the message says to run the tool set. */
-export class AppImagesMissingError extends Error {
+export class AppImagesMissingError extends CohortLabError {
   /** @param missing - one entry per image: `<key> (<why>)`. */
   constructor(readonly missing: readonly string[]) {
     super(`local images not built: ${missing.join("; ")}. Run \`npm run toolchain -- local-apps\``);

@@ -16,6 +16,7 @@
  */
 import { createHash } from "node:crypto";
 import * as YAML from "yaml";
+import { CohortLabError } from "../errors.js";
 
 /** Where the artifacts directory is mounted inside every kind node (and where pods find it). */
 export const ARTIFACTS_NODE_PATH = "/var/lib/cohort-lab-artifacts";
@@ -110,12 +111,12 @@ export interface RenderedKindConfig {
 }
 
 /** A kind config input was refused. `field` is the input's name. */
-export class KindConfigError extends Error {
+export class KindConfigError extends CohortLabError {
   constructor(
     readonly field: string,
     message: string,
   ) {
-    super(`${field}: ${message}`);
+    super(`${field}: ${message}`, { propertyPath: field });
     this.name = "KindConfigError";
   }
 }

@@ -404,7 +404,8 @@ async function webhookProbe() {
   await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
     for (const probe of probes) {
       let attempts = 0;
-      let last = "";
+      /** @type {string} */
+      let last;
       for (;;) {
         attempts += 1;
         const r = run(kubectl, ["--kubeconfig", file, "create", "--dry-run=server", "-o", "json", "--request-timeout=10s", "-f", "-"], {
@@ -437,7 +438,8 @@ async function runSummary() {
   const deadline = Date.now() + Number(env("COHORT_WAIT_MS"));
   await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
     const kubectlArgs = ["--kubeconfig", file, "--namespace", ns, "--request-timeout=20s"];
-    let state = "";
+    /** @type {string} */
+    let state;
     for (;;) {
       const r = run(kubectl, [...kubectlArgs, "get", "job", job, "-o", "json"]);
       if (r.status !== 0) throw new StepError(`kubectl get job ${ns}/${job} failed: ${tail(r.stderr, 3)}`);

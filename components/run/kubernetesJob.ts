@@ -23,29 +23,26 @@
  *   the log prints one note and exits 0), has the same triggers as the summary (a new run replaces it) and does
  *   nothing on delete. With the upstream command provider fd 3 is not open: it notes that and exits at once.
  */
-import { createHash } from "node:crypto";
 import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan } from "./execution.js";
+import { jsonDigest } from "../digest.js";
 import { createObject } from "../k8s/k8sObject.js";
-import { stepCommand } from "../kind/KindCluster.js";
+import type { KindHostStep } from "../kind/KindCluster.js";
 import { RUNTIME_NAMES } from "./manifests.js";
 import type { Runtime } from "./Runtime.js";
 
 /**
- * The cluster a run's Job executes in, and the host side that reads its result (a {@link KindCluster}
- * satisfies it): its provider, its kubeconfig (a secret) and what the host-side steps
- * (components/kind/steps.cjs `run-summary`, `run-progress`, `run-forget`) run with.
+ * The cluster a run's Job executes in, and the host side that reads its result (a `KindCluster`
+ * satisfies it): its provider, its kubeconfig (a secret) and how the host-side steps
+ * (components/kind/steps.cjs `run-summary`, `run-progress`, `run-forget`) run.
  */
 export interface JobCluster {
   readonly provider: k8s.Provider;
   readonly kubeconfig: pulumi.Input<string>;
-  /** Node binary and project directory of the host-side steps. */
-  readonly nodePath: string;
-  readonly projectDir: string;
-  /** Tool environment of the steps (`COHORT_KUBECTL_*`). */
-  readonly tools: { readonly environment: Readonly<Record<string, string>> };
+  /** The command line, directory and tool environment (`COHORT_KUBECTL_*`) of a host-side step. */
+  hostStep(step: "run-summary" | "run-progress" | "run-forget"): KindHostStep;
 }
 
 /** `CohortRunArgs.execution` for a run that executes as a Kubernetes Job. */
@@ -59,11 +56,6 @@ export interface KubernetesJobExecution {
   readonly dependsOn: readonly pulumi.Resource[];
   /** Where the ledgers land: the host directory and the same directory's path inside the nodes. */
   readonly artifacts: { readonly hostDir: string; readonly nodePath: string };
-}
-
-/** SHA-256 (hex) of a JSON value. */
-function digest(value: unknown): string {
-  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
 }
 
 /**
@@ -82,9 +74,11 @@ export function executeAsKubernetesJob(plan: ExecutionPlan, args: KubernetesJobE
     dependsOn: [...run.resources, ...args.dependsOn],
     customTimeouts: { create: `${deadline + 120}s`, update: `${deadline + 120}s` },
   });
-  const triggers = [digest(job), plan.specSha256];
+  const triggers = [jsonDigest(job), plan.specSha256];
+  const progress = cluster.hostStep("run-progress");
+  const report = cluster.hostStep("run-summary");
   const logAccess = {
-    ...cluster.tools.environment,
+    ...report.environment,
     COHORT_KUBECONFIG: pulumi.secret(cluster.kubeconfig),
     COHORT_NAMESPACE: run.namespaceName,
     COHORT_JOB: RUNTIME_NAMES.job,
@@ -95,8 +89,8 @@ export function executeAsKubernetesJob(plan: ExecutionPlan, args: KubernetesJobE
   new command.local.Command(
     `${plan.name}-progress`,
     {
-      create: stepCommand(cluster.nodePath, "run-progress"),
-      dir: cluster.projectDir,
+      create: progress.command,
+      dir: progress.dir,
       // The status pipe (fd 3) of the substitute command provider: lines shown on this row, stored nowhere.
       environment: { ...logAccess, [STATUS_FD_ENV]: "3" },
       triggers,
@@ -107,10 +101,10 @@ export function executeAsKubernetesJob(plan: ExecutionPlan, args: KubernetesJobE
   const summary = new command.local.Command(
     `${plan.name}-summary`,
     {
-      create: stepCommand(cluster.nodePath, "run-summary"),
+      create: report.command,
       // The summary of the previous create is in PULUMI_COMMAND_STDOUT: it names the ledger to remove.
-      delete: stepCommand(cluster.nodePath, "run-forget"),
-      dir: cluster.projectDir,
+      delete: cluster.hostStep("run-forget").command,
+      dir: report.dir,
       environment: {
         ...logAccess,
         COHORT_ARTIFACTS_DIR: args.artifacts.hostDir,

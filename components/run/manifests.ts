@@ -29,6 +29,7 @@ import { gzipSync } from "node:zlib";
 import { RUNTIME_POLICY_RULES } from "../../runtime/index.js";
 import type { KubernetesObject } from "../k8s/manifests/cache.js";
 import { renderLocalQueue } from "../k8s/manifests/kueue.js";
+import { CohortLabError } from "../errors.js";
 
 /** Names of the per-run objects (inside the run namespace). */
 export const RUNTIME_NAMES = {
@@ -109,7 +110,7 @@ export interface RunObjects {
 }
 
 /** The runtime bundle does not fit a ConfigMap. */
-export class RuntimeBundleTooLargeError extends Error {
+export class RuntimeBundleTooLargeError extends CohortLabError {
   constructor(message: string) {
     super(message);
     this.name = "RuntimeBundleTooLargeError";

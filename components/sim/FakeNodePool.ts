@@ -12,7 +12,7 @@ import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity, type FakeNodeManifest, type FakeNodeShape } from "./fakeNode.js";
-import { simctlCommand } from "./SimCluster.js";
+import type { SimctlStep } from "./SimCluster.js";
 
 /** Arguments of {@link FakeNodePool}. Plain values, checked before any resource exists. */
 export interface FakeNodePoolArgs {
@@ -24,8 +24,8 @@ export interface FakeNodePoolArgs {
   readonly count: number;
   /** Shape of every node. @default e2Standard16AgentNode */
   readonly shape?: FakeNodeShape;
-  /** The readiness gate: simctl's state dir, Node binary and project directory (SimCluster's fields). */
-  readonly sim: { readonly stateDir: string; readonly nodePath: string; readonly projectDir: string };
+  /** The sim the nodes join (a `SimCluster`): it runs the readiness gate (`simctl wait-nodes`). */
+  readonly sim: { simctl(words: readonly string[], args?: readonly string[]): SimctlStep };
 }
 
 /**
@@ -33,7 +33,7 @@ export interface FakeNodePoolArgs {
  *
  * Children: `<name>-<pool>-<NNNN>` (one Node each) and `<name>-ready` (the readiness gate Command).
  *
- * @throws {pulumi.RunError} when `pool` is not a DNS-1123 label of at most 40 characters or `count` is out of range
+ * @throws {pulumi.InputPropertyError} when `pool` is not a DNS-1123 label of at most 40 characters or `count` is out of range
  */
 export class FakeNodePool extends pulumi.ComponentResource {
   public readonly nodes: readonly k8s.core.v1.Node[];
@@ -46,10 +46,13 @@ export class FakeNodePool extends pulumi.ComponentResource {
 
   constructor(name: string, args: FakeNodePoolArgs, opts?: pulumi.ComponentResourceOptions) {
     if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(args.pool) || args.pool.length > 40) {
-      throw new pulumi.RunError(`FakeNodePool ${name}: pool must be a DNS-1123 label of at most 40 characters (got ${JSON.stringify(args.pool)})`);
+      throw new pulumi.InputPropertyError({
+        propertyPath: "pool",
+        reason: `FakeNodePool ${name}: pool must be a DNS-1123 label of at most 40 characters (got ${JSON.stringify(args.pool)})`,
+      });
     }
     if (!Number.isInteger(args.count) || args.count < 1 || args.count > 5000) {
-      throw new pulumi.RunError(`FakeNodePool ${name}: count must be an integer from 1 to 5000 (got ${args.count})`);
+      throw new pulumi.InputPropertyError({ propertyPath: "count", reason: `FakeNodePool ${name}: count must be an integer from 1 to 5000 (got ${args.count})` });
     }
     const shape = args.shape ?? e2Standard16AgentNode;
     const manifests = Array.from({ length: args.count }, (_, i) => fakeNodeManifest(args.pool, i, shape));
@@ -62,11 +65,12 @@ export class FakeNodePool extends pulumi.ComponentResource {
           { parent: this, provider: args.provider },
         ),
     );
+    const wait = args.sim.simctl(["wait-nodes"], ["--pool", args.pool, "--count", String(args.count)]);
     this.ready = new command.local.Command(
       `${name}-ready`,
       {
-        create: simctlCommand(args.sim.nodePath, ["wait-nodes", "--state-dir", args.sim.stateDir, "--pool", args.pool, "--count", String(args.count)]),
-        dir: args.sim.projectDir,
+        create: wait.command,
+        dir: wait.dir,
         triggers: [args.pool, args.count, JSON.stringify(shape)],
         logging: "stderr",
         addPreviousOutputInEnv: false,
@@ -75,6 +79,6 @@ export class FakeNodePool extends pulumi.ComponentResource {
     );
     this.manifests = manifests;
     this.capacities = manifests.map(toNodeCapacity);
-    this.registerOutputs({ nodes: manifests.map((m) => m.metadata.name) });
+    this.registerOutputs({ nodes: this.nodes, ready: this.ready, manifests: manifests.map((m) => m.metadata.name), capacities: this.capacities });
   }
 }

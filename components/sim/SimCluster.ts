@@ -17,13 +17,13 @@
  *
  * @see docs/sim.md
  */
-import { createHash } from "node:crypto";
 import * as path from "node:path";
 import * as command from "@pulumi/command";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { local, sim as simPins } from "../../common/pins.js";
 import { shellQuote } from "../../common/shell.js";
+import { jsonDigest } from "../digest.js";
 
 /** Arguments of {@link SimCluster}. Plain values: all are checked before any resource exists. */
 export interface SimClusterArgs {
@@ -87,9 +87,10 @@ export function simctlCommand(nodePath: string, args: readonly string[]): string
   return [nodePath, "--import", "tsx", SIMCTL_ENTRY, ...args].map(shellQuote).join(" ");
 }
 
-/** Lower-case hex SHA-256 of a JSON value. */
-function digest(value: unknown): string {
-  return createHash("sha256").update(JSON.stringify(value)).digest("hex");
+/** A simctl command line and the directory to run it in ({@link SimCluster.simctl}). */
+export interface SimctlStep {
+  readonly command: string;
+  readonly dir: string;
 }
 
 /**
@@ -98,7 +99,7 @@ function digest(value: unknown): string {
  * Children: `<name>-control-plane` (command:local:Command), `<name>-provider` (pulumi:providers:kubernetes), and
  * one `<name>-<controller>` Command per {@link SimCluster.controller} call.
  *
- * @throws {pulumi.RunError} when `stateDir` or `projectDir` is not absolute, or a port/delay is out of range
+ * @throws {pulumi.InputPropertyError} when `stateDir` or `projectDir` is not absolute, or a port/delay is out of range
  */
 export class SimCluster extends pulumi.ComponentResource {
   /** The control-plane Command (its stdout, a secret, is simctl's summary). */
@@ -112,23 +113,30 @@ export class SimCluster extends pulumi.ComponentResource {
   public readonly kubeContext: pulumi.Output<string>;
   /** The loopback ports by name (`kueueWebhook` is what the Kueue webhook Service points at). */
   public readonly ports: pulumi.Output<Readonly<Record<string, number>>>;
+  /** Absolute path of the state dir (pids, logs, PKI, etcd data, kubeconfig). */
   public readonly stateDir: string;
-  public readonly nodePath: string;
-  public readonly projectDir: string;
+  /** Node binary and project directory of the simctl commands. */
+  private readonly nodePath: string;
+  private readonly projectDir: string;
   private readonly baseName: string;
 
   constructor(name: string, args: SimClusterArgs, opts?: pulumi.ComponentResourceOptions) {
-    if (!path.isAbsolute(args.stateDir)) throw new pulumi.RunError(`SimCluster ${name}: stateDir must be absolute (got ${JSON.stringify(args.stateDir)})`);
-    if (!path.isAbsolute(args.projectDir)) throw new pulumi.RunError(`SimCluster ${name}: projectDir must be absolute (got ${JSON.stringify(args.projectDir)})`);
+    for (const field of ["stateDir", "projectDir"] as const) {
+      if (!path.isAbsolute(args[field]))
+        throw new pulumi.InputPropertyError({ propertyPath: field, reason: `SimCluster ${name}: ${field} must be absolute (got ${JSON.stringify(args[field])})` });
+    }
     if (args.portBase !== undefined && (!Number.isInteger(args.portBase) || args.portBase < 1024 || args.portBase > 65535 - 11)) {
-      throw new pulumi.RunError(`SimCluster ${name}: portBase must be an integer from 1024 to ${65535 - 11} (got ${args.portBase})`);
+      throw new pulumi.InputPropertyError({
+        propertyPath: "portBase",
+        reason: `SimCluster ${name}: portBase must be an integer from 1024 to ${65535 - 11} (got ${args.portBase})`,
+      });
     }
     for (const [field, v] of [
       ["podReadyDelayMs", args.podReadyDelayMs],
       ["podReadyJitterMs", args.podReadyJitterMs],
     ] as const) {
       if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 3_600_000))
-        throw new pulumi.RunError(`SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})`);
+        throw new pulumi.InputPropertyError({ propertyPath: field, reason: `SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})` });
     }
     super("cohortlab:sim:SimCluster", name, {}, opts);
     const nodePath = args.nodePath ?? process.execPath;
@@ -150,7 +158,7 @@ export class SimCluster extends pulumi.ComponentResource {
         create: simctlCommand(nodePath, startArgs),
         delete: simctlCommand(nodePath, ["stop", "--state-dir", args.stateDir]),
         dir: args.projectDir,
-        triggers: [args.stateDir, digest({ startArgs, pins: simPins, kueue: local.kueue.version, agentSandbox: local.agentSandbox.version })],
+        triggers: [args.stateDir, jsonDigest({ startArgs, pins: simPins, kueue: local.kueue.version, agentSandbox: local.agentSandbox.version })],
         logging: "stderr",
         addPreviousOutputInEnv: false,
       },
@@ -166,7 +174,7 @@ export class SimCluster extends pulumi.ComponentResource {
       `${name}-provider`,
       {
         kubeconfig: this.kubeconfig,
-        clusterIdentifier: `sim-${digest([args.stateDir, startArgs]).slice(0, 16)}`,
+        clusterIdentifier: `sim-${jsonDigest([args.stateDir, startArgs]).slice(0, 16)}`,
         deleteUnreachable: true,
         enableServerSideApply: true,
       },
@@ -177,13 +185,23 @@ export class SimCluster extends pulumi.ComponentResource {
     this.nodePath = nodePath;
     this.projectDir = args.projectDir;
     this.registerOutputs({
+      controlPlane: this.controlPlane,
+      provider: this.provider,
       kubeconfig: this.kubeconfig,
       kubeconfigPath: this.kubeconfigPath,
       apiserverUrl: this.apiserverUrl,
       kubeContext: this.kubeContext,
       ports: this.ports,
-      provider: this.provider,
+      stateDir: this.stateDir,
     });
+  }
+
+  /**
+   * How a Command runs simctl against this sim: `simctl <words> --state-dir <stateDir> <args>` and the project
+   * directory to run it in.
+   */
+  public simctl(words: readonly string[], args: readonly string[] = []): SimctlStep {
+    return { command: simctlCommand(this.nodePath, [...words, "--state-dir", this.stateDir, ...args]), dir: this.projectDir };
   }
 
   /**
@@ -195,15 +213,15 @@ export class SimCluster extends pulumi.ComponentResource {
    *   travels on stdin and is a trigger (a new Configuration restarts the manager).
    */
   public controller(controllerName: "kueue" | "agent-sandbox", dependsOn: readonly pulumi.Resource[], configuration?: string): command.local.Command {
-    const args = ["start-controller", controllerName, "--state-dir", this.stateDir, ...(configuration !== undefined ? ["--configuration", "-"] : [])];
+    const start = this.simctl(["start-controller", controllerName], configuration !== undefined ? ["--configuration", "-"] : []);
     return new command.local.Command(
       `${this.baseName}-${controllerName}`,
       {
-        create: simctlCommand(this.nodePath, args),
-        delete: simctlCommand(this.nodePath, ["stop-controller", controllerName, "--state-dir", this.stateDir]),
-        dir: this.projectDir,
+        create: start.command,
+        delete: this.simctl(["stop-controller", controllerName]).command,
+        dir: start.dir,
         ...(configuration !== undefined ? { stdin: configuration } : {}),
-        triggers: [this.stateDir, digest({ configuration: configuration ?? null })],
+        triggers: [this.stateDir, jsonDigest({ configuration: configuration ?? null })],
         logging: "stderr",
         addPreviousOutputInEnv: false,
       },

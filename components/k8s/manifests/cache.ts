@@ -23,6 +23,7 @@ import * as YAML from "yaml";
 import { cacheRoot, toolDir } from "../../../common/paths.js";
 import { canonicalJson, readStamp } from "../../../common/stamp.js";
 import { local } from "../../../common/pins.js";
+import { CohortLabError } from "../../errors.js";
 
 /** A Kubernetes object as parsed from a manifest (apiVersion, kind and metadata.name are checked on load). */
 export interface KubernetesObject {
@@ -90,7 +91,7 @@ export const AGENT_SANDBOX_MANIFESTS: ManifestSet = {
 export const AGENT_SANDBOX_IMAGE_PLACEHOLDER = "ko://sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller";
 
 /** The manifests of a set are not in the tool cache (or are stale or damaged). */
-export class ManifestsMissingError extends Error {
+export class ManifestsMissingError extends CohortLabError {
   constructor(message: string) {
     super(message);
     this.name = "ManifestsMissingError";

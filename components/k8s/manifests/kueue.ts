@@ -27,6 +27,7 @@
 import { createHash } from "node:crypto";
 import * as YAML from "yaml";
 import type { KubernetesObject } from "./cache.js";
+import { CohortLabError } from "../../errors.js";
 
 /** Namespace of the Kueue release (kustomize `namespace:` of config/default). */
 export const KUEUE_NAMESPACE = "kueue-system";
@@ -111,7 +112,7 @@ export interface KueueInstallOptions {
 }
 
 /** A rendering refusal: the upstream manifests do not have the shape this renderer relies on. */
-export class ManifestShapeError extends Error {
+export class ManifestShapeError extends CohortLabError {
   constructor(message: string) {
     super(message);
     this.name = "ManifestShapeError";
