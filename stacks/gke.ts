@@ -23,9 +23,10 @@ import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { AgentSandbox } from "../components/k8s/AgentSandbox.js";
-import { Kueue } from "../components/k8s/Kueue.js";
+import * as command from "@pulumi/command";
+import { Kueue, type WebhookProber } from "../components/k8s/Kueue.js";
 import { Temporal } from "../components/k8s/Temporal.js";
-import { localTools } from "../components/kind/KindCluster.js";
+import { localTools, stepCommand } from "../components/kind/KindCluster.js";
 import { TEMPORAL_NODE_PORT } from "../components/kind/kindConfig.js";
 import { agentPoolLabel, agentPoolTaint } from "../components/sim/fakeNode.js";
 import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbox.js";
@@ -59,7 +60,6 @@ import {
   planClusterRun,
   planQuota,
   queueOutputs,
-  refuseMissingManifests,
   resolvePodRunSpec,
   zodIssues,
   type ClusterKnobs,
@@ -68,6 +68,7 @@ import {
 } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
 import { missingDigestIssues, parseLocalConfig, type ResolvedImages } from "./local.js";
+import { refusing } from "./errors.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Queue names of the profile. */
@@ -354,7 +355,7 @@ export interface GkeBuildOverrides {
  */
 export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {}): StackOutputs {
   const { config, projectDir } = ctx;
-  const plan = refuseMissingManifests(() =>
+  const plan = refusing(() =>
     planGke({
       config,
       raw: ctx.raw,
@@ -415,13 +416,34 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
   const onSystem = { [systemPoolLabel.key]: systemPoolLabel.value };
   const tools = localTools(`${process.platform}-${process.arch}`, overrides.toolCacheRoot ?? cacheRoot());
 
+  // Kueue's webhook gate: the host-side `webhook-probe` step (kubectl dry-run creates, components/kind/steps.cjs)
+  // run against this cluster's kubeconfig (its exec credential needs gke-gcloud-auth-plugin on PATH).
+  const webhookProber: WebhookProber = {
+    webhookProbe: (name, o, opts) =>
+      new command.local.Command(
+        name,
+        {
+          create: stepCommand(nodePath, "webhook-probe"),
+          dir: projectDir,
+          environment: {
+            ...tools.environment,
+            COHORT_KUBECONFIG: pulumi.secret(cluster.kubeconfig),
+            COHORT_PROBES: JSON.stringify(o.probes),
+            COHORT_PROBE_TIMEOUT_MS: String(o.timeoutMs),
+          },
+          triggers: [...o.triggers],
+          addPreviousOutputInEnv: false,
+        },
+        opts,
+      ),
+  };
   const flavor = gkeFlavor();
   const kueue = new Kueue("kueue", {
     provider,
     controller: "in-cluster",
     image: plan.images.refs.kueue,
     configuration: plan.configuration,
-    webhookProbe: { nodePath, projectDir, toolEnvironment: tools.environment, kubeconfig: cluster.kubeconfig },
+    webhookProbe: webhookProber,
     queue: {
       resourceFlavor: GKE_QUEUES.resourceFlavor,
       clusterQueue: GKE_QUEUES.clusterQueue,
