@@ -67,7 +67,7 @@ import {
   type PodRunSpec,
 } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
-import { missingDigestIssues, parseLocalConfig, type ResolvedImages } from "./local.js";
+import { LOCAL_KUEUE_FRAMEWORKS, missingDigestIssues, parseLocalConfig, type ResolvedImages } from "./local.js";
 import { refusing } from "./errors.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
@@ -287,7 +287,8 @@ export function planGke(input: GkePlanInput): GkePlan {
   const configuration = kueueConfiguration({
     waitForPodsReadyTimeout: plan.waitForPodsReadyTimeout,
     excludedNamespaces: GKE_EXCLUDED_NAMESPACES,
-    frameworks: ["batch/job", "pod"],
+    // The same integrations as `local` (the runtime Job and the members' Pods).
+    frameworks: LOCAL_KUEUE_FRAMEWORKS,
   });
 
   // The quota: the agent pool at its maximum, less what GKE's DaemonSets request on each agent node. The

@@ -12,7 +12,7 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
-import { find, settle, TEST_DIGEST, type Registration } from "./local-harness.js";
+import { find, installMocks, settle, TEST_DIGEST, type Registration } from "./local-harness.js";
 
 const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-mock-"));
 const roles = [
@@ -32,56 +32,18 @@ let skipReason: string | undefined;
 let manifests: import("../../stacks/cluster.js").ClusterManifests;
 const byType = (type: string) => regs.filter((r) => r.type === type);
 
-interface RequestLike {
-  getType(): string;
-  getName(): string;
-  getParent(): string;
-  getCustom(): boolean;
-  getProvider(): string;
-  getDependenciesList(): string[];
-}
-
 async function installGkeMocks(): Promise<Registration[]> {
-  const registrations: Registration[] = [];
-  const pending = new Map<string, Omit<Registration, "inputs">>();
-  await pulumi.runtime.setMocks(
-    {
-      newResource(args) {
-        const meta = pending.get(`${args.type}::${args.name}`);
-        const extra =
-          args.type === "gcp:container/cluster:Cluster"
-            ? { endpoint: "203.0.113.10", masterAuth: { clusterCaCertificate: "Q0E=" } }
-            : args.type === "gcp:serviceaccount/account:Account"
-              ? { email: `${String(args.inputs.accountId)}@my-project-123.iam.gserviceaccount.com` }
-              : {};
-        if (meta !== undefined) registrations.push({ ...meta, inputs: args.inputs as Record<string, unknown> });
-        return { id: args.custom ? `${args.name}-id` : undefined, state: { ...(args.inputs as Record<string, unknown>), ...extra } };
-      },
-      call: (args) => (args.token === "gcp:organizations/getProject:getProject" ? { number: "123456789012", projectId: "my-project-123" } : {}),
-    },
-    "cohort-lab",
-    "gke",
-    true,
-    "organization",
-  );
-  const monitor = pulumi.runtime.getMonitor() as unknown as {
-    registerResource(req: RequestLike, cb: unknown): unknown;
-    newUrn(parent: string, type: string, name: string): string;
-  };
-  const original = monitor.registerResource.bind(monitor);
-  monitor.registerResource = (req: RequestLike, cb: unknown) => {
-    pending.set(`${req.getType()}::${req.getName()}`, {
-      type: req.getType(),
-      name: req.getName(),
-      custom: req.getCustom(),
-      parent: req.getParent(),
-      provider: req.getProvider(),
-      dependencies: req.getDependenciesList(),
-      urn: monitor.newUrn(req.getParent(), req.getType(), req.getName()),
-    });
-    return original(req, cb);
-  };
-  return registrations;
+  return installMocks({
+    preview: true,
+    stack: "gke",
+    stateFor: (type, inputs) =>
+      type === "gcp:container/cluster:Cluster"
+        ? { endpoint: "203.0.113.10", masterAuth: { clusterCaCertificate: "Q0E=" } }
+        : type === "gcp:serviceaccount/account:Account"
+          ? { email: `${String(inputs.accountId)}@my-project-123.iam.gserviceaccount.com` }
+          : {},
+    call: (token) => (token === "gcp:organizations/getProject:getProject" ? { number: "123456789012", projectId: "my-project-123" } : {}),
+  });
 }
 
 const providerOf = (r: Registration) => r.provider.split("::").slice(0, -1).join("::");

@@ -39,8 +39,16 @@ interface RequestLike {
  * Installs mocks that record registrations.
  *
  * @param stdoutFor - stdout of a `command:local:Command` by name (undefined: none)
+ * @param stateFor - extra output state of a resource by type and name (e.g. a cloud resource's computed fields)
+ * @param call - the result of an invoke (a data source) by token; default `{}`
  */
-export async function installMocks(options: { preview: boolean; stack?: string; stdoutFor?: (name: string) => string | undefined }): Promise<Registration[]> {
+export async function installMocks(options: {
+  preview: boolean;
+  stack?: string;
+  stdoutFor?: (name: string) => string | undefined;
+  stateFor?: (type: string, inputs: Record<string, unknown>) => Record<string, unknown>;
+  call?: (token: string) => Record<string, unknown>;
+}): Promise<Registration[]> {
   const registrations: Registration[] = [];
   const pending = new Map<string, Omit<Registration, "inputs">>();
   await pulumi.runtime.setMocks(
@@ -48,11 +56,15 @@ export async function installMocks(options: { preview: boolean; stack?: string; 
       newResource(args) {
         const meta = pending.get(`${args.type}::${args.name}`);
         const stdout = args.type === "command:local:Command" ? options.stdoutFor?.(args.name) : undefined;
-        const state = { ...(args.inputs as Record<string, unknown>), ...(stdout !== undefined ? { stdout, stderr: "" } : {}) };
+        const state = {
+          ...(args.inputs as Record<string, unknown>),
+          ...(stdout !== undefined ? { stdout, stderr: "" } : {}),
+          ...(options.stateFor?.(args.type, args.inputs as Record<string, unknown>) ?? {}),
+        };
         if (meta !== undefined) registrations.push({ ...meta, inputs: args.inputs as Record<string, unknown> });
         return { id: args.custom ? `${args.name}-id` : undefined, state };
       },
-      call: () => ({}),
+      call: (args) => options.call?.(args.token) ?? {},
     },
     "cohort-lab",
     options.stack ?? "local",
