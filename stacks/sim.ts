@@ -225,20 +225,9 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
   );
   const sandboxController = cluster.controller("agent-sandbox", sandbox.install);
 
-  // Per-run objects: the same renderer as `local` (its Job and ConfigMap are not needed: the runtime runs here).
+  // Per-run objects: the same renderer as `local`, without the in-cluster runtime (the runtime runs here).
   const spec = plan.resolved.spec;
-  const run = renderRunObjects({
-    namespace: plan.namespace,
-    localQueue: simQueueNames.localQueue,
-    clusterQueue: simQueueNames.clusterQueue,
-    image: `${local.runtimeNode.repository}:${local.runtimeNode.tag}`,
-    bundle: plan.bundle,
-    specJson: `${JSON.stringify(spec)}\n`,
-    artifactsPath: config.artifactRoot,
-    profile: "sim",
-    runAs: { uid: 0, gid: 0 },
-    activeDeadlineSeconds: 3600,
-  });
+  const run = renderRunObjects({ namespace: plan.namespace, localQueue: simQueueNames.localQueue, clusterQueue: simQueueNames.clusterQueue });
   const base = { provider };
   const namespace = createObject("run", run.namespace, { ...base, dependsOn: [...kueue.webhookReady] });
   const localQueue = createObject("run", run.localQueue, {
