@@ -409,7 +409,7 @@ export const hostMembers = {
 } as const satisfies Readonly<Record<string, NpmMemberProgramPin>>;
 
 // ------------------------------------------------------------------------------------------------
-// local profile (components/kind/KindCluster.ts, Kueue.ts, AgentSandbox.ts, Temporal.ts, Runtime.ts,
+// local profile (components/kind/KindCluster.ts, Kueue.ts, AgentSandbox.ts, Temporal.ts, RunNamespace.ts,
 // scripts/fetch-manifests.ts, scripts/kind-cluster.cjs). The `sim` profile runs the same Kueue and
 // Agent Sandbox pins.
 // ------------------------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 /**
  * Runs a cohort on a running sim the way the `sim` stack does, without Pulumi: the per-run objects of
- * components/run/manifests.ts (Namespace, LocalQueue, ServiceAccount, Role, RoleBinding), the run's
+ * components/run/manifests.ts (Namespace, LocalQueue, ServiceAccount, Role, RoleBinding: `renderRunObjects` with
+ * the input the stack's `RunNamespace` gets, no in-cluster runtime), the run's
  * ServiceAccount credentials, then the shipped runtime bundle out of cluster (`node dist/cohort.cjs run
  * --backend kubernetes --backend-config ...`). Used by the sim tier's scenario tests and `npm run bench:sim`.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import { renderRunObjects, RUNTIME_NAMES } from "../components/run/manifests.js";
+import { renderRunObjects, RUNTIME_NAMES, type RunObjectsInput } from "../components/run/manifests.js";
 import { simQueueNames } from "../components/sim/queue.js";
 import { parseRunSummary, readLedger, type LedgerRecord, type RunSummary } from "../runtime/index.js";
 import { writeRunCredentials } from "./credentials.js";
@@ -58,18 +59,9 @@ export async function runCohortOnSim(o: SimRunOptions): Promise<SimRunResult> {
   const state = readState(l.stateFile);
   if (state === undefined) throw new Error(`no sim in ${o.stateDir}`);
   const queue = o.queue === undefined ? simQueueNames.localQueue : o.queue;
-  const objects = renderRunObjects({
-    namespace: o.namespace,
-    localQueue: queue ?? simQueueNames.localQueue,
-    clusterQueue: simQueueNames.clusterQueue,
-    image: "unused/by-the-sim:0",
-    bundle: fs.readFileSync(o.bundlePath),
-    specJson: o.specText,
-    artifactsPath: o.artifactRoot,
-    profile: "sim",
-    runAs: { uid: 0, gid: 0 },
-    activeDeadlineSeconds: 3600,
-  });
+  // The input RunNamespace gets on the `sim` stack (no in-cluster runtime: the runtime runs here).
+  const run: RunObjectsInput = { namespace: o.namespace, localQueue: queue ?? simQueueNames.localQueue, clusterQueue: simQueueNames.clusterQueue };
+  const objects = renderRunObjects(run);
   await applyObjects(state.kubeconfig, [objects.namespace, ...(queue !== null ? [objects.localQueue] : []), objects.serviceAccount, objects.role, objects.roleBinding]);
   if (queue !== null) await waitLocalQueueActive(state.kubeconfig, o.namespace, queue);
   const creds = await writeRunCredentials({

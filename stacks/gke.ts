@@ -34,7 +34,7 @@ import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, type KueueConfig
 import { SYSTEM_NAMESPACE } from "../components/k8s/manifests/temporal.js";
 import type { QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { RUNTIME_NAMES } from "../components/run/manifests.js";
-import { Runtime } from "../components/run/Runtime.js";
+import { RunNamespace } from "../components/run/RunNamespace.js";
 import {
   agentPoolNodes,
   checkColdStart,
@@ -478,18 +478,20 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
       ],
     },
   );
-  const runtime = new Runtime("runtime", {
+  const runtime = new RunNamespace("runtime", {
     provider,
     namespace: plan.namespace,
     localQueue: GKE_QUEUES.localQueue,
     clusterQueue: GKE_QUEUES.clusterQueue,
-    image: plan.images.refs.runtime,
-    bundle: plan.bundle,
-    specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
-    artifactsPath: GKE_ARTIFACTS_PATH,
-    profile: "gke",
-    runAs: { uid: 1000, gid: 1000 },
-    activeDeadlineSeconds: plan.jobDeadlineSeconds,
+    inClusterRuntime: {
+      image: plan.images.refs.runtime,
+      bundle: plan.bundle,
+      specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
+      artifactsPath: GKE_ARTIFACTS_PATH,
+      profile: "gke",
+      runAs: { uid: 1000, gid: 1000 },
+      activeDeadlineSeconds: plan.jobDeadlineSeconds,
+    },
     localQueueDependsOn: kueue.localQueueReady,
   });
 

@@ -22,7 +22,7 @@
  *    system pods request, and the cohort's fit against it (refused with the arithmetic). Once the cluster
  *    exists, a capacity check re-derives the quota from the nodes' real allocatable before the ClusterQueue;
  * 4. KindCluster → Kueue (in-cluster; webhook gate) → Agent Sandbox and Temporal (after Kueue's webhooks,
- *    whose pod webhook fails closed for every namespace but kube-system and kueue-system) → Runtime (run
+ *    whose pod webhook fails closed for every namespace but kube-system and kueue-system) → RunNamespace (run
  *    namespace, LocalQueue, RBAC, bundle) → CohortRun with the Kubernetes-Job executor.
  */
 import { execFileSync } from "node:child_process";
@@ -54,7 +54,7 @@ import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, renderKueueInsta
 import { RUNTIME_JOB_RESOURCES } from "../components/run/manifests.js";
 import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/k8s/manifests/temporal.js";
 import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
-import { Runtime } from "../components/run/Runtime.js";
+import { RunNamespace } from "../components/run/RunNamespace.js";
 import { Temporal } from "../components/k8s/Temporal.js";
 import { parseDurationMs } from "../runtime/index.js";
 import {
@@ -717,19 +717,22 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     hostPort: plan.local.temporalPort,
     waitFor: kueue.webhookReady,
   });
-  const runtime = new Runtime("runtime", {
+  // Named `runtime` (and typed `cohortlab:runtime:Runtime`) since before it was RunNamespace: existing stacks keep their URNs.
+  const runtime = new RunNamespace("runtime", {
     provider,
     namespace: plan.namespace,
     localQueue: LOCAL_QUEUES.localQueue,
     clusterQueue: LOCAL_QUEUES.clusterQueue,
-    image: plan.images.refs.runtime,
-    bundle: plan.bundle,
-    specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
-    artifactsPath: ARTIFACTS_NODE_PATH,
-    profile: "local",
-    runAs: { uid: facts.uid, gid: facts.gid },
-    activeDeadlineSeconds: plan.jobDeadlineSeconds,
-    backendOptions: plan.backendOptions,
+    inClusterRuntime: {
+      image: plan.images.refs.runtime,
+      bundle: plan.bundle,
+      specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
+      artifactsPath: ARTIFACTS_NODE_PATH,
+      profile: "local",
+      runAs: { uid: facts.uid, gid: facts.gid },
+      activeDeadlineSeconds: plan.jobDeadlineSeconds,
+      backendOptions: plan.backendOptions,
+    },
     localQueueDependsOn: kueue.localQueueReady,
   });
   const run = new CohortRun("cohort", {

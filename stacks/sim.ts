@@ -2,7 +2,7 @@
  * The `sim` profile: a real kube-apiserver, etcd, kube-controller-manager and kube-scheduler with kwok fake
  * nodes, all local processes supervised by `simctl`, plus the real Kueue manager and Agent Sandbox controller
  * running out of cluster; the cohort runs as Sandboxes admitted by Kueue on simulated nodes. The Kubernetes side is the same as `local`: the SAME `Kueue`, `AgentSandbox` and `CohortRun`
- * components, the same per-run objects (components/run/manifests.ts), the same quota arithmetic
+ * components, the same run namespace (`RunNamespace`, components/run/RunNamespace.ts), the same quota arithmetic
  * (components/k8s/quota.ts) and the same Kubernetes backend; the runtime runs out of cluster with the run's
  * ServiceAccount token (so the namespaced Role is exercised exactly as on `local`). See docs/sim.md.
  *
@@ -17,24 +17,23 @@
  * Build order, everything refusable before any resource exists: config (zod, each problem names its key) →
  * RunSpec → runtime bundle and pinned manifests → quota from the fake nodes and the cohort's fit (refused with
  * the arithmetic) → SimCluster → FakeNodePool → Kueue (external; its manager starts once its CRDs and webhook
- * wiring exist, and that start is the webhook gate) → AgentSandbox (external) and its controller → per-run
- * Namespace, LocalQueue, ServiceAccount, Role, RoleBinding → run credentials → CohortRun (process executor,
+ * wiring exist, and that start is the webhook gate) → AgentSandbox (external) and its controller → RunNamespace
+ * (Namespace, LocalQueue, ServiceAccount, Role, RoleBinding; no in-cluster runtime) → run credentials
+ * (SimCluster.runCredentials) → CohortRun (process executor,
  * `--backend kubernetes --backend-config <state>/runs/<ns>/backend.json`).
  */
 import * as path from "node:path";
-import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import * as YAML from "yaml";
 import { z } from "zod";
 import { AgentSandbox } from "../components/k8s/AgentSandbox.js";
 import { CohortRun } from "../components/run/CohortRun.js";
 import { FakeNodePool } from "../components/sim/FakeNodePool.js";
-import { createObject } from "../components/k8s/k8sObject.js";
 import { Kueue } from "../components/k8s/Kueue.js";
 import { kueueConfiguration, renderKueueConfiguration, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
-import { renderRunObjects, RUNTIME_NAMES } from "../components/run/manifests.js";
+import { RunNamespace } from "../components/run/RunNamespace.js";
 import type { QuotaResult } from "../components/k8s/quota.js";
-import { SimCluster, simctlCommand } from "../components/sim/SimCluster.js";
+import { SimCluster } from "../components/sim/SimCluster.js";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity } from "../components/sim/fakeNode.js";
 import { simExcludedNamespaces, simFlavor, simQueueNames } from "../components/sim/queue.js";
 import { parseDurationMs } from "../runtime/index.js";
@@ -225,50 +224,21 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
   );
   const sandboxController = cluster.controller("agent-sandbox", sandbox.install);
 
-  // Per-run objects: the same renderer as `local` (its Job and ConfigMap are not needed: the runtime runs here).
+  // The run namespace: the same component as `local`, without the in-cluster runtime (the runtime runs here,
+  // out of cluster, with the ServiceAccount's credentials). Its objects and the credentials Command were created
+  // at the stack root before RunNamespace and SimCluster.runCredentials: the aliases keep existing stacks' objects.
   const spec = plan.resolved.spec;
-  const run = renderRunObjects({
+  const atRoot = { parent: pulumi.rootStackResource };
+  const runNamespace = new RunNamespace("run", {
+    provider,
     namespace: plan.namespace,
     localQueue: simQueueNames.localQueue,
     clusterQueue: simQueueNames.clusterQueue,
-    image: `${local.runtimeNode.repository}:${local.runtimeNode.tag}`,
-    bundle: plan.bundle,
-    specJson: `${JSON.stringify(spec)}\n`,
-    artifactsPath: config.artifactRoot,
-    profile: "sim",
-    runAs: { uid: 0, gid: 0 },
-    activeDeadlineSeconds: 3600,
+    localQueueDependsOn: kueue.localQueueReady,
+    waitFor: [...kueue.webhookReady, ...sandbox.install],
+    childAliases: [atRoot],
   });
-  const base = { provider };
-  const namespace = createObject("run", run.namespace, { ...base, dependsOn: [...kueue.webhookReady] });
-  const localQueue = createObject("run", run.localQueue, {
-    ...base,
-    dependsOn: [namespace, ...kueue.localQueueReady],
-  });
-  const serviceAccount = createObject("run", run.serviceAccount, { ...base, dependsOn: [namespace] });
-  const role = createObject("run", run.role, { ...base, dependsOn: [namespace, ...sandbox.install] });
-  const roleBinding = createObject("run", run.roleBinding, { ...base, dependsOn: [namespace, role, serviceAccount] });
-  const credentials = new command.local.Command(
-    "run-credentials",
-    {
-      create: simctlCommand(nodePath, [
-        "run-credentials",
-        "--state-dir",
-        cluster.stateDir,
-        "--namespace",
-        plan.namespace,
-        "--service-account",
-        RUNTIME_NAMES.serviceAccount,
-        "--queue",
-        simQueueNames.localQueue,
-      ]),
-      dir: projectDir,
-      triggers: [plan.namespace],
-      logging: "stderr",
-      addPreviousOutputInEnv: false,
-    },
-    { dependsOn: [cluster.controlPlane, serviceAccount, roleBinding] },
-  );
+  const credentials = cluster.runCredentials(runNamespace, { aliases: [{ ...atRoot, name: "run-credentials" }] });
   const backendConfigFile = credentials.stdout.apply((s) => (JSON.parse(s.trim().split("\n").at(-1) ?? "{}") as { backendConfig: string }).backendConfig);
 
   const cohort = new CohortRun(
@@ -286,7 +256,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
         fallbackRuntimeBundlePath: path.join(projectDir, RUNTIME_BUNDLE),
       },
     },
-    { dependsOn: [credentials, localQueue, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, pool.ready] },
+    { dependsOn: [credentials, ...runNamespace.resources, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, pool.ready] },
   );
   const runOutputs: pulumi.Output<RunOutputs> = cohort.summary;
   return {

@@ -1,5 +1,5 @@
 /** Package components/run: a cohort run (CohortRun), its per-run cluster objects (Runtime) and their renderers. */
 export * from "./CohortRun.js";
-export * from "./Runtime.js";
+export * from "./RunNamespace.js";
 export * from "./kubernetesJob.js";
 export * from "./manifests.js";

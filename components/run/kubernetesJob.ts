@@ -2,7 +2,7 @@
  * The Kubernetes-Job execution of `CohortRun` (components/run/CohortRun.ts, `execution.kind: "kubernetesJob"`): the
  * run executes as a Job in the cluster instead of a child process of the command provider.
  *
- * - The Job (from {@link Runtime.jobObject}) is created with the cluster's provider after every per-run object,
+ * - The Job (from {@link RunNamespace.jobObject}, a RunNamespace with `inClusterRuntime`) is created with the cluster's provider after every per-run object,
  *   after Agent Sandbox is ready and after Kueue's webhook gate and ClusterQueue; pulumi-kubernetes awaits it
  *   (a Job is ready when its `Complete` condition is True; `Failed` fails `pulumi up`). The create timeout is the
  *   Job's own deadline plus 2 minutes.
@@ -31,7 +31,7 @@ import { jsonDigest } from "../digest.js";
 import { createObject } from "../k8s/k8sObject.js";
 import type { KindHostStep } from "../kind/KindCluster.js";
 import { RUNTIME_NAMES } from "./manifests.js";
-import type { Runtime } from "./Runtime.js";
+import type { RunNamespace } from "./RunNamespace.js";
 
 /**
  * The cluster a run's Job executes in, and the host side that reads its result (a `KindCluster`
@@ -50,8 +50,8 @@ export interface KubernetesJobExecution {
   readonly kind: "kubernetesJob";
   /** The cluster the Job runs in. */
   readonly cluster: JobCluster;
-  /** The per-run objects (namespace, RBAC, ConfigMaps) and the Job to create. */
-  readonly run: Runtime;
+  /** The per-run objects (namespace, RBAC, ConfigMaps) and the Job to create: a RunNamespace with `inClusterRuntime`. */
+  readonly run: RunNamespace;
   /** Further resources the Job waits for (Agent Sandbox ready, Kueue gate and ClusterQueue, Temporal). */
   readonly dependsOn: readonly pulumi.Resource[];
   /** Where the ledgers land: the host directory and the same directory's path inside the nodes. */
@@ -67,6 +67,8 @@ export interface KubernetesJobExecution {
 export function executeAsKubernetesJob(plan: ExecutionPlan, args: KubernetesJobExecution, parent: pulumi.Resource): CohortExecution {
   const { cluster, run } = args;
   const job = run.jobObject;
+  if (job === undefined)
+    throw new Error(`${plan.name}: the run namespace ${run.namespaceName} has no in-cluster runtime (RunNamespace without inClusterRuntime), so there is no Job to run`);
   const deadline = Number((job.spec as { activeDeadlineSeconds?: number }).activeDeadlineSeconds ?? 3600);
   const resource = createObject(plan.name, job, {
     parent,

@@ -65,7 +65,7 @@ export const MAX_BUNDLE_PARTS = 8;
 /** Label keys on every per-run object. */
 export const RUN_LABELS = { name: "app.kubernetes.io/name", partOf: "app.kubernetes.io/part-of", run: "cohort-lab.dev/run-namespace" } as const;
 
-/** Inputs of {@link renderRunObjects}. */
+/** Inputs of {@link renderRunObjects}: the run namespace, and the in-cluster runtime when the runtime runs as a Job. */
 export interface RunObjectsInput {
   /** The run namespace (DNS-1123 label). */
   readonly namespace: string;
@@ -73,6 +73,12 @@ export interface RunObjectsInput {
   readonly localQueue: string;
   /** ClusterQueue the LocalQueue points at. */
   readonly clusterQueue: string;
+  /** The runtime as a Job in the run namespace (its ConfigMaps and Job); absent when the runtime runs outside the cluster (`sim`). */
+  readonly inClusterRuntime?: InClusterRuntimeInput;
+}
+
+/** Inputs of the in-cluster runtime: the spec and bundle ConfigMaps and the Job. */
+export interface InClusterRuntimeInput {
   /** Node image pinned by digest. */
   readonly image: string;
   /** The runtime bundle's bytes (`dist/cohort.cjs`). */
@@ -98,6 +104,12 @@ export interface RunObjects {
   readonly serviceAccount: KubernetesObject;
   readonly role: KubernetesObject;
   readonly roleBinding: KubernetesObject;
+  /** Present exactly when the input has `inClusterRuntime`. */
+  readonly inClusterRuntime?: InClusterRuntimeObjects;
+}
+
+/** The rendered in-cluster runtime. */
+export interface InClusterRuntimeObjects {
   /** The RunSpec ConfigMap (`cohort-runtime`). */
   readonly configMap: KubernetesObject;
   /** The bundle's parts, in order (`cohort-runtime-bundle-0`, …). */
@@ -130,25 +142,18 @@ export const UNPACK_SCRIPT = [
 ].join("\n");
 
 /**
- * Renders the per-run objects.
+ * Renders the per-run objects: always the Namespace, LocalQueue, ServiceAccount, Role and RoleBinding; with
+ * `inClusterRuntime` also the spec and bundle ConfigMaps and the Job ({@link renderInClusterRuntime}).
  *
  * @throws {RuntimeBundleTooLargeError} when the compressed bundle and the spec exceed a ConfigMap's 1 MiB
  */
+export function renderRunObjects(
+  input: RunObjectsInput & { readonly inClusterRuntime: InClusterRuntimeInput },
+): RunObjects & { readonly inClusterRuntime: InClusterRuntimeObjects };
+export function renderRunObjects(input: RunObjectsInput): RunObjects;
 export function renderRunObjects(input: RunObjectsInput): RunObjects {
   const ns = input.namespace;
-  const labels = { [RUN_LABELS.name]: "cohort-runtime", [RUN_LABELS.partOf]: "cohort-lab", [RUN_LABELS.run]: ns };
-  const bundleSha256 = createHash("sha256").update(input.bundle).digest("hex");
-  // mtime 0 and a fixed level: the same bundle always gives the same bytes (no diff between runs of `pulumi preview`).
-  const gz = gzipSync(input.bundle, { level: 9 });
-  const partCount = Math.max(1, Math.ceil(gz.length / BUNDLE_PART_BYTES));
-  if (partCount > MAX_BUNDLE_PARTS) {
-    throw new RuntimeBundleTooLargeError(
-      `the runtime bundle is ${input.bundle.length} bytes (${gz.length} gzipped): more than ${MAX_BUNDLE_PARTS} ConfigMaps of ${BUNDLE_PART_BYTES} bytes; shrink it (npm run build)`,
-    );
-  }
-  if (Buffer.byteLength(input.specJson) > CONFIG_MAP_MAX_BYTES) {
-    throw new RuntimeBundleTooLargeError(`the RunSpec is ${Buffer.byteLength(input.specJson)} bytes as JSON, more than a ConfigMap's ${CONFIG_MAP_MAX_BYTES}`);
-  }
+  const labels = runLabels(ns);
   const namespace: KubernetesObject = { apiVersion: "v1", kind: "Namespace", metadata: { name: ns, labels } };
   const localQueue = renderLocalQueue({ name: input.localQueue, namespace: ns, clusterQueue: input.clusterQueue });
   const serviceAccount: KubernetesObject = { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: RUNTIME_NAMES.serviceAccount, namespace: ns, labels } };
@@ -165,6 +170,35 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
     roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: RUNTIME_NAMES.role },
     subjects: [{ kind: "ServiceAccount", name: RUNTIME_NAMES.serviceAccount, namespace: ns }],
   };
+  const objects = { namespace, localQueue, serviceAccount, role, roleBinding };
+  return input.inClusterRuntime !== undefined ? { ...objects, inClusterRuntime: renderInClusterRuntime(input, input.inClusterRuntime) } : objects;
+}
+
+/** The labels of every per-run object. */
+function runLabels(ns: string): Record<string, string> {
+  return { [RUN_LABELS.name]: "cohort-runtime", [RUN_LABELS.partOf]: "cohort-lab", [RUN_LABELS.run]: ns };
+}
+
+/**
+ * The in-cluster runtime of a run: the RunSpec ConfigMap, the bundle's ConfigMaps and the Job.
+ *
+ * @throws {RuntimeBundleTooLargeError} when the compressed bundle and the spec exceed a ConfigMap's 1 MiB
+ */
+function renderInClusterRuntime(run: RunObjectsInput, input: InClusterRuntimeInput): InClusterRuntimeObjects {
+  const ns = run.namespace;
+  const labels = runLabels(ns);
+  const bundleSha256 = createHash("sha256").update(input.bundle).digest("hex");
+  // mtime 0 and a fixed level: the same bundle always gives the same bytes (no diff between runs of `pulumi preview`).
+  const gz = gzipSync(input.bundle, { level: 9 });
+  const partCount = Math.max(1, Math.ceil(gz.length / BUNDLE_PART_BYTES));
+  if (partCount > MAX_BUNDLE_PARTS) {
+    throw new RuntimeBundleTooLargeError(
+      `the runtime bundle is ${input.bundle.length} bytes (${gz.length} gzipped): more than ${MAX_BUNDLE_PARTS} ConfigMaps of ${BUNDLE_PART_BYTES} bytes; shrink it (npm run build)`,
+    );
+  }
+  if (Buffer.byteLength(input.specJson) > CONFIG_MAP_MAX_BYTES) {
+    throw new RuntimeBundleTooLargeError(`the RunSpec is ${Buffer.byteLength(input.specJson)} bytes as JSON, more than a ConfigMap's ${CONFIG_MAP_MAX_BYTES}`);
+  }
   const configMap: KubernetesObject = {
     apiVersion: "v1",
     kind: "ConfigMap",
@@ -243,7 +277,7 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
                 "--backend-option",
                 `namespace=${ns}`,
                 "--backend-option",
-                `queue=${input.localQueue}`,
+                `queue=${run.localQueue}`,
                 ...Object.entries(input.backendOptions ?? {}).flatMap(([k, v]) => ["--backend-option", `${k}=${v}`]),
               ],
               env: [{ name: "HOME", value: "/tmp" }],
@@ -271,5 +305,5 @@ export function renderRunObjects(input: RunObjectsInput): RunObjects {
       },
     },
   };
-  return { namespace, localQueue, serviceAccount, role, roleBinding, configMap, bundleParts, job, bundleSha256, compressedBytes: gz.length };
+  return { configMap, bundleParts, job, bundleSha256, compressedBytes: gz.length };
 }

@@ -12,6 +12,8 @@
  *   the control plane (delete first: the state dir is reused).
  * - The out-of-cluster controllers (Kueue, Agent Sandbox) are added by {@link SimCluster.controller} once their
  *   CRDs exist; their start is their readiness gate (Kueue: webhooks answering through the API server).
+ * - A run's credentials (the token of its ServiceAccount and the backend config of the out-of-cluster runtime)
+ *   are written by {@link SimCluster.runCredentials} once its {@link RunNamespace} exists.
  * - The provider: `deleteUnreachable: true` (the sim is ephemeral: once it is gone, destroy drops its objects
  *   from state), server-side apply, `clusterIdentifier` = the state dir + ports (replaced with the sim).
  *
@@ -24,6 +26,8 @@ import * as pulumi from "@pulumi/pulumi";
 import { local, sim as simPins } from "../../common/pins.js";
 import { shellQuote } from "../../common/shell.js";
 import { jsonDigest } from "../digest.js";
+import { RUNTIME_NAMES } from "../run/manifests.js";
+import type { RunNamespace } from "../run/RunNamespace.js";
 
 /** Arguments of {@link SimCluster}. Plain values: all are checked before any resource exists. */
 export interface SimClusterArgs {
@@ -97,7 +101,8 @@ export interface SimctlStep {
  * A sim control plane.
  *
  * Children: `<name>-control-plane` (command:local:Command), `<name>-provider` (pulumi:providers:kubernetes), and
- * one `<name>-<controller>` Command per {@link SimCluster.controller} call.
+ * one `<name>-<controller>` Command per {@link SimCluster.controller} call, `<name>-run-credentials` from
+ * {@link SimCluster.runCredentials}.
  *
  * @throws {pulumi.InputPropertyError} when `stateDir` or `projectDir` is not absolute, or a port/delay is out of range
  */
@@ -226,6 +231,38 @@ export class SimCluster extends pulumi.ComponentResource {
         addPreviousOutputInEnv: false,
       },
       { parent: this, dependsOn: [this.controlPlane, ...dependsOn], deleteBeforeReplace: true },
+    );
+  }
+
+  /**
+   * Writes the credentials of a run whose runtime runs out of cluster, after every object of its namespace:
+   * `simctl run-credentials` issues a token of the run's ServiceAccount and writes the Kubernetes backend's
+   * config file (`<state>/runs/<ns>/backend.json`); stdout's last line is `{"backendConfig": <path>}`. A new
+   * run namespace replaces it.
+   *
+   * @param opts - e.g. `aliases` for a stack whose Command existed under another name or parent
+   */
+  public runCredentials(run: RunNamespace, opts: Pick<pulumi.CustomResourceOptions, "aliases"> = {}): command.local.Command {
+    return new command.local.Command(
+      `${this.baseName}-run-credentials`,
+      {
+        create: simctlCommand(this.nodePath, [
+          "run-credentials",
+          "--state-dir",
+          this.stateDir,
+          "--namespace",
+          run.namespaceName,
+          "--service-account",
+          RUNTIME_NAMES.serviceAccount,
+          "--queue",
+          run.localQueueName,
+        ]),
+        dir: this.projectDir,
+        triggers: [run.namespaceName],
+        logging: "stderr",
+        addPreviousOutputInEnv: false,
+      },
+      { ...opts, parent: this, dependsOn: [this.controlPlane, ...run.resources] },
     );
   }
 }

@@ -17,6 +17,8 @@ export interface Registration {
   /** `<provider URN>::<provider id>` for custom resources with an explicit provider, "" otherwise. */
   readonly provider: string;
   readonly dependencies: readonly string[];
+  /** The `aliases` option, as sent: `name` "" = the same name; `noParent` = the stack root; `parentUrn` "" = the same parent. */
+  readonly aliases: readonly { readonly name: string; readonly noParent: boolean; readonly parentUrn: string }[];
   readonly inputs: Record<string, unknown>;
 }
 
@@ -33,6 +35,7 @@ interface RequestLike {
   getCustom(): boolean;
   getProvider(): string;
   getDependenciesList(): string[];
+  getAliasesList(): { getSpec(): { getName(): string; getNoparent(): boolean; getParenturn(): string } | undefined }[];
 }
 
 /**
@@ -84,6 +87,10 @@ export async function installMocks(options: {
       parent: req.getParent(),
       provider: req.getProvider(),
       dependencies: req.getDependenciesList(),
+      aliases: req.getAliasesList().flatMap((a) => {
+        const spec = a.getSpec();
+        return spec !== undefined ? [{ name: spec.getName(), noParent: spec.getNoparent(), parentUrn: spec.getParenturn() }] : [];
+      }),
       urn: monitor.newUrn(req.getParent(), req.getType(), req.getName()),
     });
     return original(req, cb);

@@ -9,8 +9,10 @@
  *   Service is ExternalName on the sim's Kueue port, the manager's start (with the profile's Configuration on
  *   stdin) depends on the install objects and gates the ResourceFlavor and ClusterQueue;
  * - the quota is derived from the fake nodes; the flavor injects the agent pool's node label and toleration;
- * - the run: per-run objects of components/run/manifests.ts, the ServiceAccount credentials, then the runtime
- *   out of cluster with `--backend kubernetes` and the backend config file; outputs have the CI contract's shape.
+ * - the run: a `RunNamespace` (the same component as `local`, no in-cluster runtime: no ConfigMap, no Job) whose
+ *   objects are aliased to the stack root where they were before it, the ServiceAccount credentials
+ *   (`SimCluster.runCredentials`, aliased likewise), then the runtime out of cluster with `--backend kubernetes`
+ *   and the backend config file; outputs have the CI contract's shape.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -67,7 +69,7 @@ beforeAll(async () => {
     stdoutFor: (name) =>
       name === "sim-control-plane"
         ? `${JSON.stringify(simSummary)}\n`
-        : name === "run-credentials"
+        : name === "sim-run-credentials"
           ? `${JSON.stringify({ kubeconfig: "/k", backendConfig: path.join(stateDir, "runs", "ns", "backend.json") })}\n`
           : name === "cohort-run"
             ? `${JSON.stringify(summary)}\n`
@@ -177,9 +179,23 @@ describe("sim profile graph", () => {
     expect(lq[0]!.dependencies).toContain(find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab").urn);
     expect(byType("kubernetes:batch/v1:Job")).toEqual([]);
     expect(byType("kubernetes:core/v1:ConfigMap").filter((c) => c.name.startsWith("run:"))).toEqual([]);
-    const creds = command("run-credentials");
-    const sa = byType("kubernetes:core/v1:ServiceAccount").find((r) => r.name.startsWith("run:"))!;
-    const rb = byType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").find((r) => r.name.startsWith("run:"))!;
+    // One RunNamespace (the token of its former name Runtime); its children keep the names they had at the stack root.
+    const runNamespace = find(regs, "cohortlab:runtime:Runtime", "run");
+    const children = regs.filter((r) => r.parent === runNamespace.urn);
+    expect(children.map((r) => `${r.type.split(":").slice(1).join(":")} ${r.name.replace(/society-[0-9a-f]{10}/, "<ns>")}`).sort()).toEqual([
+      "core/v1:Namespace run:<ns>",
+      "core/v1:ServiceAccount run:<ns>/cohort-runtime",
+      "kueue.x-k8s.io/v1beta2:LocalQueue run:<ns>/cohort",
+      "rbac.authorization.k8s.io/v1:Role run:<ns>/cohort-runtime",
+      "rbac.authorization.k8s.io/v1:RoleBinding run:<ns>/cohort-runtime",
+    ]);
+    // (besides the type aliases @pulumi/kubernetes adds for older API versions)
+    for (const child of children) expect(child.aliases, child.name).toContainEqual({ name: "", noParent: true, parentUrn: "" });
+    const creds = command("sim-run-credentials");
+    expect(creds.parent).toBe(find(regs, "cohortlab:sim:SimCluster", "sim").urn);
+    expect(creds.aliases).toEqual([{ name: "run-credentials", noParent: true, parentUrn: "" }]);
+    const sa = children.find((r) => r.type === "kubernetes:core/v1:ServiceAccount")!;
+    const rb = children.find((r) => r.type === "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")!;
     expect(creds.dependencies).toEqual(expect.arrayContaining([sa.urn, rb.urn]));
     expect(creds.inputs.create).toContain("'run-credentials' '--state-dir' '" + stateDir + "'");
     expect(creds.inputs.create).toContain("'--service-account' 'cohort-runtime' '--queue' 'cohort'");

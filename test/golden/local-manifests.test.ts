@@ -15,7 +15,7 @@ import * as YAML from "yaml";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests, type KubernetesObject } from "../../components/k8s/manifests/cache.js";
 import { renderAgentSandboxInstall } from "../../components/k8s/manifests/agentSandbox.js";
 import { renderKueueConfiguration, renderKueueInstall, type KueueConfigurationInput } from "../../components/k8s/manifests/kueue.js";
-import { BUNDLE_PART_BYTES, renderRunObjects, RuntimeBundleTooLargeError, UNPACK_SCRIPT, type RunObjectsInput } from "../../components/run/manifests.js";
+import { BUNDLE_PART_BYTES, renderRunObjects, RuntimeBundleTooLargeError, UNPACK_SCRIPT, type InClusterRuntimeInput, type RunObjectsInput } from "../../components/run/manifests.js";
 import { renderTemporal } from "../../components/k8s/manifests/temporal.js";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
 
@@ -139,10 +139,7 @@ describe("Temporal and the per-run objects", () => {
     golden("temporal.yaml", yaml(renderTemporal({ image: IMAGE("temporalio/temporal:1.8.2"), nodePort: 30733 })));
   });
 
-  const input: RunObjectsInput = {
-    namespace: "society-0123456789",
-    localQueue: "cohort",
-    clusterQueue: "cohort-lab",
+  const runtime: InClusterRuntimeInput = {
     image: IMAGE("docker.io/library/node:24.22.3-bookworm-slim"),
     bundle: Buffer.from("'use strict';\nconsole.log(JSON.stringify({ hello: 'cohort' }));\n"),
     specJson: '{"apiVersion":"cohort-lab/v1","kind":"Cohort","name":"society"}\n',
@@ -152,16 +149,18 @@ describe("Temporal and the per-run objects", () => {
     activeDeadlineSeconds: 4200,
     backendOptions: { runAsNonRoot: "false" },
   };
+  const input = { namespace: "society-0123456789", localQueue: "cohort", clusterQueue: "cohort-lab", inClusterRuntime: runtime } satisfies RunObjectsInput;
 
   it("per-run objects", () => {
-    const r = renderRunObjects(input);
-    golden("runtime-objects.yaml", yaml([r.namespace, r.localQueue, r.serviceAccount, r.role, r.roleBinding, r.configMap, ...r.bundleParts, r.job]));
+    const o = renderRunObjects(input);
+    const r = o.inClusterRuntime;
+    golden("runtime-objects.yaml", yaml([o.namespace, o.localQueue, o.serviceAccount, o.role, o.roleBinding, r.configMap, ...r.bundleParts, r.job]));
   });
 
   it("splits a large bundle over several ConfigMaps and the Job's init container rebuilds it exactly (run with Node)", () => {
     // Hash text compresses poorly, so ~1.8 MB of it needs two or more parts of 960 KiB.
     const big = Buffer.from(`'use strict';\n/*${Array.from({ length: 40_000 }, (_, i) => createHash("sha256").update(String(i)).digest("base64")).join("")}*/\n`);
-    const r = renderRunObjects({ ...input, bundle: big });
+    const r = renderRunObjects({ ...input, inClusterRuntime: { ...runtime, bundle: big } }).inClusterRuntime;
     expect(r.bundleParts.length).toBe(Math.ceil(r.compressedBytes / BUNDLE_PART_BYTES));
     expect(r.bundleParts.length).toBeGreaterThanOrEqual(2);
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-unpack-"));
@@ -179,7 +178,7 @@ describe("Temporal and the per-run objects", () => {
       const ok = spawnSync(process.execPath, ["-e", script], { env: { ...process.env, ...env }, encoding: "utf8" });
       expect([ok.status, ok.stderr]).toEqual([0, ""]);
       expect(fs.readFileSync(path.join(out, "cohort.cjs")).equals(big)).toBe(true);
-      expect(fs.readFileSync(path.join(out, "spec.json"), "utf8")).toBe(input.specJson);
+      expect(fs.readFileSync(path.join(out, "spec.json"), "utf8")).toBe(runtime.specJson);
       // A damaged part is refused by its SHA-256 (or by gunzip).
       fs.writeFileSync(path.join(src, "cohort.cjs.gz.1"), Buffer.alloc(10));
       const bad = spawnSync(process.execPath, ["-e", script], { env: { ...process.env, ...env }, encoding: "utf8" });
@@ -193,6 +192,6 @@ describe("Temporal and the per-run objects", () => {
 
   it("refuses a bundle that would need more than 8 ConfigMaps", () => {
     const huge = Buffer.concat(Array.from({ length: 300_000 }, (_, i) => createHash("sha256").update(`x${i}`).digest()));
-    expect(() => renderRunObjects({ ...input, bundle: huge })).toThrow(RuntimeBundleTooLargeError);
+    expect(() => renderRunObjects({ ...input, inClusterRuntime: { ...runtime, bundle: huge } })).toThrow(RuntimeBundleTooLargeError);
   });
 });

@@ -1,11 +1,11 @@
 /**
  * The namespaced RBAC rules the Kubernetes backend needs, as plain data, derived from the table of
  * every call it makes (`counters.ts` API_CALLS). The Pulumi Role of the runtime's ServiceAccount
- * (`components/run/Runtime.ts`) imports {@link RUNTIME_POLICY_RULES}, so the rules and the code cannot drift;
+ * (`components/run/RunNamespace.ts`, via `renderRunObjects` in components/run/manifests.ts) imports {@link RUNTIME_POLICY_RULES}, so the rules and the code cannot drift;
  * `test/unit/k8s-backend-rbac.test.ts` checks the derivation.
  *
  * The rules are namespaced (a Role in the run namespace): the backend cannot create or delete its own
- * namespace. Pulumi owns the Namespace (created per run by the CohortRun/Runtime component, deleted on
+ * namespace. Pulumi owns the Namespace (created per run by the RunNamespace component, deleted on
  * destroy/replace); the backend's `close()` deletes every Sandbox it created (one deletecollection by
  * the run label) and the run's Secret, and waits by watch until their pods are gone.
  */

@@ -16,7 +16,7 @@
  * run's pods and Sandboxes are gone (at most `closeTimeoutMs`; what remains is listed in `stats().leftovers`). It does
  * NOT delete the namespace: the runtime's ServiceAccount is bound by a namespaced Role (rbac.ts) that
  * cannot delete its own namespace. Pulumi owns the run Namespace (created per run by the
- * CohortRun/Runtime component, deleted on destroy/replace).
+ * RunNamespace component, deleted on destroy/replace).
  */
 import { HttpMethod, KubeApiError } from "./client.js";
 import { paths } from "./admit.js";
