@@ -35,8 +35,7 @@ import {
   type ReservedPods,
   type Toleration,
 } from "../components/k8s/index.js";
-import { formatDurationMs, parseDurationMs } from "../runtime/index.js";
-import type { RunSpec } from "../runtime/index.js";
+import { formatDurationMs, parseDurationMs, type RunSpec } from "../runtime/index.js";
 import { configKey, describe, integerIn, parseObjectKey, resolveRunSpec, RUNTIME_BUNDLE, StackConfigError, zodIssues, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import type { QueueNames } from "./profile.js";
 

@@ -23,9 +23,7 @@ import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { shellWord } from "../common/shell.js";
-import { SpecError } from "../runtime/index.js";
-import { canonicalJson, sha256Hex } from "../runtime/index.js";
-import { MAX_COHORT_SIZE, RUNSPEC_API_VERSION, RUNSPEC_KIND, validateRunSpec, type RunSpec, type RunSpecInput } from "../runtime/index.js";
+import { canonicalJson, MAX_COHORT_SIZE, RUNSPEC_API_VERSION, RUNSPEC_KIND, sha256Hex, SpecError, validateRunSpec, type RunSpec, type RunSpecInput } from "../runtime/index.js";
 import { MEMBER_APPS, MEMBER_PRESETS, isMemberApp, type MemberApp, type PresetContext } from "./members.js";
 import { CohortLabError } from "../components/errors.js";
 

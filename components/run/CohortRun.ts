@@ -45,8 +45,7 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import { canonicalJson, sha256Hex } from "../../runtime/index.js";
-import type { RunSpec } from "../../runtime/index.js";
+import { canonicalJson, sha256Hex, type RunSpec } from "../../runtime/index.js";
 import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan, type RunOutcome, type RunSummary } from "./execution.js";
 import { executeAsKubernetesJob, type KubernetesJobExecution } from "./kubernetesJob.js";
 
