@@ -192,7 +192,8 @@ export interface SimPlanInput {
 }
 
 /**
- * Validates everything and computes the quota from the fake nodes and the cohort's fit, with no resource created.
+ * Validates everything and computes the quota from the fake nodes (with `sim.shape: gke`, gke's plan: stacks/gke.ts
+ * `gkeKubernetesPlan`) and the cohort's fit, with no resource created.
  *
  * @throws {StackConfigError} for config, RunSpec, quota and fit problems (each names its key and, for the
  *   quota, carries the arithmetic)
