@@ -32,7 +32,7 @@ import { agentPoolLabel, agentPoolTaint } from "../components/sim/fakeNode.js";
 import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbox.js";
 import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
 import { SYSTEM_NAMESPACE } from "../components/k8s/manifests/temporal.js";
-import type { QuotaResult, ReservedPods } from "../components/k8s/quota.js";
+import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { RUNTIME_NAMES } from "../components/run/manifests.js";
 import { RunNamespace } from "../components/run/RunNamespace.js";
 import {
@@ -50,7 +50,7 @@ import {
   type Allocatable,
 } from "../components/gke/index.js";
 import { cacheRoot } from "../common/paths.js";
-import { parseDurationMs } from "../runtime/index.js";
+import { parseDurationMs, type RunSpec } from "../runtime/index.js";
 import {
   clusterKnobFields,
   clusterKnobs,
@@ -268,6 +268,66 @@ function asConfigError<T>(fn: () => T): T {
   }
 }
 
+/** One pool of the profile as the quota sees it: its nodes (components/gke/allocatable.ts `agentPoolNodes`) and one node's allocatable. */
+export interface GkePoolNodes {
+  readonly nodes: readonly NodeCapacity[];
+  readonly allocatable: Allocatable;
+}
+
+/**
+ * The profile's Kubernetes side as decided from its config (pure): what `gke` applies to its cluster and what
+ * `sim` with `sim.shape: gke` applies to the simulated one (stacks/sim.ts), so both use ONE plan.
+ */
+export interface GkeKubernetesPlan {
+  /** The system pool at `gke.systemNodes` nodes of `gke.systemMachineType` (label {@link systemPoolLabel}, no taint). */
+  readonly systemPool: GkePoolNodes;
+  /** The agent pool at its maximum, `gke.agentMaxNodes` nodes of `gke.agentMachineType` (agent label and taint). */
+  readonly agentPool: GkePoolNodes;
+  /** What GKE's DaemonSets request on each agent node (`gke.daemonSetRequests`), subtracted from the quota. */
+  readonly reserved: readonly ReservedPods[];
+  /** The ClusterQueue quota, the cohort's fit checked against it. */
+  readonly quota: QuotaResult;
+  /** The Kueue manager Configuration (waitForPodsReady, {@link GKE_EXCLUDED_NAMESPACES}, local's frameworks). */
+  readonly configuration: KueueConfigurationInput;
+  /** The agent-pool ResourceFlavor's node labels and tolerations ({@link gkeFlavor}); its name is {@link GKE_QUEUES}'. */
+  readonly flavor: ReturnType<typeof gkeFlavor>;
+}
+
+/**
+ * The pools, the quota (the agent pool at its maximum less the DaemonSet requests per node) and the Kueue
+ * Configuration of the profile.
+ *
+ * @throws {StackConfigError} for an unknown machine type (naming `gke.agentMachineType` / `gke.systemMachineType`)
+ *   and for quota and fit problems (each with its key and the arithmetic)
+ */
+export function gkeKubernetesPlan(o: { readonly gke: GkeConfig; readonly spec: RunSpec; readonly waitForPodsReadyTimeout: string }): GkeKubernetesPlan {
+  const { gke, spec } = o;
+  const configuration = kueueConfiguration({
+    waitForPodsReadyTimeout: o.waitForPodsReadyTimeout,
+    excludedNamespaces: GKE_EXCLUDED_NAMESPACES,
+    // The same integrations as `local` (the runtime Job and the members' Pods).
+    frameworks: LOCAL_KUEUE_FRAMEWORKS,
+  });
+  // The quota: the agent pool at its maximum, less what GKE's DaemonSets request on each agent node. The
+  // controllers, Temporal and the runtime Job run on the system pool (nodeSelector), so they are not subtracted.
+  const agentPool = asConfigError(() =>
+    agentPoolNodes(GKE_POOLS.agents, gke.agentMachineType, gke.agentMaxNodes, { label: agentPoolLabel, taint: agentPoolTaint }, configKey("gke.agentMachineType")),
+  );
+  // The system pool's machine type must be one whose shape is known too (refused like the agent pool's).
+  const systemPool = asConfigError(() => agentPoolNodes(GKE_POOLS.system, gke.systemMachineType, gke.systemNodes, { label: systemPoolLabel }, configKey("gke.systemMachineType")));
+  const reserved: ReservedPods[] = [
+    {
+      name: "GKE DaemonSets",
+      placement: "daemonset",
+      requests: gke.daemonSetRequests,
+      source: `${configKey("gke.daemonSetRequests")} (default ${GKE_DEFAULTS.daemonSetRequests.cpu} CPU, ${GKE_DEFAULTS.daemonSetRequests.memory}: an assumption, docs/gke.md)`,
+    },
+  ];
+  const flavor = gkeFlavor();
+  const quota = planQuota({ nodes: agentPool.nodes, reserved, flavor, override: gke.queue, overrideKey: configKey("gke.queue"), spec });
+  return { systemPool, agentPool, reserved, quota, configuration, flavor };
+}
+
 /**
  * Validates everything, derives the quota and checks the cohort against it and against a cold start, with no
  * resource created.
@@ -284,29 +344,7 @@ export function planGke(input: GkePlanInput): GkePlan {
   const resolved = resolvePodRunSpec(config, { profile: "gke", membersRun: "as Pods on the agent pool", defaultImage: runtimeImage, projectDir });
   const spec = resolved.spec;
   const plan = planClusterRun({ profile: "gke", projectDir, resolved, knobs: gke, manifests: input.manifests, bundle: input.bundle });
-  const configuration = kueueConfiguration({
-    waitForPodsReadyTimeout: plan.waitForPodsReadyTimeout,
-    excludedNamespaces: GKE_EXCLUDED_NAMESPACES,
-    // The same integrations as `local` (the runtime Job and the members' Pods).
-    frameworks: LOCAL_KUEUE_FRAMEWORKS,
-  });
-
-  // The quota: the agent pool at its maximum, less what GKE's DaemonSets request on each agent node. The
-  // controllers, Temporal and the runtime Job run on the system pool (nodeSelector), so they are not subtracted.
-  const { nodes, allocatable } = asConfigError(() =>
-    agentPoolNodes(GKE_POOLS.agents, gke.agentMachineType, gke.agentMaxNodes, { label: agentPoolLabel, taint: agentPoolTaint }, configKey("gke.agentMachineType")),
-  );
-  // The system pool's machine type must be one whose shape is known too (refused like the agent pool's).
-  asConfigError(() => agentPoolNodes(GKE_POOLS.system, gke.systemMachineType, 1, { label: systemPoolLabel }, configKey("gke.systemMachineType")));
-  const reserved: ReservedPods[] = [
-    {
-      name: "GKE DaemonSets",
-      placement: "daemonset",
-      requests: gke.daemonSetRequests,
-      source: `${configKey("gke.daemonSetRequests")} (default ${GKE_DEFAULTS.daemonSetRequests.cpu} CPU, ${GKE_DEFAULTS.daemonSetRequests.memory}: an assumption, docs/gke.md)`,
-    },
-  ];
-  const quota = planQuota({ nodes, reserved, flavor: gkeFlavor(), override: gke.queue, overrideKey: configKey("gke.queue"), spec });
+  const { configuration, agentPool, quota } = gkeKubernetesPlan({ gke, spec, waitForPodsReadyTimeout: plan.waitForPodsReadyTimeout });
   asConfigError(() =>
     checkColdStart({
       startupMs: parseDurationMs(spec.startupTimeout),
@@ -330,7 +368,7 @@ export function planGke(input: GkePlanInput): GkePlan {
     gke,
     images,
     resolved,
-    agentAllocatable: allocatable,
+    agentAllocatable: agentPool.allocatable,
     quota,
     configuration,
     namespace: plan.namespace,

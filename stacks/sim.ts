@@ -10,13 +10,19 @@
  * - `cohort-lab:sim` — `nodes` (fake e2-standard-16 agent nodes, default 8), `podReadyDelay` / `podReadyJitter`
  *   (simulated member start-up: delay + uniform random extra, durations, default 0s), `portBase` (first of 11
  *   loopback ports, default 26400: below Linux's ephemeral range 32768-60999), `stateDir` (default `<project>/.sim/<stack>`), `waitForPodsReadyTimeout`
- *   (default: the cohort's startupTimeout + 1m), `queue.cpu` / `queue.memory` (lower the derived quota).
+ *   (default: the cohort's startupTimeout + 1m), `queue.cpu` / `queue.memory` (lower the derived quota), `shape`
+ *   (`agents`, the default: `nodes` agent nodes; `gke`: the gke profile's Kubernetes side, below).
+ * - `cohort-lab:gke` — read only with `sim.shape: gke` (and then required as on `gke`, stacks/gke.ts): the nodes
+ *   are the gke profile's two pools (`gke.systemNodes` system nodes, `gke.agentMaxNodes` tainted agent nodes, each
+ *   with its machine type's allocatable), and the quota, ResourceFlavor and Kueue Configuration are gke's, from
+ *   ONE plan (stacks/gke.ts `gkeKubernetesPlan`). No GCP API is called. The controllers stay local processes
+ *   (pods on kwok nodes execute nothing), so nothing is pinned to the system pool and Temporal is not applied.
  * - `cohort-lab:cohort` — `cohort.roles` is required (members are Pods); a role without `app.image` gets a
  *   digest-pinned placeholder image: kwok never pulls images.
  *
  * Build order, everything refusable before any resource exists: config (zod, each problem names its key) →
- * RunSpec → runtime bundle and pinned manifests → quota from the fake nodes and the cohort's fit (refused with
- * the arithmetic) → SimCluster → FakeNodePool → Kueue (external; its manager starts once its CRDs and webhook
+ * RunSpec → runtime bundle and pinned manifests → quota from the fake nodes (or gke's, with `shape: gke`) and the
+ * cohort's fit (refused with the arithmetic) → SimCluster → FakeNodePool (one per pool) → Kueue (external; its manager starts once its CRDs and webhook
  * wiring exist, and that start is the webhook gate) → AgentSandbox (external) and its controller → RunNamespace
  * (Namespace, LocalQueue, ServiceAccount, Role, RoleBinding; no in-cluster runtime) → run credentials
  * (SimCluster.runCredentials) → CohortRun (process executor,
@@ -34,7 +40,7 @@ import { kueueConfiguration, renderKueueConfiguration, type KueueConfigurationIn
 import { RunNamespace } from "../components/run/RunNamespace.js";
 import type { QuotaResult } from "../components/k8s/quota.js";
 import { SimCluster } from "../components/sim/SimCluster.js";
-import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity } from "../components/sim/fakeNode.js";
+import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity, type FakeNodeShape } from "../components/sim/fakeNode.js";
 import { simExcludedNamespaces, simFlavor, simQueueNames } from "../components/sim/queue.js";
 import { parseDurationMs } from "../runtime/index.js";
 import { portsFromBase } from "../components/sim/ports.js";
@@ -55,11 +61,28 @@ import {
 } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type ResolvedRunSpec, type StackConfig } from "./config.js";
 import { refusing } from "./errors.js";
+import { gkeKubernetesPlan, GKE_POOLS, GKE_QUEUES, parseGkeConfig, type GkeConfig, type GkePoolNodes } from "./gke.js";
 import { local } from "../common/pins.js";
-import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
+import type { ProfileContext, ProfileDefinition, QueueNames, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Defaults of `cohort-lab:sim` (the ONE place they are set). */
-export const SIM_DEFAULTS = { nodes: 8, pool: "agents", portBase: 26400, podReadyDelay: "0s", podReadyJitter: "0s" } as const;
+export const SIM_DEFAULTS = { shape: "agents", nodes: 8, pool: "agents", portBase: 26400, podReadyDelay: "0s", podReadyJitter: "0s" } as const;
+
+/**
+ * What the simulated cluster looks like (`cohort-lab:sim.shape`):
+ * - `agents`: `sim.nodes` fake GKE `e2-standard-16` agent nodes, the sim's own queue (the scale rehearsal);
+ * - `gke`: the gke profile's Kubernetes side from `cohort-lab:gke` (its two pools, quota, ResourceFlavor and Kueue
+ *   Configuration: stacks/gke.ts `gkeKubernetesPlan`), so its objects are proven on a real control plane.
+ */
+export const SIM_SHAPES = ["agents", "gke"] as const;
+export type SimShape = (typeof SIM_SHAPES)[number];
+
+/** The sim keys that `shape: gke` takes from `cohort-lab:gke` instead, with where to set them. */
+const GKE_SHAPE_OWNED: Readonly<Record<string, string>> = {
+  nodes: "the pools are gke's: set gke.agentMaxNodes and gke.systemNodes",
+  queue: "the quota is gke's: set gke.queue",
+  waitForPodsReadyTimeout: "Kueue's Configuration is gke's: set gke.waitForPodsReadyTimeout",
+};
 
 /**
  * The image a role without `app.image` gets: any digest-pinned reference passes the backend's check, and kwok
@@ -69,6 +92,7 @@ export const SIM_PLACEHOLDER_IMAGE = `${local.temporal.repository}:${local.tempo
 
 /** `cohort-lab:sim`, validated, defaults applied. */
 export interface SimConfig extends ClusterKnobs {
+  readonly shape: SimShape;
   readonly nodes: number;
   readonly portBase: number;
   readonly podReadyDelayMs: number;
@@ -77,7 +101,13 @@ export interface SimConfig extends ClusterKnobs {
   readonly stateDir: string;
 }
 
+const shape = z.unknown().refine((v) => typeof v === "string" && (SIM_SHAPES as readonly string[]).includes(v), {
+  error: (issue) =>
+    `must be agents (sim.nodes fake agent nodes, the default) or gke (the gke profile's pools, quota and Kueue objects from cohort-lab:gke) (got ${JSON.stringify(issue.input) ?? "nothing"})`,
+});
+
 const simSchema = z.strictObject({
+  shape: shape.optional(),
   nodes: integerIn(1, 5000).optional(),
   portBase: integerIn(1024, 65535 - 11).optional(),
   podReadyDelay: durationMs.optional(),
@@ -98,7 +128,17 @@ export function parseSimConfig(raw: RawConfig, projectDir: string, stack: string
   const parsed = simSchema.safeParse(value);
   if (!parsed.success) throw new StackConfigError(zodIssues("sim", parsed.error, Object.keys(simSchema.shape)));
   const c = parsed.data;
+  const simShape = (c.shape as SimShape | undefined) ?? SIM_DEFAULTS.shape;
+  if (simShape === "gke") {
+    const owned = Object.keys(GKE_SHAPE_OWNED).filter((k) => value[k] !== undefined);
+    if (owned.length > 0) throw new StackConfigError(owned.map((k) => ({ key: configKey(`sim.${k}`), reason: `does not apply with sim.shape gke: ${GKE_SHAPE_OWNED[k]}` })));
+  } else if (raw.gke !== undefined) {
+    throw new StackConfigError([
+      { key: configKey("gke"), reason: "is read on the sim profile only with sim.shape gke (`pulumi config set --path sim.shape gke`); unset it or set sim.shape" },
+    ]);
+  }
   return {
+    shape: simShape,
     nodes: c.nodes ?? SIM_DEFAULTS.nodes,
     portBase: c.portBase ?? SIM_DEFAULTS.portBase,
     podReadyDelayMs: c.podReadyDelay ?? parseDurationMs(SIM_DEFAULTS.podReadyDelay),
@@ -108,9 +148,27 @@ export function parseSimConfig(raw: RawConfig, projectDir: string, stack: string
   };
 }
 
+/** One pool of fake nodes the profile registers (a `FakeNodePool`). */
+export interface SimPoolPlan {
+  /** The component's name (its children are `<component>-<pool>-NNNN` and `<component>-ready`). */
+  readonly component: string;
+  /** Node name prefix. */
+  readonly pool: string;
+  readonly count: number;
+  readonly shape: FakeNodeShape;
+}
+
 /** Everything the profile decided before creating resources. */
 export interface SimPlan {
   readonly sim: SimConfig;
+  /** `cohort-lab:gke` with `sim.shape: gke`. */
+  readonly gke?: GkeConfig;
+  /** The fake node pools, in registration order. */
+  readonly pools: readonly SimPoolPlan[];
+  /** The queue object names (the ResourceFlavor is the shape's: `cohort-lab-agents` or gke's). */
+  readonly queueNames: QueueNames & { readonly resourceFlavor: string };
+  /** The ResourceFlavor's node labels and tolerations. */
+  readonly flavor: ReturnType<typeof simFlavor>;
   readonly resolved: ResolvedRunSpec;
   readonly quota: QuotaResult;
   readonly kueueConfiguration: KueueConfigurationInput;
@@ -134,7 +192,8 @@ export interface SimPlanInput {
 }
 
 /**
- * Validates everything and computes the quota from the fake nodes and the cohort's fit, with no resource created.
+ * Validates everything and computes the quota from the fake nodes (with `sim.shape: gke`, gke's plan: stacks/gke.ts
+ * `gkeKubernetesPlan`) and the cohort's fit, with no resource created.
  *
  * @throws {StackConfigError} for config, RunSpec, quota and fit problems (each names its key and, for the
  *   quota, carries the arithmetic)
@@ -146,6 +205,8 @@ export function planSim(input: SimPlanInput): SimPlan {
   // A role without app.image gets SIM_PLACEHOLDER_IMAGE.
   const resolved: ResolvedRunSpec = resolvePodRunSpec(config, { profile: "sim", membersRun: "as Pods on simulated nodes", defaultImage: SIM_PLACEHOLDER_IMAGE, projectDir });
   const spec = resolved.spec;
+
+  if (sim.shape === "gke") return planGkeShape(input, sim, resolved);
 
   const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({
     profile: "sim",
@@ -166,7 +227,51 @@ export function planSim(input: SimPlanInput): SimPlan {
     overrideKey: configKey("sim.queue"),
     spec,
   });
-  return { sim, resolved, quota, kueueConfiguration: kueueConfig, namespace, bundle, bundleSha256, manifests };
+  const pools = [{ component: "agents", pool: SIM_DEFAULTS.pool, count: sim.nodes, shape: e2Standard16AgentNode }];
+  return { sim, pools, queueNames: simQueueNames, flavor: simFlavor(), resolved, quota, kueueConfiguration: kueueConfig, namespace, bundle, bundleSha256, manifests };
+}
+
+/**
+ * A fake node shaped like a node of one of gke's pools: the allocatable, labels and taint the gke plan's quota
+ * sees (components/gke/allocatable.ts `agentPoolNodes`), plus the labels a GKE node carries.
+ */
+export function gkePoolNodeShape(pool: GkePoolNodes): FakeNodeShape {
+  const node = pool.nodes[0];
+  if (node === undefined) throw new Error(`gkePoolNodeShape: the ${pool.allocatable.machineType} pool has no node`);
+  return {
+    allocatable: { cpu: node.allocatable.cpu, memory: node.allocatable.memory, pods: node.allocatable.pods ?? "110" },
+    labels: {
+      ...node.labels,
+      "node.kubernetes.io/instance-type": pool.allocatable.machineType,
+      "kubernetes.io/os": "linux",
+      "kubernetes.io/arch": "amd64",
+      type: "kwok",
+    },
+    taints: (node.taints ?? []).map((t) => ({ key: t.key, value: t.value ?? "", effect: t.effect })),
+  };
+}
+
+/**
+ * `sim.shape: gke`: the gke profile's Kubernetes plan (stacks/gke.ts `gkeKubernetesPlan`: pools, quota with the
+ * DaemonSet subtraction, ResourceFlavor, Kueue Configuration) on fake nodes shaped like its two pools. The
+ * cold-start check of `gke` does not apply: the agent nodes exist from the start (there is no autoscaler).
+ */
+function planGkeShape(input: SimPlanInput, sim: SimConfig, resolved: ResolvedRunSpec): SimPlan {
+  const gke = parseGkeConfig(input.raw);
+  const { waitForPodsReadyTimeout, manifests, bundle, bundleSha256, namespace } = planClusterRun({
+    profile: "gke",
+    projectDir: input.projectDir,
+    resolved,
+    knobs: gke,
+    manifests: input.manifests,
+    bundle: input.bundle,
+  });
+  const k = gkeKubernetesPlan({ gke, spec: resolved.spec, waitForPodsReadyTimeout });
+  const pools: SimPoolPlan[] = [
+    ...(gke.systemNodes > 0 ? [{ component: GKE_POOLS.system, pool: GKE_POOLS.system, count: gke.systemNodes, shape: gkePoolNodeShape(k.systemPool) }] : []),
+    { component: GKE_POOLS.agents, pool: GKE_POOLS.agents, count: gke.agentMaxNodes, shape: gkePoolNodeShape(k.agentPool) },
+  ];
+  return { sim, gke, pools, queueNames: GKE_QUEUES, flavor: k.flavor, resolved, quota: k.quota, kueueConfiguration: k.configuration, namespace, bundle, bundleSha256, manifests };
 }
 
 /**
@@ -190,17 +295,13 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     podReadyJitterMs: plan.sim.podReadyJitterMs,
   });
   const provider = cluster.provider;
-  const pool = new FakeNodePool("agents", {
-    provider,
-    pool: SIM_DEFAULTS.pool,
-    count: plan.sim.nodes,
-    sim: cluster,
-  });
+  const pools = plan.pools.map((p) => new FakeNodePool(p.component, { provider, pool: p.pool, count: p.count, shape: p.shape, sim: cluster }));
 
   // The manager's image is never deployed (controller: "external"); the tag names the release it is built from.
   const controllerImage = `${local.kueue.image.repository}:${local.kueue.image.tag}`;
   const kueueConfigurationYaml = YAML.stringify(renderKueueConfiguration(plan.manifests.kueue, plan.kueueConfiguration), { lineWidth: 0 });
-  const flavor = simFlavor();
+  const flavor = plan.flavor;
+  const names = plan.queueNames;
   const kueue = new Kueue("kueue", {
     provider,
     controller: "external",
@@ -209,8 +310,8 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     externalWebhookPort: ports.kueueWebhook,
     webhookReady: (install) => [cluster.controller("kueue", install, kueueConfigurationYaml)],
     queue: {
-      resourceFlavor: simQueueNames.resourceFlavor,
-      clusterQueue: simQueueNames.clusterQueue,
+      resourceFlavor: names.resourceFlavor,
+      clusterQueue: names.clusterQueue,
       nominalQuota: plan.quota.nominalQuota,
       nodeLabels: flavor.nodeLabels,
       tolerations: flavor.tolerations,
@@ -232,8 +333,8 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
   const runNamespace = new RunNamespace("run", {
     provider,
     namespace: plan.namespace,
-    localQueue: simQueueNames.localQueue,
-    clusterQueue: simQueueNames.clusterQueue,
+    localQueue: names.localQueue,
+    clusterQueue: names.clusterQueue,
     localQueueDependsOn: kueue.localQueueReady,
     waitFor: [...kueue.webhookReady, ...sandbox.install],
     childAliases: [atRoot],
@@ -256,7 +357,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
         fallbackRuntimeBundlePath: path.join(projectDir, RUNTIME_BUNDLE),
       },
     },
-    { dependsOn: [credentials, ...runNamespace.resources, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, pool.ready] },
+    { dependsOn: [credentials, ...runNamespace.resources, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, ...pools.map((p) => p.ready)] },
   );
   const runOutputs: pulumi.Output<RunOutputs> = cohort.summary;
   return {
@@ -265,13 +366,13 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     run: runOutputs,
     kubeContext: cluster.kubeContext,
     kubeconfig: cluster.kubeconfig,
-    queues: queueOutputs(simQueueNames),
+    queues: queueOutputs(names),
   };
 }
 
 /** The `sim` profile entry of stacks/profiles.ts. */
 export const simProfile: ProfileDefinition = {
   description: "a real control plane (etcd, kube-apiserver, controller-manager, scheduler) with kwok fake nodes and Kueue and Agent Sandbox as local processes",
-  configKeys: ["sim"],
+  configKeys: ["sim", "gke"],
   build: (ctx) => buildSim(ctx),
 };

@@ -230,3 +230,93 @@ describe("sim profile graph", () => {
     expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });
   });
 });
+
+describe("sim.shape (cohort-lab:sim.shape)", () => {
+  const cohort = JSON.stringify({ name: "gkesim", roles: [{ name: "agent", replicas: 6, app: { command: ["a"] }, resources: { cpu: "100m", memory: "64Mi" } }] });
+  const gkeKeys = { project: "placeholder-project", zone: "us-central1-a", bucketName: "placeholder-bucket" };
+  async function plan(raw: Record<string, string>) {
+    const { parseStackConfig } = await import("../../stacks/config.js");
+    const { planSim, simProfile } = await import("../../stacks/sim.js");
+    const config = parseStackConfig(raw, { stack: "sim", projectDir, profileKeys: simProfile.configKeys });
+    return planSim({ config, raw, projectDir, stack: "sim", manifests: { kueue: [], agentSandbox: [] }, bundle: Buffer.from("bundle") });
+  }
+
+  it("defaults to agents: one pool of sim.nodes e2-standard-16 agent nodes, the sim's own flavor", async () => {
+    const p = await plan({ cohort, sim: JSON.stringify({ nodes: 2 }) });
+    expect(p.sim.shape).toBe("agents");
+    expect(p.pools.map((x) => [x.component, x.pool, x.count])).toEqual([["agents", "agents", 2]]);
+    expect(p.queueNames.resourceFlavor).toBe("cohort-lab-agents");
+    expect(p.gke).toBeUndefined();
+  });
+
+  it("gke: gke's two pools, quota (DaemonSet requests subtracted), flavor and Kueue Configuration, from gke's plan", async () => {
+    const gke = { ...gkeKeys, systemNodes: 1, agentMachineType: "e2-standard-4", agentMaxNodes: 3 };
+    const raw = { cohort, sim: JSON.stringify({ shape: "gke" }), gke: JSON.stringify(gke) };
+    const p = await plan(raw);
+    expect(p.pools.map((x) => [x.component, x.pool, x.count])).toEqual([
+      ["system", "system", 1],
+      ["agents", "agents", 3],
+    ]);
+    const [system, agents] = p.pools;
+    expect(system!.shape.labels["cohort-lab.dev/pool"]).toBe("system");
+    expect(system!.shape.taints).toEqual([]);
+    expect(agents!.shape.labels).toMatchObject({ "cohort-lab.dev/pool": "agents", "cloud.google.com/gke-nodepool": "agents", "node.kubernetes.io/instance-type": "e2-standard-4" });
+    expect(agents!.shape.taints).toEqual([{ key: "cohort-lab.dev/agents", value: "true", effect: "NoSchedule" }]);
+    // e2-standard-4: 4000m − 80m GKE reservation = 3920m; 16Gi − 2662Mi − 100Mi = 13621Mi; less 500m / 1Gi per node.
+    expect(agents!.shape.allocatable).toEqual({ cpu: "3920m", memory: String(13621 * 2 ** 20), pods: "110" });
+    expect(p.quota.nominalQuota).toEqual({ cpu: "10260m", memory: "37791Mi" });
+    expect(p.quota.arithmetic.cpu).toBe("3 nodes × 3920m allocatable − 1500m reserved = 10260m");
+    expect(p.queueNames).toEqual({ resourceFlavor: "cohort-lab-gke-agents", clusterQueue: "cohort-lab", localQueue: "cohort" });
+    // The same plan as the gke profile's own (planGke, preview).
+    const { parseStackConfig } = await import("../../stacks/config.js");
+    const { GKE_EXCLUDED_NAMESPACES, gkeFlavor, planGke } = await import("../../stacks/gke.js");
+    const gkeRaw = { cohort: JSON.stringify({ ...JSON.parse(cohort), startupTimeout: "10m" }), gke: JSON.stringify(gke) };
+    const gkePlan = planGke({
+      config: parseStackConfig(gkeRaw, { stack: "gke", projectDir, profileKeys: ["gke", "images"] }),
+      raw: gkeRaw,
+      projectDir,
+      dryRun: true,
+      warn: () => undefined,
+      manifests: { kueue: [], agentSandbox: [] },
+      bundle: Buffer.from("bundle"),
+    });
+    expect(p.quota.nominalQuota).toEqual(gkePlan.quota.nominalQuota);
+    expect(p.flavor).toEqual(gkeFlavor());
+    expect(p.kueueConfiguration.excludedNamespaces).toEqual(GKE_EXCLUDED_NAMESPACES);
+    expect(p.kueueConfiguration.frameworks).toEqual(gkePlan.configuration.frameworks);
+    expect(p.kueueConfiguration.frameworks).toEqual(["batch/job", "pod"]);
+  });
+
+  it("gke with gke.systemNodes 0 registers the agent pool only", async () => {
+    const p = await plan({ cohort, sim: JSON.stringify({ shape: "gke" }), gke: JSON.stringify({ ...gkeKeys, systemNodes: 0, agentMaxNodes: 1 }) });
+    expect(p.pools.map((x) => x.pool)).toEqual(["agents"]);
+  });
+
+  it("refuses a bad shape, naming cohort-lab:sim.shape", async () => {
+    await expect(plan({ cohort, sim: JSON.stringify({ shape: "gcp" }) })).rejects.toThrow(
+      'cohort-lab:sim.shape: must be agents (sim.nodes fake agent nodes, the default) or gke (the gke profile\'s pools, quota and Kueue objects from cohort-lab:gke) (got "gcp")',
+    );
+  });
+
+  it("gke: refuses missing gke keys, naming each", async () => {
+    await expect(plan({ cohort, sim: JSON.stringify({ shape: "gke" }) })).rejects.toThrow(/cohort-lab:gke\.project: .*\ncohort-lab:gke\.zone: .*\ncohort-lab:gke\.bucketName: /);
+    await expect(plan({ cohort, sim: JSON.stringify({ shape: "gke" }), gke: JSON.stringify({ ...gkeKeys, agentMachineType: "e2-tiny" }) })).rejects.toThrow(
+      /cohort-lab:gke\.agentMachineType: "e2-tiny" is not a machine type whose shape the profile knows/,
+    );
+  });
+
+  it("gke: refuses the sim keys gke's config owns, and gke's config without the shape", async () => {
+    await expect(plan({ cohort, sim: JSON.stringify({ shape: "gke", nodes: 4, queue: { cpu: "1" } }), gke: JSON.stringify(gkeKeys) })).rejects.toThrow(
+      "cohort-lab:sim.nodes: does not apply with sim.shape gke: the pools are gke's: set gke.agentMaxNodes and gke.systemNodes\n" +
+        "cohort-lab:sim.queue: does not apply with sim.shape gke: the quota is gke's: set gke.queue",
+    );
+    await expect(plan({ cohort, gke: JSON.stringify(gkeKeys) })).rejects.toThrow("cohort-lab:gke: is read on the sim profile only with sim.shape gke");
+  });
+
+  it("gke: a cohort larger than gke's quota is refused with gke's arithmetic", async () => {
+    const big = JSON.stringify({ name: "big", roles: [{ name: "agent", replicas: 40, app: { command: ["a"] }, resources: { cpu: "1", memory: "64Mi" } }] });
+    await expect(
+      plan({ cohort: big, sim: JSON.stringify({ shape: "gke" }), gke: JSON.stringify({ ...gkeKeys, agentMachineType: "e2-standard-4", agentMaxNodes: 3 }) }),
+    ).rejects.toThrow("(3 nodes × 3920m allocatable − 1500m reserved = 10260m)");
+  });
+});

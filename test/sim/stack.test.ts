@@ -12,55 +12,24 @@
  * Skipped, with the reason, when the sim binaries or manifests are not in the cache. Needs the default toolchain
  * (`npm run toolchain`) and the bundle (`npm run build`).
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import * as net from "node:net";
-import os from "node:os";
+import { existsSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { portNames } from "../../simctl/ports";
 import { isRunning } from "../../simctl/procs";
-import { readState, type SimState } from "../../simctl/state";
 import { PROJECT_DIR } from "../../stacks/config";
 import { simUnavailableReason } from "./harness";
+import { ledgerRecords as records, SimStackProject } from "./pulumi-stack";
 
 const unavailable = simUnavailableReason();
-const tmp = mkdtempSync(path.join(os.tmpdir(), "cohort-e2e-sim-"));
-const projectDir = path.join(tmp, "project");
-const artifactRoot = path.join(tmp, "artifacts");
-const stateDir = path.join(tmp, "sim-state");
-const env = {
-  ...process.env,
-  COHORT_PULUMI_BACKEND_URL: `file://${path.join(tmp, "state")}`,
-  PULUMI_CONFIG_PASSPHRASE: "cohort-lab-local",
-  NO_COLOR: "1",
-};
+const project = new SimStackProject("cohort-e2e-sim-");
+const { stateDir } = project;
 /** Every process the sim recorded while it ran (checked after destroy). */
-const seen: SimState["processes"] = [];
-
-interface Result {
-  readonly exitCode: number;
-  readonly stdout: string;
-  readonly all: string;
-  readonly ms: number;
-}
-
-async function pulumi(args: readonly string[]): Promise<Result> {
-  const started = performance.now();
-  const r = await execa("npm", ["run", "-s", "pulumi", "--", "-C", projectDir, ...args], { cwd: PROJECT_DIR, env, reject: false, all: true, stdin: "ignore" });
-  return { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), all: String(r.all), ms: performance.now() - started };
-}
-
-async function ok(args: readonly string[]): Promise<Result> {
-  const r = await pulumi(args);
-  if (r.exitCode !== 0) {
-    const diagnostics = r.all.indexOf("Diagnostics:");
-    throw new Error(`pulumi ${args.join(" ")} exited ${r.exitCode}:\n${(diagnostics >= 0 ? r.all.slice(diagnostics) : r.all).slice(0, 6000)}`);
-  }
-  return r;
-}
-
-const config = (...kv: string[]) => ok(["config", "set", "--stack", "sim", ...kv]);
+const seen = project.seen;
+const pulumi = (args: readonly string[]) => project.pulumi(args);
+const ok = (args: readonly string[]) => project.ok(args);
+const config = (...kv: string[]) => project.config(...kv);
+const noteProcesses = () => project.noteProcesses();
 
 interface Outputs {
   profile: string;
@@ -69,37 +38,7 @@ interface Outputs {
   queues: { clusterQueue: string; localQueue: string };
 }
 
-async function outputs(): Promise<Outputs> {
-  return JSON.parse((await ok(["stack", "output", "--json", "--stack", "sim"])).stdout) as Outputs;
-}
-
-function records(ledgerPath: string): Record<string, unknown>[] {
-  return readFileSync(path.join(ledgerPath, "records.ndjson"), "utf8")
-    .split("\n")
-    .filter(Boolean)
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
-}
-
-function noteProcesses(): void {
-  const s = readState(path.join(stateDir, "sim-state.json"));
-  for (const p of s?.processes ?? []) if (!seen.some((q) => q.pid === p.pid)) seen.push(p);
-}
-
-/** A block of free consecutive loopback ports below the ephemeral range. */
-async function freeBlock(): Promise<number> {
-  const free = (port: number) =>
-    new Promise<boolean>((resolve) => {
-      const s = net.createServer();
-      s.once("error", () => resolve(false));
-      s.listen({ host: "127.0.0.1", port, exclusive: true }, () => s.close(() => resolve(true)));
-    });
-  for (let base = 21000 + (process.pid % 50) * 100; base < 32000; base += 100) {
-    let all = true;
-    for (let i = 0; i < portNames.length && all; i += 1) all = await free(base + i);
-    if (all) return base;
-  }
-  throw new Error("no free block of loopback ports");
-}
+const outputs = () => project.outputs<Outputs>();
 
 const roster = (agents: number, extra: unknown[] = []) =>
   JSON.stringify({
@@ -118,25 +57,9 @@ const roster = (agents: number, extra: unknown[] = []) =>
   });
 
 describe.skipIf(unavailable !== undefined)("sim stack, real engine", () => {
-  beforeAll(async () => {
-    const bundle = path.join(PROJECT_DIR, "dist", "cohort.cjs");
-    if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` first`);
-    mkdirSync(projectDir, { recursive: true });
-    const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");
-    writeFileSync(path.join(projectDir, "Pulumi.yaml"), `${project.trimEnd()}\nmain: ${path.join(PROJECT_DIR, "index.ts")}\n`);
-    writeFileSync(path.join(projectDir, "Pulumi.sim.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.sim.yaml")));
-    symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
-    mkdirSync(path.join(tmp, "state"));
-    await ok(["stack", "select", "--create", "sim"]);
-    await config("artifactRoot", artifactRoot);
-    await config("--path", "sim.stateDir", stateDir);
-    await config("--path", "sim.portBase", String(await freeBlock()));
-  }, 600_000);
+  beforeAll(() => project.setUp(), 600_000);
 
-  afterAll(async () => {
-    if (existsSync(path.join(tmp, "state"))) await pulumi(["destroy", "--yes", "--stack", "sim", "--skip-preview"]);
-    if (process.env.COHORT_E2E_KEEP !== "1") rmSync(tmp, { recursive: true, force: true });
-  }, 900_000);
+  afterAll(() => project.tearDown(), 900_000);
 
   it("refuses a cohort larger than the quota at preview, with the arithmetic, before anything exists", async () => {
     await config("--path", "cohort", roster(1299));
@@ -152,10 +75,8 @@ describe.skipIf(unavailable !== undefined)("sim stack, real engine", () => {
 
   it("100 members (Pulumi.sim.yaml): admitted as one gang Workload and Ready; outputs and ledger say so", async () => {
     await ok(["config", "rm", "--stack", "sim", "cohort"]);
-    writeFileSync(path.join(projectDir, "Pulumi.sim.yaml"), readFileSync(path.join(PROJECT_DIR, "Pulumi.sim.yaml")));
-    await config("artifactRoot", artifactRoot);
-    await config("--path", "sim.stateDir", stateDir);
-    await config("--path", "sim.portBase", String(await freeBlock()));
+    project.writeStackFile();
+    await project.configureSim();
     const up = await ok(["up", "--yes", "--stack", "sim", "--skip-preview"]);
     noteProcesses();
     const o = await outputs();
