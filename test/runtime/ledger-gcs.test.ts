@@ -230,6 +230,32 @@ describe("the ledger in GCS (fake-gcs-server)", () => {
     expect((await cohort(["ledger", "verify", uri])).code).toBe(0);
   });
 
+  it("cohort ledger verify --json prints one JSON line with the verified completion", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const r = await cohort(["ledger", "verify", "--json", uri]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split("\n").filter((l) => l !== "")).toHaveLength(1);
+    const v = JSON.parse(r.stdout) as { ledger: string; runId: string; outcome: string; firstFailure: unknown; completion: { outcome: string; records: number } };
+    expect(v).toMatchObject({ ledger: uri, runId, outcome: "succeeded", firstFailure: null });
+    expect(v.completion).toEqual(JSON.parse((await getObject(name("completion.json"))).toString("utf8")));
+  });
+
+  it("cohort ledger delete removes a run's objects (completion.json first), twice without error; a directory is refused", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const artifacts = path.join(tempDir("gcs-artifacts"), "a");
+    const run = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--ledger-export", `gs://${BUCKET}/doomed`]);
+    expect(run.code, run.stderr).toBe(0);
+    const target = parseRunSummary(run.stdout).ledgerUri!;
+    const first = await cohort(["ledger", "delete", target]);
+    expect([first.code, first.stdout]).toEqual([0, `deleted 3 object(s) of ${target}\n`]);
+    expect(await listObjects(`doomed/`)).toEqual([]);
+    const again = await cohort(["ledger", "delete", target]);
+    expect([again.code, again.stdout]).toEqual([0, `deleted 0 object(s) of ${target}\n`]);
+    const dir = await cohort(["ledger", "delete", artifacts]);
+    expect(dir.code).toBe(2);
+    expect(dir.stderr).toContain("ledger delete: works on a gs:// ledger only");
+  });
+
   it("an export that cannot reach the store is one stderr line and exit 1; the local ledger is intact", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const artifacts = path.join(tempDir("gcs-artifacts"), "a");
