@@ -33,7 +33,7 @@ const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
 const shared = require("../run/job-steps.cjs");
-const { StepError, log, env, run, tail, pinnedTool, jobSummary, followJobProgress } = shared;
+const { StepError, JobFailedError, log, env, run, tail, pinnedTool, jobSummary, followJobProgress } = shared;
 
 shared.setLogPrefix("[cohort-lab gke]");
 
@@ -98,7 +98,7 @@ function summaryFromBucket(summary, lines, o) {
   const destination = o.destination.replace(/\/+$/, "");
   const runId = String(summary.runId);
   if (typeof summary.ledgerUri !== "string") {
-    const failed = [...lines].reverse().find((l) => l.startsWith("cohort: ledger export failed:"));
+    const failed = exportFailure(lines);
     throw new StepError(
       `run ${runId}: the runtime did not export its ledger to ${destination} (no ledgerUri in its summary), so its result cannot be read back: ${failed ?? "the Job's log has no export line"}`,
     );
@@ -115,10 +115,27 @@ function summaryFromBucket(summary, lines, o) {
   return { ...summary, outcome: verified.outcome, firstFailure: verified.firstFailure, reportPath: null };
 }
 
-/** `run-summary` (see the module doc). Environment: as `jobSummary`, and COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE. */
+/** The runtime's `cohort: ledger export failed: …` line in the Job's log, if any. */
+function exportFailure(/** @type {readonly string[]} */ lines) {
+  return [...lines].reverse().find((l) => l.startsWith("cohort: ledger export failed:"));
+}
+
+/**
+ * `run-summary` (see the module doc). Environment: as `jobSummary`, and COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE.
+ * A failed Job whose log names a failed export fails naming the export (the runtime exits 1 for it even when the
+ * run succeeded, and its last line is then the run's own closing line).
+ */
 async function runSummary() {
   const kubectl = await pinnedTool("kubectl", "COHORT_KUBECTL");
-  const { summary, lines } = await jobSummary(kubectl);
+  let job;
+  try {
+    job = await jobSummary(kubectl);
+  } catch (error) {
+    const failed = error instanceof JobFailedError ? exportFailure(error.lines) : undefined;
+    if (failed !== undefined) throw new StepError(`${error instanceof Error ? error.message : String(error)}; its ledger was not exported to ${ledgerDestination()}: ${failed}`);
+    throw error;
+  }
+  const { summary, lines } = job;
   const result = summaryFromBucket(summary, lines, { destination: ledgerDestination(), bundle: env("COHORT_RUNTIME_BUNDLE") });
   process.stdout.write(`${JSON.stringify(result)}\n`);
 }

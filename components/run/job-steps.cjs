@@ -22,6 +22,18 @@ const path = require("node:path");
 /** A refusal or failure of a step: its message is the whole report (no stack trace). */
 class StepError extends Error {}
 
+/** The runtime Job ended Failed ({@link jobSummary}): the message names its last log line; `lines` is the whole log. */
+class JobFailedError extends StepError {
+  /**
+   * @param {string} message
+   * @param {string[]} lines - the log's non-empty lines
+   */
+  constructor(message, lines) {
+    super(message);
+    this.lines = lines;
+  }
+}
+
 let PREFIX = "[cohort-lab]";
 
 /**
@@ -185,8 +197,8 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
  * @param {string} kubectl - the kubectl binary
  * @returns {Promise<{ summary: any, lines: string[] }>} the parsed summary line (fields unchecked: the Pulumi side
  *   parses it with the runtime's schema) and the log's non-empty lines
- * @throws {StepError} the Job unreadable or not finished in time, `the cohort runtime Job <ns>/<job> failed: <its
- *   last log line>`, or no summary line in the log
+ * @throws {StepError} the Job unreadable or not finished in time, or no summary line in the log; {@link JobFailedError}
+ *   `the cohort runtime Job <ns>/<job> failed: <its last log line>`
  */
 async function jobSummary(kubectl) {
   const ns = env("COHORT_NAMESPACE");
@@ -213,7 +225,7 @@ async function jobSummary(kubectl) {
     if (logs.status !== 0) throw new StepError(`kubectl logs job/${job} failed: ${tail(logs.stderr, 3)}`);
     const lines = logs.stdout.split("\n").filter((line) => line.trim() !== "");
     if (state === "Failed") {
-      throw new StepError(`the cohort runtime Job ${ns}/${job} failed: ${lines.at(-1) ?? "no output"}`);
+      throw new JobFailedError(`the cohort runtime Job ${ns}/${job} failed: ${lines.at(-1) ?? "no output"}`, lines);
     }
     /** @type {any} */
     let summary;
@@ -418,4 +430,4 @@ function runAsync(file, args) {
   });
 }
 
-module.exports = { StepError, setLogPrefix, log, env, run, tail, withKubeconfig, sleep, pinnedTool, jobSummary, followJobProgress, isProgressLine, progressFilter };
+module.exports = { StepError, JobFailedError, setLogPrefix, log, env, run, tail, withKubeconfig, sleep, pinnedTool, jobSummary, followJobProgress, isProgressLine, progressFilter };
