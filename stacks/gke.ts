@@ -252,6 +252,8 @@ export interface GkePlanInput {
   readonly config: StackConfig;
   readonly raw: RawConfig;
   readonly projectDir: string;
+  /** `pulumi.runtime.isDryRun()`: `pulumi up` refuses an image without a digest (preview warns), as on `local`. */
+  readonly dryRun: boolean;
   readonly warn?: (message: string) => void;
   readonly manifests?: ClusterManifests;
   readonly bundle?: Buffer;
@@ -270,7 +272,8 @@ function asConfigError<T>(fn: () => T): T {
  * Validates everything, derives the quota and checks the cohort against it and against a cold start, with no
  * resource created.
  *
- * @throws {StackConfigError} for config, RunSpec, quota, fit and cold-start problems (each names its key)
+ * @throws {StackConfigError} for config, RunSpec, quota, fit and cold-start problems (each names its key); in
+ *   `pulumi up`, an image without a digest (`cohort-lab:images.<key>`)
  */
 export function planGke(input: GkePlanInput): GkePlan {
   const { config, raw, projectDir } = input;
@@ -314,12 +317,12 @@ export function planGke(input: GkePlanInput): GkePlan {
       coldStartKey: configKey("gke.coldStart"),
     }),
   );
-  if (images.missing.length > 0)
-    warn(
-      `gke profile: preview uses image tags without digests:\n${missingDigestIssues(images.missing)
-        .map((i) => `${i.key}: ${i.reason}`)
-        .join("\n")}`,
-    );
+  if (images.missing.length > 0) {
+    const issues = missingDigestIssues(images.missing);
+    // The cluster pulls from registries: only a digest names what runs.
+    if (!input.dryRun) throw new StackConfigError(issues);
+    warn(`gke profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${issues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
+  }
   const ms = (t: string) => parseDurationMs(t);
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
   return {
@@ -357,6 +360,7 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
       config,
       raw: ctx.raw,
       projectDir,
+      dryRun: pulumi.runtime.isDryRun(),
       ...(overrides.manifests !== undefined ? { manifests: overrides.manifests } : {}),
       ...(overrides.bundle !== undefined ? { bundle: overrides.bundle } : {}),
     }),
@@ -496,7 +500,6 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
   });
 
   const bucket = new LedgerBucket("ledgers", { project: g.project, location: g.region.toUpperCase(), bucketName: g.bucketName, provider: gcpProvider });
-  ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers }, { dependsOn: [bucket.bucket] });
   const projectNumber = gcp.organizations.getProjectOutput({ projectId: g.project }, { provider: gcpProvider }).apply((p) => String(p.number));
   const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUNTIME_NAMES.serviceAccount });
 
@@ -514,6 +517,9 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
       ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath: path.join(path.resolve(projectDir), RUNTIME_BUNDLE) },
     },
   });
+  // After the run too: on destroy its delete (the refusal while ledgers remain) runs after the run's own delete, which
+  // removes the run's ledger first when keepLedgers is false.
+  ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers }, { dependsOn: [bucket.bucket, cohort] });
   const run: pulumi.Output<RunOutputs> = cohort.summary;
   return {
     profile: "gke",

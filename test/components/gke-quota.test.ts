@@ -2,7 +2,7 @@
  * The `gke` profile's capacity arithmetic and refusals (pure; no Pulumi engine): GKE's allocatable tiers per
  * machine type, the quota of the agent pool at its maximum, and the refusals before anything is created (a
  * member larger than one node, a cohort over the quota, a startupTimeout shorter than a cold start, an unknown
- * machine type, bad config naming its key); a valid plan is the same in preview and `pulumi up` (the run is built).
+ * machine type, bad config naming its key, `pulumi up` with an image that has no digest).
  */
 import { describe, expect, it } from "vitest";
 import { gkeAllocatable, GKE_EVICTION_THRESHOLD_BYTES } from "../../components/gke/allocatable.js";
@@ -20,13 +20,13 @@ const role = (name: string, replicas: number, cpu: string, memory: string) => ({
   resources: { cpu, memory },
 });
 
-function plan(cohort: Record<string, unknown>, gke: Record<string, unknown> = {}) {
+function plan(cohort: Record<string, unknown>, gke: Record<string, unknown> = {}, dryRun = true) {
   const raw = {
     cohort: JSON.stringify({ name: "society", startupTimeout: "15m", ...cohort }),
     gke: JSON.stringify({ project: "my-project-123", zone: "us-central1-a", bucketName: "my-ledgers", ...gke }),
   };
   const config = parseStackConfig(raw, { stack: "gke", projectDir: "/tmp", profileKeys: gkeProfile.configKeys });
-  return planGke({ config, raw, projectDir: "/tmp", manifests, bundle: Buffer.from("x"), warn: () => {} });
+  return planGke({ config, raw, projectDir: "/tmp", dryRun, manifests, bundle: Buffer.from("x"), warn: () => {} });
 }
 
 describe("GKE allocatable (plan-node-sizes#node_allocatable tiers)", () => {
@@ -102,8 +102,8 @@ describe("gke plan refusals (before anything is created)", () => {
     });
   });
 
-  it("no longer refuses pulumi up: the plan has the Job's deadline (admission + startup + hold + 2 × stop grace + 300 s)", () => {
-    const p = plan({ roles: [role("agent", 1, "1", "1Gi")], startupTimeout: "15m" });
-    expect(p.jobDeadlineSeconds).toBeGreaterThan(15 * 60 + 300);
+  it("refuses pulumi up (not preview) while an image has no digest, naming its key", () => {
+    expect(() => plan({ roles: [role("agent", 1, "1", "1Gi")] }, {}, true)).not.toThrow();
+    expect(() => plan({ roles: [role("agent", 1, "1", "1Gi")] }, {}, false)).toThrow(/cohort-lab:images\.\w+/);
   });
 });

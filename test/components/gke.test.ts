@@ -237,8 +237,11 @@ describe("gke profile graph", () => {
       `principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/my-project-123.svc.id.goog/subject/ns/${String((ns.inputs.metadata as { name: string }).name)}/sa/cohort-runtime`,
     );
     expect(binding!.dependencies).toContain(bucket.urn);
-    // The destroy guard depends on the bucket, so its delete (the refusal) runs before the bucket's.
-    expect(find(regs, "command:local:Command", "ledgers-guard").dependencies).toContain(bucket.urn);
+    // The destroy guard depends on the bucket, so its delete (the refusal) runs before the bucket's, and on the run, so
+    // it runs after the run's delete (which removes the run's objects when keepLedgers is false).
+    const guard = find(regs, "command:local:Command", "ledgers-guard");
+    expect(guard.dependencies).toContain(bucket.urn);
+    expect(guard.dependencies).toContain(find(regs, "command:local:Command", "cohort-summary").urn);
   });
 
   it("keeps the kubeconfig a secret with the gke-gcloud-auth-plugin exec credential, and no other output secret", async (ctx) => {
