@@ -16,9 +16,9 @@
  * DaemonSet requests per node (components/gke/allocatable.ts), the cohort's fit and the cold-start check of
  * `startupTimeout` (each refused with the arithmetic) → network → node service account → cluster → park guard →
  * pools → Kubernetes provider from the kubeconfig → Kueue → Agent Sandbox and Temporal → run namespace objects →
- * the ledger bucket, its ledger guard and the writer binding for the run's service account → the run (CohortRun,
- * the Kubernetes-Job execution with a `bucket` ledger: the Job exports its ledger to `gs://<bucket>/<runId>/`, the
- * host-side summary step reads and verifies it back; after the writer binding and Kueue, Agent Sandbox, Temporal).
+ * the ledger bucket and the writer binding for the run's service account → the run (CohortRun, the Kubernetes-Job
+ * execution with a `bucket` ledger: the Job exports its ledger to `gs://<bucket>/<runId>/`, the host-side summary
+ * step reads and verifies it back; after the writer binding and Kueue, Agent Sandbox, Temporal) → the ledger guard.
  */
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
