@@ -5,7 +5,8 @@
  *              [--backend-config FILE] [--backend-option KEY=VALUE]...
  *              [--kubeconfig FILE] [--namespace NS] [--queue LOCALQUEUE]   (kubernetes backend options)
  *              [--progress-fd N]   (progress lines to descriptor N instead of stderr)
- *   cohort ledger verify DIR | ledger show DIR | ledger recover DIR
+ *   cohort ledger verify [--json] DIR|gs://… | ledger show DIR|gs://… | ledger recover DIR
+ *   cohort ledger delete gs://BUCKET/PREFIX/RUN_ID   (an exported ledger's objects, completion.json first)
  *   cohort ledger report DIR [--out FILE|-] | ledger junit DIR [--out FILE|-]   (HTML report, JUnit XML)
  *   cohort reap DIR [--grace MS]
  *   cohort --help | cohort <command> --help | cohort help [<command>]   (texts in ./core/cli-help.ts)
@@ -38,8 +39,19 @@ import { prepareRunDir } from "./core/artifacts";
 import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger/writer";
-import { recoverLedger, verifyLedger } from "./core/ledger/verify";
-import { exportLedger, fetchLedger, isLedgerUri, parseLedgerUri, remoteError, verifyFetchedLedger, type LedgerStoreFactory, type LedgerUri } from "./core/ledger/remote";
+import { recoverLedger, verifyLedger, type VerifyReport } from "./core/ledger/verify";
+import type { Completion } from "./core/ledger/format";
+import {
+  deleteRemoteLedger,
+  exportLedger,
+  fetchLedger,
+  isLedgerUri,
+  parseLedgerUri,
+  remoteError,
+  verifyFetchedLedger,
+  type LedgerStoreFactory,
+  type LedgerUri,
+} from "./core/ledger/remote";
 import { acquireRunLock, takeoverMessage, type HeldRunLock } from "./core/run-lock";
 import { isRunId } from "./core/run-id";
 import { showLedger } from "./core/ledger/show";
@@ -73,7 +85,7 @@ const defaultIo: CliIo = {
 class UsageError extends Error {}
 
 const isHelpFlag = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
-const LEDGER_SUBCOMMANDS = ["verify", "show", "recover", "report", "junit"];
+const LEDGER_SUBCOMMANDS = ["verify", "show", "recover", "report", "junit", "delete"];
 
 /** The {@link COMMAND_HELP} key of a command line (`["ledger", "verify", "x"]` -> `ledger verify`), if any. */
 function helpKey(argv: readonly string[]): string | undefined {
@@ -725,18 +737,26 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
     throw new UsageError(sub === undefined ? `ledger: missing subcommand (${LEDGER_SUBCOMMANDS.join(", ")})` : `ledger: unknown subcommand "${sub}"`);
   }
   const writes = sub === "report" || sub === "junit";
-  const { positionals, values } = parse(rest, writes ? { out: { type: "string" } } : {}, 1);
+  const { positionals, values } = parse(rest, writes ? { out: { type: "string" } } : sub === "verify" ? { json: { type: "boolean" } } : {}, 1);
   const target = positionals[0]!;
+  const json = (values as { json?: boolean }).json === true;
   if (isLedgerUri(target)) {
+    if (sub === "delete") return deleteLedgerCommand(target, io);
     if (sub !== "verify" && sub !== "show")
-      throw new UsageError(`ledger ${sub}: works on a local directory only; gs:// ledgers: \`cohort ledger verify|show gs://<bucket>/<prefix>/<run id>\``);
-    return remoteLedgerCommand(sub, target, io);
+      throw new UsageError(`ledger ${sub}: works on a local directory only; gs:// ledgers: \`cohort ledger verify|show|delete gs://<bucket>/<prefix>/<run id>\``);
+    return remoteLedgerCommand(sub, target, io, json);
   }
+  if (sub === "delete") throw new UsageError(`ledger delete: works on a gs:// ledger only (gs://<bucket>/<prefix>/<run id>); got ${JSON.stringify(target)}`);
   const dir = target;
   try {
     switch (sub) {
       case "verify": {
         const verified = await verifyLedger(dir);
+        if (json) {
+          const completion = verified.complete ? await readCompletionFile(dir) : null;
+          io.stdout.write(`${JSON.stringify(verifiedJson(verified, path.resolve(dir), completion))}\n`);
+          return 0;
+        }
         io.stdout.write(
           `ok: ${verified.runId}: ${verified.records} records, ${verified.complete ? `outcome ${verified.outcome}` : "no completion.json (crashed or still running)"}\n`,
         );
@@ -788,14 +808,15 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
  * directory (removed after) and checked as a local directory is, with the stricter rules of an exported ledger
  * (every object present, records.ndjson not truncated: ./core/ledger/remote.ts). Errors name the `gs://` object.
  */
-async function remoteLedgerCommand(sub: "verify" | "show", uri: string, io: CliIo): Promise<number> {
+async function remoteLedgerCommand(sub: "verify" | "show", uri: string, io: CliIo, json = false): Promise<number> {
   try {
     const at = parseLedgerUri(uri);
     const fetched = await fetchLedger(at, await openGcsStore(at.bucket));
     try {
       if (sub === "verify") {
         const verified = await verifyFetchedLedger(fetched);
-        io.stdout.write(`ok: ${verified.runId}: ${verified.records} records, outcome ${verified.outcome} (${fetched.uri})\n`);
+        if (json) io.stdout.write(`${JSON.stringify(verifiedJson(verified, fetched.uri, await readCompletionFile(fetched.dir)))}\n`);
+        else io.stdout.write(`ok: ${verified.runId}: ${verified.records} records, outcome ${verified.outcome} (${fetched.uri})\n`);
       } else {
         try {
           io.stdout.write(await showLedger(fetched.dir));
@@ -814,6 +835,45 @@ async function remoteLedgerCommand(sub: "verify" | "show", uri: string, io: CliI
     }
     // The store's own errors (credentials, network): one line naming the address.
     io.stderr.write(`cohort: ledger ${sub} failed: ${uri}: ${error instanceof Error ? error.message : String(error)}\n`);
+    return 1;
+  }
+}
+
+/**
+ * The one JSON line of `ledger verify --json`: `{"ledger", "runId", "records", "outcome", "firstFailure",
+ * "completion"}`; `ledger` is the directory (absolute) or the `gs://` address verified, `completion` the parsed
+ * completion.json (`null`, with `outcome` `null`, for a local run without one: crashed or still running).
+ */
+export interface VerifiedLedgerJson {
+  readonly ledger: string;
+  readonly runId: string;
+  readonly records: number;
+  readonly outcome: RunSummary["outcome"] | null;
+  readonly firstFailure: RunSummary["firstFailure"];
+  readonly completion: Completion | null;
+}
+
+function verifiedJson(verified: VerifyReport, ledger: string, completion: Completion | null): VerifiedLedgerJson {
+  return { ledger, runId: verified.runId, records: verified.records, outcome: verified.outcome, firstFailure: completion?.firstFailure ?? null, completion };
+}
+
+/** completion.json of a verified run directory (it was just checked, so it parses). */
+async function readCompletionFile(dir: string): Promise<Completion> {
+  return JSON.parse(await fs.promises.readFile(path.join(dir, "completion.json"), "utf8")) as Completion;
+}
+
+/**
+ * `ledger delete gs://<bucket>/<prefix>/<run id>`: deletes the run's exported objects, completion.json first
+ * (./core/ledger/remote.ts `deleteRemoteLedger`); objects already gone are skipped. Prints
+ * `deleted N object(s) of gs://…`; a failure is one stderr line naming the object, exit 1.
+ */
+async function deleteLedgerCommand(uri: string, io: CliIo): Promise<number> {
+  try {
+    const done = await deleteRemoteLedger(uri, openGcsStore);
+    io.stdout.write(`deleted ${done.deleted.length} object(s) of ${done.uri}\n`);
+    return 0;
+  } catch (error) {
+    io.stderr.write(`cohort: ledger delete failed: ${error instanceof CohortError ? error.message : `${uri}: ${error instanceof Error ? error.message : String(error)}`}\n`);
     return 1;
   }
 }

@@ -77,6 +77,7 @@ export {
 } from "./core/ledger/index";
 /** The ledger in an object store (gs://); SDK-free: the GCS store itself is runtime/gcs/, loaded on first use. */
 export {
+  deleteRemoteLedger,
   exportLedger,
   formatLedgerUri,
   isLedgerUri,

@@ -14,10 +14,11 @@
  * Build order, everything refusable before any resource exists: config (zod; each problem names its key) →
  * RunSpec → runtime bundle and pinned manifests → quota = agentMaxNodes × allocatable(agentMachineType) less the
  * DaemonSet requests per node (components/gke/allocatable.ts), the cohort's fit and the cold-start check of
- * `startupTimeout` (each refused with the arithmetic) → the run is refused in `pulumi up` (see
- * {@link GKE_RUN_NOT_BUILT}) → network → node service account → cluster → park guard → pools → Kubernetes
- * provider from the kubeconfig → Kueue → Agent Sandbox and Temporal → run namespace objects → the ledger bucket,
- * its ledger guard and the writer binding for the run's service account.
+ * `startupTimeout` (each refused with the arithmetic) → network → node service account → cluster → park guard →
+ * pools → Kubernetes provider from the kubeconfig → Kueue → Agent Sandbox and Temporal → run namespace objects →
+ * the ledger bucket and the writer binding for the run's service account → the run (CohortRun, the Kubernetes-Job
+ * execution with a `bucket` ledger: the Job exports its ledger to `gs://<bucket>/<runId>/`, the host-side summary
+ * step reads and verifies it back; after the writer binding and Kueue, Agent Sandbox, Temporal) → the ledger guard.
  */
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
@@ -35,6 +36,7 @@ import { SYSTEM_NAMESPACE } from "../components/k8s/manifests/temporal.js";
 import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { RUNTIME_NAMES } from "../components/run/manifests.js";
 import { RunNamespace } from "../components/run/RunNamespace.js";
+import { CohortRun } from "../components/run/CohortRun.js";
 import {
   agentPoolNodes,
   checkColdStart,
@@ -49,6 +51,7 @@ import {
   pinDeployments,
   type Allocatable,
 } from "../components/gke/index.js";
+import * as path from "node:path";
 import { cacheRoot } from "../common/paths.js";
 import { parseDurationMs, type RunSpec } from "../runtime/index.js";
 import {
@@ -59,6 +62,7 @@ import {
   parseObjectKey,
   planClusterRun,
   planQuota,
+  RUNTIME_BUNDLE,
   queueOutputs,
   resolvePodRunSpec,
   zodIssues,
@@ -132,20 +136,16 @@ export const GKE_EXCLUDED_NAMESPACES = [
   SYSTEM_NAMESPACE,
 ];
 
-/** Where the runtime Job writes its ledger inside its pod. */
+/**
+ * Where the runtime Job writes its ledger inside its pod (an `emptyDir`: the pod's scratch copy; the ledger's home is
+ * the bucket, `gs://<bucket>/<runId>/`, the summary's `ledgerUri`).
+ */
 export const GKE_ARTIFACTS_PATH = "/var/lib/cohort/artifacts";
 
-/**
- * Why `pulumi up` refuses on this profile (preview builds the whole graph): the run is not built. CohortRun's
- * `kubernetesJob` execution does not fit GKE as it stands: (1) the runtime Job mounts the artifacts directory as a
- * `hostPath` that only kind nodes have (components/run/manifests.ts); (2) its summary step (components/kind/steps.cjs
- * `run-summary`) requires the ledger's completion.json on this machine through the kind mount; (3) the export of the
- * ledger to `gs://<bucket>/<runId>/` and the read-back of completion.json are the runtime side of issue #13, not in
- * this tree. Running the Job without them would discard its ledger with its pod.
- */
-export const GKE_RUN_NOT_BUILT =
-  "the gke profile's run is not built yet: the runtime Job's ledger mount and summary step are kind's (a hostPath and a host-side completion.json check), " +
-  'and the GCS ledger export is not in this tree (docs/gke.md "What is not built"); `pulumi preview` shows the graph, `pulumi up` refuses before creating anything';
+/** The export destination of the runtime Job's ledger: `gs://<bucketName>` (runs at `gs://<bucketName>/<runId>/`). */
+export function gkeLedgerUri(bucketName: string): string {
+  return `gs://${bucketName}`;
+}
 
 /** `cohort-lab:gke`, validated, defaults applied. */
 export interface GkeConfig extends ClusterKnobs {
@@ -252,7 +252,7 @@ export interface GkePlanInput {
   readonly config: StackConfig;
   readonly raw: RawConfig;
   readonly projectDir: string;
-  /** `pulumi.runtime.isDryRun()`: `pulumi up` is refused ({@link GKE_RUN_NOT_BUILT}). */
+  /** `pulumi.runtime.isDryRun()`: `pulumi up` refuses an image without a digest (preview warns), as on `local`. */
   readonly dryRun: boolean;
   readonly warn?: (message: string) => void;
   readonly manifests?: ClusterManifests;
@@ -333,7 +333,7 @@ export function gkeKubernetesPlan(o: { readonly gke: GkeConfig; readonly spec: R
  * resource created.
  *
  * @throws {StackConfigError} for config, RunSpec, quota, fit and cold-start problems (each names its key); in
- *   `pulumi up`, {@link GKE_RUN_NOT_BUILT} (key `cohort-lab:profile`)
+ *   `pulumi up`, an image without a digest (`cohort-lab:images.<key>`)
  */
 export function planGke(input: GkePlanInput): GkePlan {
   const { config, raw, projectDir } = input;
@@ -355,13 +355,12 @@ export function planGke(input: GkePlanInput): GkePlan {
       coldStartKey: configKey("gke.coldStart"),
     }),
   );
-  if (images.missing.length > 0)
-    warn(
-      `gke profile: preview uses image tags without digests:\n${missingDigestIssues(images.missing)
-        .map((i) => `${i.key}: ${i.reason}`)
-        .join("\n")}`,
-    );
-  if (!input.dryRun) throw new StackConfigError([{ key: configKey("profile"), reason: GKE_RUN_NOT_BUILT }]);
+  if (images.missing.length > 0) {
+    const issues = missingDigestIssues(images.missing);
+    // The cluster pulls from registries: only a digest names what runs.
+    if (!input.dryRun) throw new StackConfigError(issues);
+    warn(`gke profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${issues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
+  }
   const ms = (t: string) => parseDurationMs(t);
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
   return {
@@ -388,7 +387,7 @@ export interface GkeBuildOverrides {
 }
 
 /**
- * Builds the `gke` profile (preview only; see {@link GKE_RUN_NOT_BUILT}).
+ * Builds the `gke` profile; the `run` output is the run's summary (CohortRun), read back from the bucket.
  *
  * @throws {StackConfigError} and the other refusals of {@link planGke}, before any resource exists
  */
@@ -421,6 +420,8 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
       nodeServiceAccount: nodeIdentity.email,
       provider: gcpProvider,
       labels: { "cohort-lab-profile": "gke" },
+      // The run's host-side steps (summary, progress, forget: components/gke/steps.cjs) with the pinned kubectl.
+      hostSteps: { projectDir: path.resolve(projectDir), ...(overrides.toolCacheRoot !== undefined ? { toolCacheRoot: overrides.toolCacheRoot } : {}) },
     },
     { dependsOn: [nodeIdentity] },
   );
@@ -492,7 +493,7 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
     },
     manifests: pinDeployments(plan.manifests.kueue, onSystem),
   });
-  new AgentSandbox("agent-sandbox", {
+  const sandbox = new AgentSandbox("agent-sandbox", {
     provider,
     controller: "in-cluster",
     image: plan.images.refs.agentSandbox,
@@ -500,7 +501,7 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
     waitFor: kueue.webhookReady,
   });
   // Temporal renders its own Deployment: the system-pool nodeSelector is added to it as it is registered.
-  new Temporal(
+  const temporal = new Temporal(
     "temporal",
     { provider, image: plan.images.refs.temporal, nodePort: TEMPORAL_NODE_PORT, hostPort: 7233, waitFor: kueue.webhookReady },
     {
@@ -529,17 +530,35 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
       profile: "gke",
       runAs: { uid: 1000, gid: 1000 },
       activeDeadlineSeconds: plan.jobDeadlineSeconds,
+      // The pod's run directory is an emptyDir; the runtime exports the finished ledger to the bucket as the run's
+      // service account (Workload Identity: the writer binding below).
+      ledger: { kind: "bucket", exportUri: gkeLedgerUri(g.bucketName) },
     },
     localQueueDependsOn: kueue.localQueueReady,
   });
 
   const bucket = new LedgerBucket("ledgers", { project: g.project, location: g.region.toUpperCase(), bucketName: g.bucketName, provider: gcpProvider });
-  ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers }, { dependsOn: [bucket.bucket] });
   const projectNumber = gcp.organizations.getProjectOutput({ projectId: g.project }, { provider: gcpProvider }).apply((p) => String(p.number));
-  bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUNTIME_NAMES.serviceAccount });
+  const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUNTIME_NAMES.serviceAccount });
 
-  // Preview only (planGke refuses `pulumi up`): the run's summary is unknown.
-  const run = pulumi.output(pulumi.unknown as unknown as RunOutputs);
+  const cohort = new CohortRun("cohort", {
+    spec: plan.resolved.spec,
+    keepLedgers: config.keepLedgers,
+    execution: {
+      kind: "kubernetesJob",
+      // GkeCluster's host steps with the provider built above (JobCluster).
+      cluster: { provider, kubeconfig: cluster.kubeconfig, hostStep: (step) => cluster.hostStep(step) },
+      run: runtime,
+      // The Job exports with the writer binding in place (IAM is eventually consistent: the runtime's upload retries
+      // for up to 120 s, runtime/gcs/index.ts), after the Kubernetes layer is ready, as on `local`.
+      dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady, temporal.deployment, writer],
+      ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath: path.join(path.resolve(projectDir), RUNTIME_BUNDLE) },
+    },
+  });
+  // After the run too: on destroy its delete (the refusal while ledgers remain) runs after the run's own delete, which
+  // removes the run's ledger first when keepLedgers is false.
+  ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers }, { dependsOn: [bucket.bucket, cohort] });
+  const run: pulumi.Output<RunOutputs> = cohort.summary;
   return {
     profile: "gke",
     artifactRoot: bucket.url,
@@ -553,7 +572,7 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
 /** The `gke` profile entry of stacks/profiles.ts. */
 export const gkeProfile: ProfileDefinition = {
   description:
-    "a zonal GKE Standard cluster (system pool, agent pool scaling from zero, Workload Identity, GCS ledger bucket) with Kueue, Agent Sandbox and Temporal; preview only until the run is built",
+    "a zonal GKE Standard cluster (system pool, agent pool scaling from zero, Workload Identity, GCS ledger bucket) with Kueue, Agent Sandbox and Temporal; the run is a Job whose ledger is exported to the bucket",
   configKeys: ["gke", "images"],
   build: (ctx) => buildGke(ctx),
 };

@@ -743,7 +743,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
       cluster,
       run: runtime,
       dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady, temporal.deployment],
-      artifacts: { hostDir: artifactsDir, nodePath: ARTIFACTS_NODE_PATH },
+      ledger: { kind: "hostMount", hostDir: artifactsDir, nodePath: ARTIFACTS_NODE_PATH },
     },
   });
   const runOutputs: pulumi.Output<RunOutputs> = run.summary;

@@ -9,13 +9,24 @@
  * (components/gke/kubeconfig.ts); {@link GkeCluster.kubernetesProvider} builds the Kubernetes provider from it
  * explicitly, after the pools that must exist before anything is scheduled.
  *
+ * {@link GkeCluster.hostStep} (with `hostSteps`): how the run's host-side steps (components/gke/steps.cjs
+ * `run-summary`, `run-progress`, `run-forget`) run against this cluster: with the Node binary of the program, in the
+ * project directory, with the pinned kubectl of the tool cache (components/kind/KindCluster.ts `localTools`, the
+ * one `local` uses; the kubeconfig's exec credential needs `gke-gcloud-auth-plugin` on PATH), so the cluster is a
+ * `JobCluster` of components/run/kubernetesJob.ts.
+ *
  * @see https://cloud.google.com/kubernetes-engine/docs/concepts/types-of-clusters (zonal Standard)
  * @see https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity
  */
 import * as gcp from "@pulumi/gcp";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
+import * as path from "node:path";
+import { cacheRoot } from "../../common/paths.js";
+import { localTools, type LocalTools } from "../kind/KindCluster.js";
+import type { JobHostStep, JobHostStepName } from "../run/kubernetesJob.js";
 import { gkeContextName, renderGkeKubeconfig } from "./kubeconfig.js";
+import { gkeStepCommand } from "./Lifecycle.js";
 import type { GkeNetwork } from "./GkeNetwork.js";
 
 /** Arguments of {@link GkeCluster}. */
@@ -33,6 +44,18 @@ export interface GkeClusterArgs {
   readonly provider: gcp.Provider;
   /** Resource labels on the cluster. @default {} */
   readonly labels?: Readonly<Record<string, string>>;
+  /**
+   * Where the run's host-side steps run ({@link GkeCluster.hostStep}): the project directory (holds
+   * components/gke/steps.cjs), the Node binary (@default process.execPath), the tool cache root (@default
+   * cacheRoot()) and platform (@default this machine's) the pinned kubectl is resolved for. @default none:
+   * `hostStep` refuses
+   */
+  readonly hostSteps?: {
+    readonly projectDir: string;
+    readonly nodePath?: string;
+    readonly toolCacheRoot?: string;
+    readonly platform?: string;
+  };
 }
 
 /** Children: `<name>-cluster` (`gcp:container/cluster:Cluster`) and, once asked for, `<name>-k8s` (`pulumi:providers:kubernetes`). */
@@ -45,10 +68,21 @@ export class GkeCluster extends pulumi.ComponentResource {
   /** `<project>.svc.id.goog`. */
   public readonly workloadPool: string;
   private readonly baseName: string;
+  private readonly steps?: { readonly projectDir: string; readonly nodePath: string; readonly tools: LocalTools };
 
   constructor(name: string, args: GkeClusterArgs, opts?: pulumi.ComponentResourceOptions) {
+    const h = args.hostSteps;
+    if (h !== undefined && !path.isAbsolute(h.projectDir)) {
+      throw new pulumi.InputPropertyError({
+        propertyPath: "hostSteps.projectDir",
+        reason: `GkeCluster ${name}: projectDir must be absolute (got ${JSON.stringify(h.projectDir)})`,
+      });
+    }
+    // Resolved before any resource exists: an unsupported platform is refused here (UnsupportedPlatformError).
+    const tools = h !== undefined ? localTools(h.platform ?? `${process.platform}-${process.arch}`, h.toolCacheRoot ?? cacheRoot()) : undefined;
     super("cohortlab:gke:GkeCluster", name, {}, opts);
     this.baseName = name;
+    if (h !== undefined && tools !== undefined) this.steps = { projectDir: h.projectDir, nodePath: h.nodePath ?? process.execPath, tools };
     this.workloadPool = `${args.project}.svc.id.goog`;
     this.cluster = new gcp.container.Cluster(
       `${name}-cluster`,
@@ -78,6 +112,20 @@ export class GkeCluster extends pulumi.ComponentResource {
         .apply(([endpoint, auth]) => renderGkeKubeconfig({ context, endpoint, caCertificate: auth?.clusterCaCertificate ?? "" })),
     );
     this.registerOutputs({ kubeContext: this.kubeContext, kubeconfig: this.kubeconfig });
+  }
+
+  /**
+   * How a Command runs `step` of components/gke/steps.cjs on this host against this cluster: the command line, the
+   * project directory and the pinned kubectl's environment (the executor adds `COHORT_KUBECONFIG` and the step's
+   * own entries).
+   *
+   * @throws {pulumi.InputPropertyError} `hostSteps` when the cluster was created without it
+   */
+  hostStep(step: JobHostStepName): JobHostStep {
+    if (this.steps === undefined) {
+      throw new pulumi.InputPropertyError({ propertyPath: "hostSteps", reason: `GkeCluster ${this.baseName}: created without hostSteps, so its run steps (${step}) cannot run` });
+    }
+    return { command: gkeStepCommand(this.steps.nodePath, step), dir: this.steps.projectDir, environment: this.steps.tools.environment };
   }
 
   /**

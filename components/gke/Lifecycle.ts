@@ -16,8 +16,11 @@ import { shellQuote } from "../../common/shell.js";
 /** The steps file, relative to the project directory (stored in state: keep the path stable). */
 export const GKE_STEPS_ENTRY = "components/gke/steps.cjs";
 
-/** `<node> components/gke/steps.cjs <step>`. */
-export function gkeStepCommand(nodePath: string, step: "park-check" | "ledger-guard"): string {
+/** A step of components/gke/steps.cjs: the two lifecycle guards and the run's three (components/run/kubernetesJob.ts). */
+export type GkeStep = "park-check" | "ledger-guard" | "run-summary" | "run-progress" | "run-forget";
+
+/** `<node> components/gke/steps.cjs <step>` (run with `dir` = the project directory). */
+export function gkeStepCommand(nodePath: string, step: GkeStep): string {
   return `${shellQuote(nodePath)} ${GKE_STEPS_ENTRY} ${step}`;
 }
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // @ts-check
 /**
- * Host-side lifecycle checks of the `gke` profile, run by `@pulumi/command` `local.Command` resources
- * (components/gke/Lifecycle.ts) with the Node binary that runs the Pulumi program. Node built-ins only; the
- * tools are the user's `kubectl` (with `gke-gcloud-auth-plugin`) and `gcloud` on PATH. Inputs arrive in the
- * environment; refusals go to stderr with exit status 1.
+ * Host-side steps of the `gke` profile, run by `@pulumi/command` `local.Command` resources (components/gke/Lifecycle.ts,
+ * components/run/kubernetesJob.ts) with the Node binary that runs the Pulumi program. Node built-ins only. Inputs
+ * arrive in the environment; refusals go to stderr with exit status 1. The two lifecycle guards use the user's
+ * `kubectl` (with `gke-gcloud-auth-plugin`) and `gcloud` on PATH:
  *
  * - `park-check` (create/update of the park guard, before the system pool changes): with COHORT_SYSTEM_NODES=0,
  *   refuses while any Kueue Workload exists in any namespace (`kubectl get workloads.kueue.x-k8s.io -A`): parking
@@ -12,25 +12,30 @@
  * - `ledger-guard` (delete of the ledger guard, i.e. `pulumi destroy`, before the bucket is deleted): refuses
  *   while `gs://<bucket>` holds objects unless COHORT_DELETE_LEDGERS=true, in which case it removes them
  *   (`gcloud storage rm --recursive`) so the bucket (forceDestroy false) can be deleted. Key: `cohort-lab:gke.deleteLedgers`.
+ *
+ * The run's steps (components/run/kubernetesJob.ts with a `bucket` ledger; {@link GkeCluster.hostStep}) use the
+ * pinned kubectl of the tool cache (COHORT_KUBECTL_*, as `local`'s; the kubeconfig's exec credential needs
+ * `gke-gcloud-auth-plugin` on PATH) and the bundled runtime on this machine (COHORT_RUNTIME_BUNDLE, dist/cohort.cjs)
+ * for every GCS call, with Application Default Credentials (or STORAGE_EMULATOR_HOST):
+ *
+ * - `run-summary`: the runtime's summary line from the Job's log (components/run/job-steps.cjs `jobSummary`, the
+ *   code `local` runs), then {@link summaryFromBucket}: the run's exported ledger is downloaded and verified
+ *   (`cohort ledger verify --json <ledgerUri>`) and the summary printed with `outcome` and `firstFailure` from its
+ *   completion.json and `reportPath` null (report.html is not exported). Fails naming the object when the export
+ *   failed, or the ledger is missing, torn or does not verify.
+ * - `run-progress`: components/run/job-steps.cjs `followJobProgress` (never fails).
+ * - `run-forget` (delete of the summary): with COHORT_KEEP_LEDGERS other than `true`, `cohort ledger delete
+ *   <ledgerUri>` of the stored summary, only a run directly under COHORT_LEDGER_URI; otherwise nothing.
  */
 "use strict";
 
-const { spawnSync } = require("node:child_process");
 const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
+const shared = require("../run/job-steps.cjs");
+const { StepError, JobFailedError, log, env, run, tail, pinnedTool, jobSummary, followJobProgress } = shared;
 
-/** @param {string} name */
-function env(name) {
-  const v = process.env[name];
-  if (v === undefined) throw new Error(`missing environment variable ${name}`);
-  return v;
-}
-
-/** @param {string} file @param {string[]} args */
-function run(file, args) {
-  return spawnSync(file, args, { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 });
-}
+shared.setLogPrefix("[cohort-lab gke]");
 
 function parkCheck() {
   if (env("COHORT_SYSTEM_NODES") !== "0") return;
@@ -39,10 +44,8 @@ function parkCheck() {
   fs.writeFileSync(file, env("COHORT_KUBECONFIG"), { mode: 0o600 });
   try {
     const r = run("kubectl", ["--kubeconfig", file, "get", "workloads.kueue.x-k8s.io", "--all-namespaces", "-o", "name", "--request-timeout=30s"]);
-    if (r.error !== undefined || r.status !== 0) {
-      throw new Error(
-        `cohort-lab:gke.systemNodes: cannot park: listing Kueue Workloads failed (${r.error?.message ?? r.stderr.trim()}); parking is refused unless the cluster says none exist`,
-      );
+    if (r.status !== 0) {
+      throw new Error(`cohort-lab:gke.systemNodes: cannot park: listing Kueue Workloads failed (${r.stderr.trim()}); parking is refused unless the cluster says none exist`);
     }
     const workloads = r.stdout.split("\n").filter((l) => l.trim() !== "");
     if (workloads.length > 0) {
@@ -59,8 +62,8 @@ function ledgerGuard() {
   const bucket = env("COHORT_BUCKET");
   const r = run("gcloud", ["storage", "ls", `gs://${bucket}/**`]);
   const objects = r.status === 0 ? r.stdout.split("\n").filter((l) => l.trim() !== "") : [];
-  if (r.error !== undefined || (r.status !== 0 && !/One or more URLs matched no objects|matched no objects/.test(r.stderr))) {
-    throw new Error(`cohort-lab:gke.deleteLedgers: cannot tell whether gs://${bucket} holds ledgers (${r.error?.message ?? r.stderr.trim()}); destroy is refused until it can`);
+  if (r.status !== 0 && !/One or more URLs matched no objects|matched no objects/.test(r.stderr)) {
+    throw new Error(`cohort-lab:gke.deleteLedgers: cannot tell whether gs://${bucket} holds ledgers (${r.stderr.trim()}); destroy is refused until it can`);
   }
   if (objects.length === 0) return;
   if (env("COHORT_DELETE_LEDGERS") !== "true") {
@@ -73,17 +76,118 @@ function ledgerGuard() {
   process.stderr.write(`[cohort-lab gke] removed ${objects.length} object(s) from gs://${bucket} (gke.deleteLedgers is true)\n`);
 }
 
-/** @type {Record<string, () => void>} */
-const STEPS = { "park-check": parkCheck, "ledger-guard": ledgerGuard };
-
-const step = STEPS[process.argv[2] ?? ""];
-if (step === undefined) {
-  process.stderr.write(`usage: steps.cjs ${Object.keys(STEPS).join("|")}\n`);
-  process.exit(2);
+/** The export destination `gs://<bucket>[/<prefix>]` without a trailing `/`. */
+function ledgerDestination() {
+  return env("COHORT_LEDGER_URI").replace(/\/+$/, "");
 }
-try {
-  step();
-} catch (error) {
-  process.stderr.write(`${/** @type {Error} */ (error).message}\n`);
-  process.exit(1);
+
+/**
+ * The GCS half of `run-summary`: the run's ledger as exported by the runtime, downloaded and verified by the bundled
+ * runtime (`cohort ledger verify --json`, runtime/core/ledger/remote.ts), and the summary the stack's `run` output is
+ * made of: the runtime's summary with `outcome` and `firstFailure` from the verified completion.json and `reportPath`
+ * null (report.html stays in the pod).
+ *
+ * @param {any} summary - the runtime's summary line, parsed (components/run/job-steps.cjs `jobSummary`)
+ * @param {readonly string[]} lines - the Job's log lines (for the runtime's `cohort: ledger export failed:` line)
+ * @param {{ destination: string, bundle: string, node?: string }} o - COHORT_LEDGER_URI, the runtime bundle, the Node binary
+ * @returns {Record<string, unknown>}
+ * @throws {StepError} the export failed (no `ledgerUri`), the ledger is elsewhere than `<destination>/<runId>`, or it
+ *   does not verify (the runtime's one-line reason, naming the object: a missing completion.json, a torn records.ndjson)
+ */
+function summaryFromBucket(summary, lines, o) {
+  const destination = o.destination.replace(/\/+$/, "");
+  const runId = String(summary.runId);
+  if (typeof summary.ledgerUri !== "string") {
+    const failed = exportFailure(lines);
+    throw new StepError(
+      `run ${runId}: the runtime did not export its ledger to ${destination} (no ledgerUri in its summary), so its result cannot be read back: ${failed ?? "the Job's log has no export line"}`,
+    );
+  }
+  const expected = `${destination}/${runId}`;
+  if (summary.ledgerUri !== expected) throw new StepError(`run ${runId}: the runtime exported its ledger to ${summary.ledgerUri}, not ${expected}`);
+  const r = run(o.node ?? process.execPath, [o.bundle, "ledger", "verify", "--json", expected]);
+  if (r.status !== 0) {
+    throw new StepError(`run ${runId}: its ledger ${expected} does not verify: ${tail(r.stderr, 1) || `cohort ledger verify exited ${r.status}`}`);
+  }
+  /** @type {{ runId: string, outcome: string, firstFailure: unknown }} */
+  const verified = JSON.parse(tail(r.stdout, 1));
+  if (verified.runId !== runId) throw new StepError(`run ${runId}: ${expected} holds the ledger of run ${verified.runId}`);
+  return { ...summary, outcome: verified.outcome, firstFailure: verified.firstFailure, reportPath: null };
+}
+
+/** The runtime's `cohort: ledger export failed: …` line in the Job's log, if any. */
+function exportFailure(/** @type {readonly string[]} */ lines) {
+  return [...lines].reverse().find((l) => l.startsWith("cohort: ledger export failed:"));
+}
+
+/**
+ * `run-summary` (see the module doc). Environment: as `jobSummary`, and COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE.
+ * A failed Job whose log names a failed export fails naming the export (the runtime exits 1 for it even when the
+ * run succeeded, and its last line is then the run's own closing line).
+ */
+async function runSummary() {
+  const kubectl = await pinnedTool("kubectl", "COHORT_KUBECTL");
+  let job;
+  try {
+    job = await jobSummary(kubectl);
+  } catch (error) {
+    const failed = error instanceof JobFailedError ? exportFailure(error.lines) : undefined;
+    if (failed !== undefined) throw new StepError(`${error instanceof Error ? error.message : String(error)}; its ledger was not exported to ${ledgerDestination()}: ${failed}`);
+    throw error;
+  }
+  const { summary, lines } = job;
+  const result = summaryFromBucket(summary, lines, { destination: ledgerDestination(), bundle: env("COHORT_RUNTIME_BUNDLE") });
+  process.stdout.write(`${JSON.stringify(result)}\n`);
+}
+
+/** `run-progress`: the shared follower with the pinned kubectl. */
+async function runProgress() {
+  await followJobProgress(() => pinnedTool("kubectl", "COHORT_KUBECTL"));
+}
+
+/**
+ * `run-forget` (see the module doc). Environment: PULUMI_COMMAND_STDOUT (the stored summary), COHORT_KEEP_LEDGERS,
+ * COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE. Idempotent (objects already gone are skipped).
+ */
+async function runForget() {
+  const previous = process.env.PULUMI_COMMAND_STDOUT ?? "";
+  if (previous.trim() === "" || process.env.COHORT_KEEP_LEDGERS === "true") return;
+  const stored = JSON.parse(previous);
+  const uri = String(stored.ledgerUri ?? "");
+  const destination = ledgerDestination();
+  if (uri === "" || uri !== `${destination}/${String(stored.runId)}`) {
+    throw new StepError(`refusing to delete ${JSON.stringify(uri)}: not the ledger of run ${String(stored.runId)} directly under ${destination}`);
+  }
+  const bundle = env("COHORT_RUNTIME_BUNDLE");
+  if (!fs.existsSync(bundle)) throw new StepError(`cannot delete ${uri}: the runtime bundle ${bundle} is gone; run npm run build, then destroy again`);
+  const r = run(process.execPath, [bundle, "ledger", "delete", uri]);
+  if (r.status !== 0) throw new StepError(tail(r.stderr, 1) || `cohort ledger delete ${uri} exited ${r.status}`);
+  log(`${r.stdout.trim()} (keepLedgers is false)`);
+}
+
+/** @type {Record<string, () => void | Promise<void>>} */
+const STEPS = { "park-check": parkCheck, "ledger-guard": ledgerGuard, "run-summary": runSummary, "run-progress": runProgress, "run-forget": runForget };
+
+module.exports = { summaryFromBucket };
+
+if (require.main === module) {
+  const name = process.argv[2] ?? "";
+  const step = STEPS[name];
+  if (step === undefined) {
+    process.stderr.write(`usage: steps.cjs ${Object.keys(STEPS).join("|")}\n`);
+    process.exit(2);
+  }
+  Promise.resolve()
+    .then(step)
+    .catch((error) => {
+      if (name === "run-progress") {
+        // The follower never fails `pulumi up`: one note, exit 0.
+        log(`progress not shown: ${error instanceof Error ? error.message : String(error)}`);
+        process.exit(0);
+      }
+      process.stderr.write(
+        `${error instanceof StepError || !(error instanceof Error) ? String(error instanceof Error ? error.message : error) : (error.stack ?? error.message)}\n`,
+      );
+      process.exit(1);
+    });
 }

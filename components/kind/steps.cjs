@@ -30,98 +30,29 @@
  * - `run-forget`: the delete step of the summary; removes the run's ledger when keepLedgers is false.
  * - `run-summary`: waits for the runtime Job to finish, then prints the runtime's one-line JSON summary (from
  *   the Job's log) with `ledgerPath` and `reportPath` mapped from the node path to the host path, after checking that the
- *   ledger's `completion.json` is on the host.
+ *   ledger's `completion.json` is on the host. The wait and the summary line are components/run/job-steps.cjs
+ *   `jobSummary`, the code the `gke` profile's step runs too.
  * - `run-progress`: the progress follower of the runtime Job: follows the runtime container's log
  *   (`kubectl logs -f`) while the Job runs and writes each of the runtime's progress lines (not the JSON summary,
  *   not member output) to fd 3, the command provider's status pipe; exits 0 when the Job finished. Never fails:
  *   anything in its way is one note on stderr and exit 0.
+ *   (components/run/job-steps.cjs `followJobProgress`, shared with `gke`.)
  *
  * Environment (all steps): COHORT_KIND_BIN/URL/SHA256, COHORT_KUBECTL_BIN/URL/SHA256 (pinned in common/pins.ts).
  * See each step for the rest. Exit status 0 on success, 1 on a refusal or failure (message on stderr), 2 on usage.
  */
 "use strict";
 
-const { spawnSync } = require("node:child_process");
-const crypto = require("node:crypto");
 const fs = require("node:fs");
 const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
+// What every cluster profile's host steps share (the pinned tools, the Job's summary line, the progress follower).
+const shared = require("../run/job-steps.cjs");
+const { StepError, log, env, run, tail, withKubeconfig, sleep, pinnedTool, jobSummary, followJobProgress, isProgressLine, progressFilter } = shared;
 
 const PREFIX = "[cohort-lab local]";
-
-/** @param {string} line */
-function log(line) {
-  process.stderr.write(`${PREFIX} ${line}\n`);
-}
-
-class StepError extends Error {}
-
-/**
- * @param {string} name
- * @returns {string}
- */
-function env(name) {
-  const value = process.env[name];
-  if (value === undefined || value === "") throw new StepError(`missing environment variable ${name}`);
-  return value;
-}
-
-/** @param {string} file */
-function sha256File(file) {
-  return crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex");
-}
-
-/**
- * Makes sure `file` holds the pinned binary: reuse when its SHA-256 matches, otherwise download from `url`
- * to a temporary file (mode 0600), verify, rename, chmod 0755.
- *
- * @param {string} label
- * @param {string} file
- * @param {string} url
- * @param {string} sha256
- */
-async function ensureBinary(label, file, url, sha256) {
-  if (!/^[0-9a-f]{64}$/.test(sha256)) throw new StepError(`${label}: pinned SHA-256 ${JSON.stringify(sha256)} is not 64 lower-case hex digits`);
-  if (fs.existsSync(file)) {
-    const found = sha256File(file);
-    if (found === sha256) return file;
-    log(`${label}: ${file} has SHA-256 ${found}, pinned ${sha256}; downloading a fresh copy`);
-  }
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  log(`${label}: downloading ${url}`);
-  let response;
-  try {
-    response = await fetch(url, { redirect: "follow", signal: AbortSignal.timeout(300_000) });
-  } catch (err) {
-    throw new StepError(`${label}: download of ${url} failed: ${/** @type {Error} */ (err).message}`);
-  }
-  if (!response.ok) throw new StepError(`${label}: download of ${url} failed: HTTP ${response.status}`);
-  const bytes = Buffer.from(await response.arrayBuffer());
-  const actual = crypto.createHash("sha256").update(bytes).digest("hex");
-  if (actual !== sha256) throw new StepError(`${label}: SHA-256 mismatch for ${url}: pinned ${sha256}, downloaded ${actual}; refusing to use it`);
-  const tmp = `${file}.tmp-${process.pid}`;
-  fs.writeFileSync(tmp, bytes, { mode: 0o600 });
-  fs.renameSync(tmp, file);
-  fs.chmodSync(file, 0o755);
-  return file;
-}
-
-/**
- * A binary the toolchain built (`npm run toolchain -- local`): no download, only the SHA-256 its stamp recorded.
- *
- * @param {string} label
- * @param {string} file
- * @param {string} sha256
- */
-function verifyBuilt(label, file, sha256) {
-  if (!fs.existsSync(file)) throw new StepError(`${label}: ${file} is missing; run \`npm run toolchain -- local\``);
-  const found = sha256File(file);
-  if (found !== sha256) {
-    throw new StepError(`${label}: ${file} has SHA-256 ${found}, but its toolchain stamp records ${sha256}; run \`npm run toolchain -- local\` again`);
-  }
-  return file;
-}
+shared.setLogPrefix(PREFIX);
 
 /**
  * kind and kubectl: built by the toolchain when `COHORT_<TOOL>_URL` is empty (verified against the stamp's
@@ -130,12 +61,7 @@ function verifyBuilt(label, file, sha256) {
  * @returns {Promise<{ kind: string, kubectl: string }>}
  */
 async function tools() {
-  /** @param {string} label @param {string} prefix */
-  const one = (label, prefix) => {
-    const url = process.env[`${prefix}_URL`] ?? "";
-    return url === "" ? verifyBuilt(label, env(`${prefix}_BIN`), env(`${prefix}_SHA256`)) : ensureBinary(label, env(`${prefix}_BIN`), url, env(`${prefix}_SHA256`));
-  };
-  return { kind: await one("kind", "COHORT_KIND"), kubectl: await one("kubectl", "COHORT_KUBECTL") };
+  return { kind: await pinnedTool("kind", "COHORT_KIND"), kubectl: await pinnedTool("kubectl", "COHORT_KUBECTL") };
 }
 
 /**
@@ -161,30 +87,6 @@ function ensureNodeImage() {
   }
 }
 
-/**
- * Runs a program to completion.
- *
- * @param {string} file
- * @param {readonly string[]} args
- * @param {{ input?: string, passStderr?: boolean, env?: NodeJS.ProcessEnv }} [options]
- */
-function run(file, args, options = {}) {
-  const result = spawnSync(file, args, {
-    input: options.input,
-    encoding: "utf8",
-    env: options.env ?? process.env,
-    maxBuffer: 256 * 1024 * 1024,
-    stdio: ["pipe", "pipe", options.passStderr ? "inherit" : "pipe"],
-  });
-  if (result.error !== undefined) throw new StepError(`${path.basename(file)} could not start: ${result.error.message}`);
-  return { status: result.status ?? 1, stdout: result.stdout ?? "", stderr: result.stderr ?? "" };
-}
-
-/** @param {string} text */
-function tail(text, lines = 15) {
-  return text.trim().split("\n").slice(-lines).join("\n");
-}
-
 function checkDocker() {
   const r = run("docker", ["info", "--format", "{{.ServerVersion}}"]);
   if (r.status !== 0) {
@@ -206,44 +108,6 @@ function kindClusters(kind) {
     .split("\n")
     .map((line) => line.trim())
     .filter((line) => line !== "");
-}
-
-/**
- * Writes the kubeconfig to a private temporary file and calls `fn` with its path.
- *
- * @template T
- * @param {string} kubeconfig
- * @param {(file: string) => T} fn
- * @returns {T}
- */
-function withKubeconfig(kubeconfig, fn) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kube-"));
-  const file = path.join(dir, "config");
-  try {
-    fs.writeFileSync(file, kubeconfig, { mode: 0o600 });
-    return fn(file);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
-}
-
-/**
- * Like {@link withKubeconfig} for an async `fn`: the file lives until `fn` settles.
- *
- * @template T
- * @param {string} kubeconfig
- * @param {(file: string) => Promise<T>} fn
- * @returns {Promise<T>}
- */
-async function withKubeconfigAsync(kubeconfig, fn) {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-lab-kube-"));
-  const file = path.join(dir, "config");
-  try {
-    fs.writeFileSync(file, kubeconfig, { mode: 0o600 });
-    return await fn(file);
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 /**
@@ -393,15 +257,12 @@ function removeIdleKindNetwork() {
   log(rm.status === 0 ? "docker network kind removed (no container attached)" : `docker network rm kind failed: ${tail(rm.stderr, 2)}`);
 }
 
-/** @param {number} ms */
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
 async function webhookProbe() {
   const { kubectl } = await tools();
   /** @type {{ name: string, manifest: object, expectSchedulingGate?: string }[]} */
   const probes = JSON.parse(env("COHORT_PROBES"));
   const deadline = Date.now() + Number(env("COHORT_PROBE_TIMEOUT_MS"));
-  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+  await withKubeconfig(env("COHORT_KUBECONFIG"), async (file) => {
     for (const probe of probes) {
       let attempts = 0;
       /** @type {string} */
@@ -428,246 +289,36 @@ async function webhookProbe() {
   });
 }
 
+/**
+ * `run-summary`: the runtime's summary line from the Job's log (components/run/job-steps.cjs `jobSummary`), with
+ * `ledgerPath` and `reportPath` mapped from the node path to the host path, after checking that the ledger's
+ * completion.json reached the host through the kind mount.
+ *
+ * Environment: as `jobSummary`, and COHORT_ARTIFACTS_DIR (host), COHORT_ARTIFACTS_NODE_PATH (in the nodes).
+ */
 async function runSummary() {
   const { kubectl } = await tools();
-  const ns = env("COHORT_NAMESPACE");
-  const job = env("COHORT_JOB");
-  const container = env("COHORT_CONTAINER");
   const hostRoot = env("COHORT_ARTIFACTS_DIR");
   const nodeRoot = env("COHORT_ARTIFACTS_NODE_PATH");
-  const deadline = Date.now() + Number(env("COHORT_WAIT_MS"));
-  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
-    const kubectlArgs = ["--kubeconfig", file, "--namespace", ns, "--request-timeout=20s"];
-    /** @type {string} */
-    let state;
-    for (;;) {
-      const r = run(kubectl, [...kubectlArgs, "get", "job", job, "-o", "json"]);
-      if (r.status !== 0) throw new StepError(`kubectl get job ${ns}/${job} failed: ${tail(r.stderr, 3)}`);
-      const conditions = JSON.parse(r.stdout).status?.conditions ?? [];
-      const done = conditions.find((/** @type {any} */ c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
-      if (done !== undefined) {
-        state = done.type;
-        break;
-      }
-      if (Date.now() > deadline) throw new StepError(`Job ${ns}/${job} did not finish in time`);
-      await sleep(1000);
-    }
-    const logs = run(kubectl, [...kubectlArgs, "logs", `job/${job}`, "-c", container]);
-    if (logs.status !== 0) throw new StepError(`kubectl logs job/${job} failed: ${tail(logs.stderr, 3)}`);
-    const lines = logs.stdout.split("\n").filter((line) => line.trim() !== "");
-    if (state === "Failed") {
-      throw new StepError(`the cohort runtime Job ${ns}/${job} failed: ${lines.at(-1) ?? "no output"}`);
-    }
-    /** @type {any} */
-    let summary;
-    for (const line of [...lines].reverse()) {
-      try {
-        const value = JSON.parse(line);
-        if (value !== null && typeof value === "object" && typeof value.runId === "string") {
-          summary = value;
-          break;
-        }
-      } catch {
-        // progress line
-      }
-    }
-    if (summary === undefined) throw new StepError(`the cohort runtime Job ${ns}/${job} printed no JSON summary line`);
-    const ledger = String(summary.ledgerPath);
-    if (ledger !== nodeRoot && !ledger.startsWith(`${nodeRoot}/`)) {
-      throw new StepError(`the runtime wrote its ledger to ${ledger}, outside the mounted artifacts directory ${nodeRoot}`);
-    }
-    const hostLedger = path.join(hostRoot, path.relative(nodeRoot, ledger));
-    if (!fs.existsSync(path.join(hostLedger, "completion.json"))) {
-      throw new StepError(`the ledger ${hostLedger} has no completion.json on the host: is the artifacts directory mounted into the kind nodes?`);
-    }
-    // reportPath (the run's report.html, absent from an older runtime's summary) is mapped the same way; a path
-    // outside the mounted directory has no host path and becomes null.
-    const report = typeof summary.reportPath === "string" ? summary.reportPath : null;
-    const hostReport = report !== null && report.startsWith(`${nodeRoot}/`) ? path.join(hostRoot, path.relative(nodeRoot, report)) : null;
-    process.stdout.write(`${JSON.stringify({ ...summary, ledgerPath: hostLedger, reportPath: hostReport })}\n`);
-  });
+  const { summary } = await jobSummary(kubectl);
+  const ledger = String(summary.ledgerPath);
+  if (ledger !== nodeRoot && !ledger.startsWith(`${nodeRoot}/`)) {
+    throw new StepError(`the runtime wrote its ledger to ${ledger}, outside the mounted artifacts directory ${nodeRoot}`);
+  }
+  const hostLedger = path.join(hostRoot, path.relative(nodeRoot, ledger));
+  if (!fs.existsSync(path.join(hostLedger, "completion.json"))) {
+    throw new StepError(`the ledger ${hostLedger} has no completion.json on the host: is the artifacts directory mounted into the kind nodes?`);
+  }
+  // reportPath (the run's report.html, absent from an older runtime's summary) is mapped the same way; a path
+  // outside the mounted directory has no host path and becomes null.
+  const report = typeof summary.reportPath === "string" ? summary.reportPath : null;
+  const hostReport = report !== null && report.startsWith(`${nodeRoot}/`) ? path.join(hostRoot, path.relative(nodeRoot, report)) : null;
+  process.stdout.write(`${JSON.stringify({ ...summary, ledgerPath: hostLedger, reportPath: hostReport })}\n`);
 }
 
-/**
- * Whether a line of the runtime's stderr (what the Job's log holds, stdout and stderr interleaved) is one of its
- * progress lines (runtime/cli.ts `ProgressReporter`): `<phase>: started S/N ready R/N…`, `failed: <member>: …`,
- * or a note `cohort: SIGTERM: …`. Not the JSON summary, not the closing `cohort: run … succeeded` line, not the
- * member output the runtime quotes on a failure (`  | …`), not anything else the runtime or Node prints.
- *
- * @param {string} line
- */
-function isProgressLine(line) {
-  return /^(admission|startup|hold|teardown|done): started \d+\/\d+ ready \d+\/\d+/.test(line) || /^failed: [^\s:]+: /.test(line) || /^cohort: SIG[A-Z]+(:| again)/.test(line);
-}
-
-/**
- * Splits a stream of text into progress lines: `push(chunk)` returns the complete progress lines it finished.
- *
- * @returns {{ push: (chunk: string) => string[], end: () => string[] }}
- */
-function progressFilter() {
-  let pending = "";
-  /** @param {string[]} lines */
-  const keep = (lines) => lines.map((l) => l.replace(/\r$/, "")).filter(isProgressLine);
-  return {
-    push(chunk) {
-      const parts = (pending + chunk).split("\n");
-      pending = parts.pop() ?? "";
-      return keep(parts);
-    },
-    end() {
-      const rest = pending;
-      pending = "";
-      return rest === "" ? [] : keep([rest]);
-    },
-  };
-}
-
-/** Grace after the Job finished for the log stream to deliver its last lines (ms). */
-const FOLLOW_GRACE_MS = 2000;
-
-/**
- * `run-progress`: follows the runtime container's log while the Job runs and writes every progress line to
- * fd 3 (COHORT_STATUS_FD, the substitute command provider's status pipe: ephemeral info on the row, stored
- * nowhere). Returns when the Job is Complete/Failed (after at most {@link FOLLOW_GRACE_MS} for the stream to
- * drain), when the stream ended with the container, or at COHORT_WAIT_MS. `kubectl logs -f` fails until the
- * runtime container started (no pod yet, init container running): it is retried every second; after lines
- * arrived, a retry asks for new lines only (`--tail=0`). Never fails `pulumi up`: a missing status pipe, tool,
- * or API (the Job unreadable for 30 s, COHORT_FOLLOW_GIVE_UP_MS) is one note on stderr and exit 0. Stdout stays
- * empty.
- *
- * Environment: COHORT_KUBECONFIG, COHORT_NAMESPACE, COHORT_JOB, COHORT_CONTAINER, COHORT_WAIT_MS, COHORT_STATUS_FD.
- */
+/** `run-progress`: components/run/job-steps.cjs `followJobProgress` with this profile's pinned kubectl. */
 async function runProgress() {
-  const { spawn } = require("node:child_process");
-  const fd = Number(process.env.COHORT_STATUS_FD ?? "");
-  try {
-    if (!Number.isInteger(fd) || fd < 3) throw new Error("COHORT_STATUS_FD is not set");
-    // A pipe or socket the provider opened, not a descriptor Node opened for itself in its place.
-    const st = fs.fstatSync(fd);
-    if (!st.isFIFO() && !st.isSocket()) throw new Error(`fd ${fd} is not a pipe`);
-  } catch {
-    log("no status pipe (COHORT_STATUS_FD): the runtime's progress is in the Job's log only");
-    return;
-  }
-  let kubectl;
-  let ns, job, container, waitMs, kubeconfig;
-  try {
-    ({ kubectl } = await tools());
-    ns = env("COHORT_NAMESPACE");
-    job = env("COHORT_JOB");
-    container = env("COHORT_CONTAINER");
-    waitMs = Number(env("COHORT_WAIT_MS"));
-    kubeconfig = env("COHORT_KUBECONFIG");
-  } catch (err) {
-    log(`progress not shown: ${err instanceof Error ? err.message : String(err)}`);
-    return;
-  }
-  const deadline = Date.now() + waitMs;
-  // The Job cannot be read for this long (API gone, Job never created): give up rather than hold `pulumi up`.
-  const giveUpMs = Number(process.env.COHORT_FOLLOW_GIVE_UP_MS || 30_000);
-  let broken = false;
-  /** @type {import("node:child_process").ChildProcess | undefined} */
-  let follower;
-  /** @param {string} line */
-  const emit = (line) => {
-    if (broken) return;
-    try {
-      fs.writeSync(fd, `${line}\n`);
-    } catch {
-      // The reader went away (`pulumi up` interrupted): nobody to show progress to, stop following.
-      broken = true;
-      follower?.kill("SIGTERM");
-    }
-  };
-  await withKubeconfigAsync(kubeconfig, async (file) => {
-    const base = ["--kubeconfig", file, "--namespace", ns];
-    /** @type {string | undefined} */
-    let finished;
-    let lines = 0;
-    let lastError = "";
-    let noted = false;
-    // The Job's state, every 2 s: the stream can outlive the Job (a pod the API never reports terminated).
-    const watchJob = async () => {
-      let lastSeen = Date.now();
-      while (finished === undefined && Date.now() < deadline && !broken) {
-        const r = await runAsync(kubectl, [...base, "--request-timeout=20s", "get", "job", job, "-o", "json"]);
-        if (r.status !== 0 && Date.now() - lastSeen > giveUpMs) {
-          finished = "unreachable";
-          log(`progress not shown: kubectl get job ${ns}/${job} failed for ${Math.round(giveUpMs / 1000)} s: ${tail(r.stderr, 1)}`);
-          noted = true;
-          break;
-        }
-        if (r.status === 0) {
-          lastSeen = Date.now();
-          try {
-            const conditions = JSON.parse(r.stdout).status?.conditions ?? [];
-            const done = conditions.find((/** @type {any} */ c) => (c.type === "Complete" || c.type === "Failed") && c.status === "True");
-            if (done !== undefined) finished = done.type;
-          } catch {
-            // keep polling
-          }
-        }
-        if (finished === undefined) await sleep(2000);
-      }
-      // Job finished (or the deadline passed): the stream gets a moment to deliver its last lines, then ends.
-      finished ??= "deadline";
-      if (follower !== undefined) {
-        const child = follower;
-        setTimeout(() => child.kill("SIGTERM"), FOLLOW_GRACE_MS).unref();
-      }
-    };
-    const watching = watchJob();
-    while (finished === undefined && Date.now() < deadline && !broken) {
-      const args = [...base, "logs", "--follow", `job/${job}`, "-c", container, "--pod-running-timeout=5s", ...(lines > 0 ? ["--tail=0"] : [])];
-      const child = spawn(kubectl, args, { stdio: ["ignore", "pipe", "pipe"] });
-      follower = child;
-      const filter = progressFilter();
-      let stderr = "";
-      child.stdout.setEncoding("utf8");
-      child.stdout.on("data", (/** @type {string} */ chunk) => {
-        for (const line of filter.push(chunk)) {
-          lines += 1;
-          emit(line);
-        }
-      });
-      child.stderr.setEncoding("utf8");
-      child.stderr.on("data", (/** @type {string} */ chunk) => (stderr += chunk));
-      const code = await new Promise((resolve) => {
-        child.on("error", (err) => resolve(`could not start: ${err.message}`));
-        child.on("close", (status) => resolve(status));
-      });
-      for (const line of filter.end()) emit(line);
-      follower = undefined;
-      if (code === 0) {
-        lastError = "";
-        break; // the container terminated: the stream ended
-      }
-      lastError = typeof code === "string" ? code : tail(stderr, 1);
-      if (typeof code === "string") break;
-      if (finished === undefined) await sleep(1000);
-    }
-    finished ??= "";
-    await watching;
-    if (lines === 0 && lastError !== "" && !noted) log(`no progress from ${ns}/job/${job}: ${lastError}`);
-  });
-}
-
-/**
- * Runs a program without blocking the event loop (the log stream keeps flowing).
- *
- * @param {string} file
- * @param {readonly string[]} args
- * @returns {Promise<{ status: number, stdout: string, stderr: string }>}
- */
-function runAsync(file, args) {
-  const { execFile } = require("node:child_process");
-  return new Promise((resolve) => {
-    execFile(file, args, { encoding: "utf8", maxBuffer: 64 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const status = err === null ? 0 : typeof (/** @type {any} */ (err).code) === "number" ? /** @type {any} */ (err).code : 1;
-      resolve({ status, stdout: stdout ?? "", stderr: stderr ?? "" });
-    });
-  });
+  await followJobProgress(async () => (await tools()).kubectl);
 }
 
 /**
@@ -706,7 +357,7 @@ async function capacityCheck() {
   const { kubectl } = await tools();
   /** @type {{ nodes: string[], reserved: { cpuMilli: number, memoryBytes: number }, quota: { cpuMilli: number, memoryBytes: number } }} */
   const plan = JSON.parse(env("COHORT_CAPACITY"));
-  await withKubeconfigAsync(env("COHORT_KUBECONFIG"), async (file) => {
+  await withKubeconfig(env("COHORT_KUBECONFIG"), async (file) => {
     const r = run(kubectl, ["--kubeconfig", file, "get", "nodes", "-o", "json", "--request-timeout=30s"]);
     if (r.status !== 0) throw new StepError(`kubectl get nodes failed: ${tail(r.stderr, 3)}`);
     /** @type {Map<string, any>} */

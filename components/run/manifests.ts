@@ -15,8 +15,12 @@
  *   --backend kubernetes --backend-option namespace=<ns> --backend-option queue=<LocalQueue>` (runtime/cli.ts;
  *   the backend uses the pod's service account: runtime/backends/kubernetes/index.ts). The runtime picks the
  *   run id; components/run/kubernetesJob.ts reads it from the runtime's JSON summary line.
- * - The ledger: the artifacts directory of every kind node (the host directory, kindConfig.ts) is mounted at
- *   the same path in the Job, so `<artifacts>/<runId>/` appears on the host.
+ * - The ledger ({@link RuntimeLedgerVolume}, `inClusterRuntime.ledger`): `hostPath` (kind, the default) mounts the
+ *   artifacts directory of every kind node (the host directory, kindConfig.ts) at the same path in the Job, so
+ *   `<artifacts>/<runId>/` appears on the host; `bucket` (gke) gives the Job an `emptyDir` for the run directory and
+ *   passes `--ledger-export gs://<bucket>[/<prefix>]` to `cohort run`, which uploads manifest.json, records.ndjson
+ *   and completion.json (last) once the run is complete, as the pod's service account (`cohort-runtime`; on GKE
+ *   through Workload Identity). The pod's copy goes with the pod; the bucket is the ledger's home.
  * - The Job runs as the host user's uid/gid, so the ledger files on the host belong to the user who ran
  *   `pulumi up`; `backoffLimit: 0` (a second attempt would be a second run with a second ledger; the runtime's
  *   scheduler owns retries); `terminationMessagePolicy: FallbackToLogsOnError` puts the runtime's last output
@@ -26,7 +30,7 @@
  */
 import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
-import { RUNTIME_POLICY_RULES } from "../../runtime/index.js";
+import { parseLedgerUri, RUNTIME_POLICY_RULES } from "../../runtime/index.js";
 import type { KubernetesObject } from "../k8s/manifests/cache.js";
 import { renderLocalQueue } from "../k8s/manifests/kueue.js";
 import { CohortLabError } from "../errors.js";
@@ -95,7 +99,19 @@ export interface InClusterRuntimeInput {
   readonly activeDeadlineSeconds: number;
   /** Further `--backend-option KEY=VALUE` settings of the Kubernetes backend (runtime/backends/kubernetes/index.ts). @default {} */
   readonly backendOptions?: Readonly<Record<string, string>>;
+  /** Where the ledger goes (see {@link RuntimeLedgerVolume}). @default { kind: "hostPath" } */
+  readonly ledger?: RuntimeLedgerVolume;
 }
+
+/**
+ * The runtime Job's ledger, a choice per profile:
+ * - `hostPath`: `artifactsPath` is a directory of every node (kind's mount of the host directory), mounted at the
+ *   same path; the ledger reaches the host through it.
+ * - `bucket`: `artifactsPath` is an `emptyDir` (the pod's scratch copy) and `cohort run --ledger-export <exportUri>`
+ *   uploads the finished ledger to `<exportUri>/<runId>/` (runtime/core/ledger/remote.ts); `exportUri` is
+ *   `gs://<bucket>[/<prefix>]`.
+ */
+export type RuntimeLedgerVolume = { readonly kind: "hostPath" } | { readonly kind: "bucket"; readonly exportUri: string };
 
 /** The rendered per-run objects. */
 export interface RunObjects {
@@ -180,6 +196,33 @@ function runLabels(ns: string): Record<string, string> {
 }
 
 /**
+ * Checks `inClusterRuntime.ledger`.
+ *
+ * @throws {CohortLabError} naming `inClusterRuntime.ledger.kind` or `inClusterRuntime.ledger.exportUri` (not a
+ *   `gs://<bucket>[/<prefix>]` address: runtime/core/ledger/remote.ts `parseLedgerUri`)
+ */
+function runtimeLedger(ledger: RuntimeLedgerVolume | undefined): RuntimeLedgerVolume {
+  if (ledger === undefined) return { kind: "hostPath" };
+  const kind = (ledger as { kind?: unknown }).kind;
+  if (kind === "hostPath") return ledger;
+  if (kind !== "bucket") {
+    throw new CohortLabError(`inClusterRuntime.ledger.kind: expected "hostPath" or "bucket" (got ${JSON.stringify(kind)})`, { propertyPath: "inClusterRuntime.ledger.kind" });
+  }
+  const uri = (ledger as { exportUri?: unknown }).exportUri;
+  if (typeof uri !== "string")
+    throw new CohortLabError(`inClusterRuntime.ledger.exportUri: expected a gs:// address (got ${JSON.stringify(uri)})`, { propertyPath: "inClusterRuntime.ledger.exportUri" });
+  try {
+    parseLedgerUri(uri);
+  } catch (error) {
+    throw new CohortLabError(`inClusterRuntime.ledger.exportUri: ${error instanceof Error ? error.message : String(error)}`, {
+      propertyPath: "inClusterRuntime.ledger.exportUri",
+      cause: error,
+    });
+  }
+  return ledger;
+}
+
+/**
  * The in-cluster runtime of a run: the RunSpec ConfigMap, the bundle's ConfigMaps and the Job.
  *
  * @throws {RuntimeBundleTooLargeError} when the compressed bundle and the spec exceed a ConfigMap's 1 MiB
@@ -187,6 +230,7 @@ function runLabels(ns: string): Record<string, string> {
 function renderInClusterRuntime(run: RunObjectsInput, input: InClusterRuntimeInput): InClusterRuntimeObjects {
   const ns = run.namespace;
   const labels = runLabels(ns);
+  const ledger = runtimeLedger(input.ledger);
   const bundleSha256 = createHash("sha256").update(input.bundle).digest("hex");
   // mtime 0 and a fixed level: the same bundle always gives the same bytes (no diff between runs of `pulumi preview`).
   const gz = gzipSync(input.bundle, { level: 9 });
@@ -279,6 +323,7 @@ function renderInClusterRuntime(run: RunObjectsInput, input: InClusterRuntimeInp
                 "--backend-option",
                 `queue=${run.localQueue}`,
                 ...Object.entries(input.backendOptions ?? {}).flatMap(([k, v]) => ["--backend-option", `${k}=${v}`]),
+                ...(ledger.kind === "bucket" ? ["--ledger-export", ledger.exportUri] : []),
               ],
               env: [{ name: "HOME", value: "/tmp" }],
               resources: { requests: { ...RUNTIME_JOB_RESOURCES.requests }, limits: { ...RUNTIME_JOB_RESOURCES.limits } },
@@ -299,7 +344,7 @@ function renderInClusterRuntime(run: RunObjectsInput, input: InClusterRuntimeInp
             },
             { name: "runtime", emptyDir: {} },
             { name: "tmp", emptyDir: {} },
-            { name: "artifacts", hostPath: { path: input.artifactsPath, type: "Directory" } },
+            ledger.kind === "bucket" ? { name: "artifacts", emptyDir: {} } : { name: "artifacts", hostPath: { path: input.artifactsPath, type: "Directory" } },
           ],
         },
       },

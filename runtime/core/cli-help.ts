@@ -25,6 +25,7 @@ teardown in reverse order) and records every step in a hash-chained ledger direc
 Commands:
   cohort run --spec FILE|- --artifacts DIR [flags]   run a cohort; one JSON summary line on stdout
   cohort ledger verify DIR|gs://…                   check a run's ledger (hash chain, digests, completion)
+  cohort ledger delete gs://…                       delete an exported run's objects (completion.json first)
   cohort ledger show DIR                            print each member's timeline and the critical path
   cohort ledger recover DIR                         cut a torn final record line left by a crash
   cohort ledger report DIR [--out FILE]             write a self-contained HTML report (DIR/report.html)
@@ -108,7 +109,7 @@ Examples:
 
 ${RUN_EXIT_CODES}`,
 
-  ledger: `usage: cohort ledger verify|show|recover|report|junit DIR
+  ledger: `usage: cohort ledger verify|show|recover|report|junit DIR | ledger delete gs://BUCKET/PREFIX/RUN_ID
 
 Commands on a run's ledger directory DIR (<artifacts>/<run id>):
   cohort ledger verify DIR    check it: manifest and spec digest, every record's seq, time and hash
@@ -122,6 +123,7 @@ Commands on a run's ledger directory DIR (<artifacts>/<run id>):
                               outcome, phases, first failure, critical path, a Gantt of every member
   cohort ledger junit DIR     write JUnit XML (default DIR/junit.xml): a testcase per member, for CI
                               test reports
+  cohort ledger delete gs://… delete a run's exported objects (completion.json first, then the rest)
 
 Run \`cohort ledger <command> --help\` for one of them.
 
@@ -131,7 +133,7 @@ Examples:
 
 ${EXIT_CODES}`,
 
-  "ledger verify": `usage: cohort ledger verify DIR | gs://BUCKET/PREFIX/RUN_ID
+  "ledger verify": `usage: cohort ledger verify [--json] DIR | gs://BUCKET/PREFIX/RUN_ID
 
 Checks the ledger in DIR: manifest.json parses and its specSha256 matches the spec; records.ndjson
 lines are JSON objects with seq 1, 2, 3, ... without gaps, RFC 3339 times and non-decreasing elapsedMs;
@@ -143,8 +145,11 @@ the run crashed or is still running, which verifies, unless the records show it 
 A gs:// address (a ledger \`run --ledger-export\` uploaded) is downloaded to a temporary directory and
 checked the same way, more strictly: each of the three objects must exist (no completion.json: the
 run is incomplete or its export torn) and records.ndjson must not be truncated; errors name the object.
+With --json the success line is one JSON object instead: {"ledger","runId","records","outcome",
+"firstFailure","completion"} (completion: the parsed completion.json, or null without one).
 
 Flags:
+  --json       print the result as one JSON line
   -h, --help   this help
 
 Example:
@@ -221,6 +226,22 @@ Flags:
 
 Example:
   cohort ledger junit artifacts/society-20261130T091502Z-3f9a1c --out "$RUNNER_TEMP/cohort-junit.xml"
+
+${EXIT_CODES}`,
+
+  "ledger delete": `usage: cohort ledger delete gs://BUCKET/PREFIX/RUN_ID
+
+Deletes the objects a run's \`run --ledger-export\` uploaded: completion.json FIRST (a delete cut short
+leaves a ledger that reads as incomplete, never one that verifies with a part missing), then
+records.ndjson and manifest.json. Objects already gone are skipped, so it can run twice. Prints
+\`deleted N object(s) of gs://…\`; a failure is one line naming the object. A directory is refused
+(remove a local run directory with rm). The gke profile's destroy runs it when keepLedgers is false.
+
+Flags:
+  -h, --help   this help
+
+Example:
+  cohort ledger delete gs://my-ledgers/society-20261130T091502Z-3f9a1c
 
 ${EXIT_CODES}`,
 

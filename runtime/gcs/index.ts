@@ -57,6 +57,15 @@ export async function createGcsLedgerStore(bucket: string): Promise<LedgerObject
         throw error;
       }
     },
+    async delete(name) {
+      try {
+        await b.file(name).delete();
+        return true;
+      } catch (error) {
+        if ((error as { code?: unknown }).code === 404) return false;
+        throw error;
+      }
+    },
   };
 }
 

@@ -2,7 +2,7 @@
  * The `gke` profile's capacity arithmetic and refusals (pure; no Pulumi engine): GKE's allocatable tiers per
  * machine type, the quota of the agent pool at its maximum, and the refusals before anything is created (a
  * member larger than one node, a cohort over the quota, a startupTimeout shorter than a cold start, an unknown
- * machine type, bad config naming its key, `pulumi up` while the run is not built).
+ * machine type, bad config naming its key, `pulumi up` with an image that has no digest).
  */
 import { describe, expect, it } from "vitest";
 import { gkeAllocatable, GKE_EVICTION_THRESHOLD_BYTES } from "../../components/gke/allocatable.js";
@@ -102,7 +102,8 @@ describe("gke plan refusals (before anything is created)", () => {
     });
   });
 
-  it("refuses pulumi up while the run is not built, after every other check", () => {
-    expect(() => plan({ roles: [role("agent", 1, "1", "1Gi")] }, {}, false)).toThrow(/cohort-lab:profile: the gke profile's run is not built yet/);
+  it("refuses pulumi up (not preview) while an image has no digest, naming its key", () => {
+    expect(() => plan({ roles: [role("agent", 1, "1", "1Gi")] }, {}, true)).not.toThrow();
+    expect(() => plan({ roles: [role("agent", 1, "1", "1Gi")] }, {}, false)).toThrow(/cohort-lab:images\.\w+/);
   });
 });

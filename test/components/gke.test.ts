@@ -1,10 +1,11 @@
 /**
- * The `gke` profile under Pulumi mocks (preview mode: the profile refuses `pulumi up` until its run is built):
- * every registration recorded with its parent, provider and dependency URNs (the approach of local-harness.ts,
- * with a mock of `gcp:organizations/getProject` for the project number). Asserts the graph's types, names,
- * parents, explicit providers, ordering (pools after the cluster, the Kubernetes layer after the kubeconfig, the
- * ledger writer binding for the run's service account only), key inputs (label, taint, autoscaling bounds, bucket
- * protections), the quota arithmetic, and that no non-secret output depends on a secret.
+ * The `gke` profile under Pulumi mocks (as in `pulumi up`: the summary Command "prints" the line the gke
+ * `run-summary` step prints): every registration recorded with its parent, provider and dependency URNs (the
+ * approach of local-harness.ts, with a mock of `gcp:organizations/getProject` for the project number). Asserts the
+ * graph's types, names, parents, explicit providers, ordering (pools after the cluster, the Kubernetes layer after
+ * the kubeconfig, the ledger writer binding for the run's service account only, the run after the binding), key
+ * inputs (label, taint, autoscaling bounds, bucket protections, the Job's emptyDir and `--ledger-export`), the
+ * quota arithmetic, the `run` output from the summary Command, and that no non-secret output depends on a secret.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -12,7 +13,7 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
-import { find, installMocks, settle, TEST_DIGEST, type Registration } from "./local-harness.js";
+import { find, installMocks, settle, TEST_DIGEST, valueOf, type Registration } from "./local-harness.js";
 
 const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-mock-"));
 const roles = [
@@ -25,6 +26,19 @@ const images = {
   runtime: `docker.io/library/node@${TEST_DIGEST}`,
 };
 const gke = { project: "my-project-123", zone: "us-central1-a", bucketName: "my-cohort-ledgers" };
+const runId = "society-20261202T030000Z-a1b2c3";
+/** What components/gke/steps.cjs `run-summary` prints: the runtime's summary, outcome and firstFailure from completion.json, reportPath null. */
+const summary = {
+  runId,
+  outcome: "succeeded",
+  size: 101,
+  readyCount: 101,
+  timeToReadyMs: 98765,
+  ledgerPath: `/var/lib/cohort/artifacts/${runId}`,
+  reportPath: null,
+  firstFailure: null,
+  ledgerUri: `gs://my-cohort-ledgers/${runId}`,
+};
 
 let regs: Registration[] = [];
 let outputs: import("../../stacks/profiles.js").StackOutputs;
@@ -34,8 +48,9 @@ const byType = (type: string) => regs.filter((r) => r.type === type);
 
 async function installGkeMocks(): Promise<Registration[]> {
   return installMocks({
-    preview: true,
+    preview: false,
     stack: "gke",
+    stdoutFor: (name) => (name === "cohort-summary" ? `${JSON.stringify(summary)}\n` : undefined),
     stateFor: (type, inputs) =>
       type === "gcp:container/cluster:Cluster"
         ? { endpoint: "203.0.113.10", masterAuth: { clusterCaCertificate: "Q0E=" } }
@@ -71,7 +86,7 @@ beforeAll(async () => {
   await settle(regs, 100);
 }, 900_000);
 
-describe("gke profile graph (preview)", () => {
+describe("gke profile graph", () => {
   it("registers one component per concept with the cohortlab:gke tokens, the GCP resources parented to them", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const components = regs.filter((r) => !r.custom).map((r) => `${r.type} ${r.name}`);
@@ -87,6 +102,7 @@ describe("gke profile graph (preview)", () => {
         "cohortlab:k8s:AgentSandbox agent-sandbox",
         "cohortlab:k8s:Temporal temporal",
         "cohortlab:runtime:Runtime runtime",
+        "cohortlab:runtime:CohortRun cohort",
       ]),
     );
     const parentOf = (type: string, name: string, parentType: string, parentName: string) => expect(find(regs, type, name).parent).toBe(find(regs, parentType, parentName).urn);
@@ -99,8 +115,9 @@ describe("gke profile graph (preview)", () => {
     parentOf("pulumi:providers:kubernetes", "gke-k8s", "cohortlab:gke:GkeCluster", "gke");
     expect(byType("pulumi:providers:kubernetes")).toHaveLength(1);
     expect(byType("gcp:storage/bucketIAMMember:BucketIAMMember")).toHaveLength(1);
-    // The run is not built (stacks/gke.ts GKE_RUN_NOT_BUILT): no Job.
-    expect(byType("kubernetes:batch/v1:Job")).toHaveLength(0);
+    // The run: one Job, under the CohortRun.
+    expect(byType("kubernetes:batch/v1:Job")).toHaveLength(1);
+    expect(byType("kubernetes:batch/v1:Job")[0]!.parent).toBe(find(regs, "cohortlab:runtime:CohortRun", "cohort").urn);
   });
 
   it("gives every GCP resource the explicit gcp provider and every Kubernetes resource the cluster's provider", (ctx) => {
@@ -220,15 +237,18 @@ describe("gke profile graph (preview)", () => {
       `principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/my-project-123.svc.id.goog/subject/ns/${String((ns.inputs.metadata as { name: string }).name)}/sa/cohort-runtime`,
     );
     expect(binding!.dependencies).toContain(bucket.urn);
-    // The destroy guard depends on the bucket, so its delete (the refusal) runs before the bucket's.
-    expect(find(regs, "command:local:Command", "ledgers-guard").dependencies).toContain(bucket.urn);
+    // The destroy guard depends on the bucket, so its delete (the refusal) runs before the bucket's, and on the run, so
+    // it runs after the run's delete (which removes the run's objects when keepLedgers is false).
+    const guard = find(regs, "command:local:Command", "ledgers-guard");
+    expect(guard.dependencies).toContain(bucket.urn);
+    expect(guard.dependencies).toContain(find(regs, "command:local:Command", "cohort-summary").urn);
   });
 
   it("keeps the kubeconfig a secret with the gke-gcloud-auth-plugin exec credential, and no other output secret", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const isSecret = (o: unknown) => (pulumi.Output.isInstance(o) ? pulumi.isSecret(o as pulumi.Output<unknown>) : Promise.resolve(false));
     expect(await isSecret(outputs.kubeconfig)).toBe(true);
-    for (const key of ["artifactRoot", "kubeContext", "queues"] as const) expect([key, await isSecret(outputs[key])]).toEqual([key, false]);
+    for (const key of ["artifactRoot", "kubeContext", "queues", "run"] as const) expect([key, await isSecret(outputs[key])]).toEqual([key, false]);
     const kubeconfig = await new Promise<string>((resolve) => outputs.kubeconfig!.apply((v) => resolve(v)));
     expect(kubeconfig).toContain("command: gke-gcloud-auth-plugin");
     expect(kubeconfig).toContain("server: https://203.0.113.10");
@@ -237,4 +257,81 @@ describe("gke profile graph (preview)", () => {
     expect(JSON.stringify(find(regs, "pulumi:providers:kubernetes", "gke-k8s").inputs.kubeconfig)).toContain("1b47061264138c4ac30d75fd1eb44270");
     expect(await new Promise((r) => outputs.kubeContext!.apply(r))).toBe("gke_my-project-123_us-central1-a_cohort-lab");
   });
+
+  it("runs the cohort as a Job whose ledger is an emptyDir exported to gs://<bucket> (no hostPath on GKE)", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const [job] = byType("kubernetes:batch/v1:Job");
+    const pod = (job!.inputs.spec as { template: { spec: PodSpec } }).template.spec;
+    const artifacts = pod.volumes.find((v) => v.name === "artifacts");
+    expect(artifacts).toEqual({ name: "artifacts", emptyDir: {} });
+    expect(pod.volumes.some((v) => "hostPath" in v)).toBe(false);
+    const runtime = pod.containers.find((c) => c.name === "runtime")!;
+    expect(runtime.volumeMounts).toContainEqual({ name: "artifacts", mountPath: "/var/lib/cohort/artifacts" });
+    const cmd = runtime.command;
+    expect(cmd.slice(cmd.indexOf("--artifacts"), cmd.indexOf("--artifacts") + 2)).toEqual(["--artifacts", "/var/lib/cohort/artifacts"]);
+    expect(cmd.slice(-2)).toEqual(["--ledger-export", "gs://my-cohort-ledgers"]);
+    // The pod writes as the run's KSA, the one the writer binding names.
+    expect(pod.serviceAccountName).toBe("cohort-runtime");
+  });
+
+  it("orders the run after the writer binding and the Kubernetes layer; the summary Command runs the gke steps with the pinned kubectl", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const [job] = byType("kubernetes:batch/v1:Job");
+    const [binding] = byType("gcp:storage/bucketIAMMember:BucketIAMMember");
+    expect(job!.dependencies).toEqual(
+      expect.arrayContaining([
+        binding!.urn,
+        find(regs, "kubernetes:apps/v1:Deployment", "agent-sandbox:agent-sandbox-system/agent-sandbox-controller").urn,
+        find(regs, "kubernetes:apps/v1:Deployment", "temporal:cohort-lab-system/temporal").urn,
+        find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab").urn,
+      ]),
+    );
+    const summaryCommand = find(regs, "command:local:Command", "cohort-summary");
+    expect(summaryCommand.parent).toBe(find(regs, "cohortlab:runtime:CohortRun", "cohort").urn);
+    expect(summaryCommand.dependencies).toContain(job!.urn);
+    expect([summaryCommand.inputs.create, summaryCommand.inputs.delete]).toEqual([
+      `'${process.execPath}' components/gke/steps.cjs run-summary`,
+      `'${process.execPath}' components/gke/steps.cjs run-forget`,
+    ]);
+    expect(summaryCommand.inputs.dir).toBe(path.resolve(projectDir));
+    const env = unwrap(summaryCommand.inputs.environment);
+    expect(env).toMatchObject({
+      COHORT_LEDGER_URI: "gs://my-cohort-ledgers",
+      COHORT_RUNTIME_BUNDLE: path.join(path.resolve(projectDir), "dist", "cohort.cjs"),
+      COHORT_KEEP_LEDGERS: "true",
+      COHORT_JOB: "cohort-run",
+      COHORT_CONTAINER: "runtime",
+    });
+    expect(env.COHORT_ARTIFACTS_DIR).toBeUndefined();
+    expect(env.COHORT_KUBECTL_BIN).toMatch(/kubectl$/);
+    expect(env.COHORT_KUBECTL_SHA256).toMatch(/^[0-9a-f]{64}$/);
+    const progress = find(regs, "command:local:Command", "cohort-progress");
+    expect(progress.inputs.create).toBe(`'${process.execPath}' components/gke/steps.cjs run-progress`);
+    expect(progress.dependencies).not.toContain(job!.urn);
+    expect(progress.dependencies).toContain(binding!.urn);
+  });
+
+  it("exports the run summary the gke summary step printed as the run output (as on every profile)", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await valueOf(outputs.run)).toEqual({
+      id: runId,
+      outcome: "succeeded",
+      size: 101,
+      readyCount: 101,
+      timeToReadyMs: 98765,
+      ledgerPath: summary.ledgerPath,
+      reportPath: null,
+      firstFailure: null,
+      specSha256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    expect(await valueOf(outputs.artifactRoot)).toBe("gs://my-cohort-ledgers");
+  });
 });
+
+interface PodSpec {
+  readonly serviceAccountName: string;
+  readonly volumes: readonly ({ readonly name: string } & Record<string, unknown>)[];
+  readonly containers: readonly { readonly name: string; readonly command: string[]; readonly volumeMounts: readonly unknown[] }[];
+}
+
+const unwrap = (v: unknown) => ((v as { value?: unknown }).value ?? v) as Record<string, string>;

@@ -7,67 +7,28 @@
  * naming the object: completion.json deleted, records.ndjson truncated, a record altered. Without the emulator
  * every test skips with the reason printed. The emulator is stopped after the tests.
  */
-import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
-import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { findGcsEmulator } from "../../common/gcs-catalog";
 import { emulatorOrigin } from "../../runtime/gcs/index";
 import { parseRunSummary } from "../../runtime/index";
+import { gcsEmulatorSkipReason as skipReason, startGcsEmulator, type GcsEmulator } from "./gcs-emulator";
 import { buildBundle, runBundle, tempDir, type CliExit } from "./process-helpers";
 
 const BUCKET = "cohort-ledgers";
-const found = findGcsEmulator();
-const skipReason = "reason" in found ? found.reason : undefined;
 if (skipReason !== undefined) console.warn(`GCS ledger tests SKIPPED: ${skipReason}`);
 
-let emulator: ChildProcess | undefined;
+let gcs: GcsEmulator | undefined;
 let endpoint = "";
 let bundle = "";
 
-/** A free loopback port (bound and released; the emulator binds it right after). */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-/** The emulator's JSON API. */
-async function api(method: string, url: string, body?: string | Buffer, contentType = "application/json"): Promise<Response> {
-  return fetch(`${endpoint}${url}`, { method, ...(body !== undefined ? { body, headers: { "content-type": contentType } } : {}) });
-}
-
+const api = (method: string, url: string, body?: string | Buffer, contentType?: string): Promise<Response> => gcs!.api(method, url, body, contentType);
 const objectUrl = (name: string) => `/storage/v1/b/${BUCKET}/o/${encodeURIComponent(name)}`;
-
-async function listObjects(prefix: string): Promise<string[]> {
-  const res = await api("GET", `/storage/v1/b/${BUCKET}/o?prefix=${encodeURIComponent(prefix)}`);
-  expect(res.status).toBe(200);
-  const json = (await res.json()) as { items?: Array<{ name: string }> };
-  return (json.items ?? []).map((i) => i.name).sort();
-}
-
-async function getObject(name: string): Promise<Buffer> {
-  const res = await api("GET", `${objectUrl(name)}?alt=media`);
-  expect(res.status, name).toBe(200);
-  return Buffer.from(await res.arrayBuffer());
-}
-
-async function putObject(name: string, bytes: Buffer): Promise<void> {
-  const res = await api("POST", `/upload/storage/v1/b/${BUCKET}/o?uploadType=media&name=${encodeURIComponent(name)}`, bytes, "application/octet-stream");
-  expect(res.status, await res.clone().text()).toBe(200);
-}
-
-async function deleteObject(name: string): Promise<void> {
-  const res = await api("DELETE", objectUrl(name));
-  expect([200, 204]).toContain(res.status);
-}
+const listObjects = (prefix: string): Promise<string[]> => gcs!.list(prefix);
+const getObject = (name: string): Promise<Buffer> => gcs!.get(name);
+const putObject = (name: string, bytes: Buffer): Promise<void> => gcs!.put(name, bytes);
+const deleteObject = (name: string): Promise<void> => gcs!.remove(name);
 
 const cohort = (args: string[]): Promise<CliExit> => runBundle(bundle, args, { env: { STORAGE_EMULATOR_HOST: endpoint } });
 
@@ -87,39 +48,14 @@ function writeSpec(): string {
 }
 
 beforeAll(async () => {
-  if (!("path" in found)) return;
-  const port = await freePort();
-  endpoint = `http://127.0.0.1:${port}`;
-  const root = tempDir("gcs-backend");
-  emulator = spawn(
-    found.path,
-    ["-scheme", "http", "-host", "127.0.0.1", "-port", String(port), "-public-host", `127.0.0.1:${port}`, "-backend", "filesystem", "-filesystem-root", root, "-log-level", "warn"],
-    { stdio: ["ignore", "ignore", "pipe"] },
-  );
-  let stderr = "";
-  emulator.stderr?.on("data", (chunk) => (stderr += chunk));
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${endpoint}/storage/v1/b`)).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (emulator.exitCode !== null || Date.now() > deadline) throw new Error(`fake-gcs-server did not start on ${endpoint}: ${stderr}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  const created = await api("POST", "/storage/v1/b?project=cohort-lab", JSON.stringify({ name: BUCKET }));
-  expect(created.status).toBe(200);
+  if (skipReason !== undefined) return;
+  gcs = await startGcsEmulator(BUCKET);
+  endpoint = gcs.endpoint;
   bundle = await buildBundle({ shipped: true });
 }, 300_000);
 
 afterAll(async () => {
-  if (emulator === undefined || emulator.exitCode !== null) return;
-  const exited = new Promise((resolve) => emulator!.once("exit", resolve));
-  emulator.kill("SIGTERM");
-  const timer = setTimeout(() => emulator!.kill("SIGKILL"), 5_000);
-  await exited;
-  clearTimeout(timer);
+  await gcs?.stop();
 });
 
 describe("STORAGE_EMULATOR_HOST", () => {
@@ -228,6 +164,32 @@ describe("the ledger in GCS (fake-gcs-server)", () => {
     }
     // Restored: it verifies again.
     expect((await cohort(["ledger", "verify", uri])).code).toBe(0);
+  });
+
+  it("cohort ledger verify --json prints one JSON line with the verified completion", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const r = await cohort(["ledger", "verify", "--json", uri]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split("\n").filter((l) => l !== "")).toHaveLength(1);
+    const v = JSON.parse(r.stdout) as { ledger: string; runId: string; outcome: string; firstFailure: unknown; completion: { outcome: string; records: number } };
+    expect(v).toMatchObject({ ledger: uri, runId, outcome: "succeeded", firstFailure: null });
+    expect(v.completion).toEqual(JSON.parse((await getObject(name("completion.json"))).toString("utf8")));
+  });
+
+  it("cohort ledger delete removes a run's objects (completion.json first), twice without error; a directory is refused", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const artifacts = path.join(tempDir("gcs-artifacts"), "a");
+    const run = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--ledger-export", `gs://${BUCKET}/doomed`]);
+    expect(run.code, run.stderr).toBe(0);
+    const target = parseRunSummary(run.stdout).ledgerUri!;
+    const first = await cohort(["ledger", "delete", target]);
+    expect([first.code, first.stdout]).toEqual([0, `deleted 3 object(s) of ${target}\n`]);
+    expect(await listObjects(`doomed/`)).toEqual([]);
+    const again = await cohort(["ledger", "delete", target]);
+    expect([again.code, again.stdout]).toEqual([0, `deleted 0 object(s) of ${target}\n`]);
+    const dir = await cohort(["ledger", "delete", artifacts]);
+    expect(dir.code).toBe(2);
+    expect(dir.stderr).toContain("ledger delete: works on a gs:// ledger only");
   });
 
   it("an export that cannot reach the store is one stderr line and exit 1; the local ledger is intact", async (ctx) => {

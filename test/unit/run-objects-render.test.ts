@@ -48,4 +48,22 @@ describe("renderRunObjects", () => {
   it("checks the spec's size only for the in-cluster runtime (the spec goes into a ConfigMap)", () => {
     expect(() => renderRunObjects({ ...run, inClusterRuntime: { ...inClusterRuntime, specJson: "x".repeat(1024 * 1024 + 1) } })).toThrow(RuntimeBundleTooLargeError);
   });
+
+  it("a bucket ledger: the artifacts volume is an emptyDir and the runtime exports to the bucket; a bad address names the field", () => {
+    const hostPath = renderRunObjects({ ...run, inClusterRuntime }).inClusterRuntime.job;
+    const bucket = renderRunObjects({ ...run, inClusterRuntime: { ...inClusterRuntime, ledger: { kind: "bucket", exportUri: "gs://my-ledgers" } } }).inClusterRuntime.job;
+    type Pod = { volumes: { name: string }[]; containers: { name: string; command: string[] }[] };
+    const pod = (job: typeof bucket) => (job.spec as { template: { spec: Pod } }).template.spec;
+    expect(pod(bucket).volumes.find((v) => v.name === "artifacts")).toEqual({ name: "artifacts", emptyDir: {} });
+    expect(pod(hostPath).volumes.find((v) => v.name === "artifacts")).toEqual({ name: "artifacts", hostPath: { path: "/var/lib/cohort-lab-artifacts", type: "Directory" } });
+    expect(pod(bucket).containers[0]!.command).toEqual([...pod(hostPath).containers[0]!.command, "--ledger-export", "gs://my-ledgers"]);
+    // hostPath spelled out is the default, byte for byte.
+    expect(renderRunObjects({ ...run, inClusterRuntime: { ...inClusterRuntime, ledger: { kind: "hostPath" } } }).inClusterRuntime.job).toEqual(hostPath);
+    expect(() => renderRunObjects({ ...run, inClusterRuntime: { ...inClusterRuntime, ledger: { kind: "bucket", exportUri: "s3://x" } } })).toThrow(
+      /^inClusterRuntime\.ledger\.exportUri: "s3:\/\/x" is not a ledger address gs:\/\/<bucket>\[\/<prefix>\]: it must start with gs:\/\//,
+    );
+    expect(() => renderRunObjects({ ...run, inClusterRuntime: { ...inClusterRuntime, ledger: { kind: "nfs" } as never } })).toThrow(
+      'inClusterRuntime.ledger.kind: expected "hostPath" or "bucket" (got "nfs")',
+    );
+  });
 });

@@ -74,6 +74,8 @@ export interface LedgerObjectStore {
   put(name: string, file: string, contentType: string): Promise<void>;
   /** The object's bytes, or `undefined` when it does not exist. */
   get(name: string): Promise<Buffer | undefined>;
+  /** Deletes object `name`; `false` when it did not exist (idempotent). */
+  delete(name: string): Promise<boolean>;
 }
 
 /** Opens the store of a bucket (runtime/gcs/ for `gs://`). */
@@ -233,6 +235,27 @@ export async function verifyRemoteLedger(uri: string, openStore: LedgerStoreFact
   } finally {
     fetched.remove();
   }
+}
+
+/**
+ * Deletes the exported ledger of one run at `uri` (`gs://<bucket>/<prefix>/<runId>`): `completion.json` FIRST (so a
+ * delete cut short leaves a ledger that reads as incomplete, never one that verifies with a part missing), then
+ * `records.ndjson` and `manifest.json`. Objects already gone are skipped: deleting twice is not an error.
+ * @returns the `gs://` addresses of the objects that existed and were deleted, in that order
+ * @throws {CohortError} `ledger-uri-invalid`; `ledger-delete-failed` naming the object and the store's reason.
+ */
+export async function deleteRemoteLedger(uri: string, openStore: LedgerStoreFactory): Promise<{ readonly uri: string; readonly deleted: readonly string[] }> {
+  const at = parseLedgerUri(uri);
+  const store = await openStore(at.bucket);
+  const deleted: string[] = [];
+  for (const file of [LEDGER_FILES.completion, LEDGER_FILES.records, LEDGER_FILES.manifest]) {
+    try {
+      if (await store.delete([at.prefix, file].filter((s) => s !== "").join("/"))) deleted.push(formatLedgerUri(at, file));
+    } catch (error) {
+      throw new CohortError("ledger-delete-failed", `deleting ${formatLedgerUri(at, file)} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+  }
+  return { uri: formatLedgerUri(at), deleted };
 }
 
 /**
