@@ -12,8 +12,14 @@
  * 3. Placement latency from the parallel run's ledger: for each member of levels 1-2, the last
  *    dependency's `member-ready` -> the dependant's spawn call (`member-started.elapsedMs - startMs`) and
  *    -> spawned (`member-started`), p50/p99 (targets 5 ms and 25 ms, docs/host.md "Measured: the runtime and the process backend").
- * 3b. Spawn floor: the compiled launcher alone starts 179 listeners at once (the widest level), no runtime;
- *    the time until the last has exec'd is printed with critical path + floor, the bound no scheduler beats.
+ * 3b. Spawn floor: the compiled launcher alone starts as many listeners at once as the widest level has
+ *    (179), no runtime, right after each parallel run (the machine is shared: a floor from another minute
+ *    is not comparable). Printed: its p50/p99, the dependant-spawned p50 against 1.3 x the floor's p50
+ *    (issue #17; PASS/FAIL), time to ready against 1.05 x (critical path + the floor's last start), and
+ *    where a dependant's latency goes (scheduler, per-member set-up, the launcher round trip).
+ * 3c. The same at 1,000 members in 5 levels (1 -> 99 -> 200 -> 300 -> 400; floor: 400 at once).
+ *    BENCH_CASES picks the cases (default `200,1000`); BENCH_REPEAT runs each case that many times
+ *    (default 3) and prints each run and the medians.
  * 4. Runtime peak RSS with 1,000 members (cheap `sh` -> `sleep` members, log readiness), from the
  *    runtime's own `process.resourceUsage().maxRSS` recorded in completion.json.
  * 5. Ledger append throughput (LedgerWriter, default fsync policy): fire-and-forget appends as the
@@ -21,7 +27,7 @@
  *
  * Members: a tiny C listener compiled with `cc` when available (about 1 ms of CPU to start), else perl
  * (Socket), else node; the choice is printed. The machine's load average is printed next to the figures.
- * Env: BENCH_BASELINE=0 skips (2); BENCH_RSS_MEMBERS (default 1000); BENCH_KEEP=1 keeps the artifacts;
+ * Env: BENCH_BASELINE=0 skips (2); BENCH_CASES, BENCH_REPEAT (3b, 3c); BENCH_RSS_MEMBERS (default 1000, 0 skips 4 and 5); BENCH_KEEP=1 keeps the artifacts;
  * BENCH_LAUNCHER=perl|direct|auto (default auto) picks how the process backend forks members.
  */
 import { execFileSync } from "node:child_process";
@@ -45,11 +51,24 @@ function delays(count: number, lowMs: number, spanMs: number, salt: number): num
   return Array.from({ length: count }, (_, i) => (count === 1 ? lowMs : lowMs + Math.round((((i * 7919 + salt * 104729) % count) / (count - 1)) * (spanMs - 1))));
 }
 
-const LEVELS = [
-  { name: "router", replicas: 1, needs: [] as string[], delaysMs: delays(1, 1000, 1000, 0) },
-  { name: "mid", replicas: 20, needs: ["router"], delaysMs: delays(20, 1000, 1000, 1) },
-  { name: "leaf", replicas: 179, needs: ["mid"], delaysMs: delays(179, 1000, 1000, 2) },
-];
+interface Level {
+  readonly name: string;
+  readonly replicas: number;
+  readonly needs: readonly string[];
+  readonly delaysMs: readonly number[];
+}
+
+/** A chain of levels: each member of a level needs every member of the level above; delays 1000-1999 ms. */
+function chain(names: readonly string[], widths: readonly number[]): Level[] {
+  return widths.map((replicas, i) => ({ name: names[i]!, replicas, needs: i === 0 ? [] : [names[i - 1]!], delaysMs: delays(replicas, 1000, 1000, i) }));
+}
+
+/** The cohorts: 200 members in 3 levels (the original bench) and 1,000 in 5. */
+const CASES: Readonly<Record<string, { readonly label: string; readonly levels: Level[] }>> = {
+  "200": { label: "200 members, 3 levels", levels: chain(["router", "mid", "leaf"], [1, 20, 179]) },
+  "1000": { label: "1,000 members, 5 levels", levels: chain(["router", "l1", "l2", "l3", "l4"], [1, 99, 200, 300, 400]) },
+};
+const LEVELS = CASES["200"]!.levels;
 
 const LISTENER_C = `
 #include <arpa/inet.h>
@@ -98,7 +117,7 @@ function listener(): { kind: string; command: string[] } {
   return { kind: "node", command: [process.execPath, "-e", LISTENER_NODE] };
 }
 
-function startupSpec(name: string, command: string[], concurrency: number): object {
+function startupSpec(name: string, command: string[], concurrency: number, levels: readonly Level[] = LEVELS): object {
   return {
     apiVersion: "cohort-lab/v1",
     kind: "Cohort",
@@ -107,7 +126,7 @@ function startupSpec(name: string, command: string[], concurrency: number): obje
     memberTimeout: "60s",
     startupTimeout: "30m",
     stopGracePeriod: "2s",
-    roles: LEVELS.map((level) => ({
+    roles: levels.map((level) => ({
       name: level.name,
       replicas: level.replicas,
       needs: level.needs,
@@ -151,7 +170,10 @@ function percentile(values: readonly number[], p: number): number {
  * (`toStart`), -> the spawn call was issued (`toSpawnCall`: after waiting for the spawns queued before
  * it), -> the process existed (`toSpawned`).
  */
-function placement(records: readonly LedgerRecord[]): { toStart: number[]; toSpawnCall: number[]; toSpawned: number[] } {
+function placement(
+  records: readonly LedgerRecord[],
+  levels: readonly Level[] = LEVELS,
+): { toStart: number[]; toSpawnCall: number[]; toSpawned: number[]; setUp: number[]; roundTrip: number[] } {
   const readyAt = new Map<string, number>();
   const startedRec = new Map<string, LedgerRecord>();
   for (const r of records) {
@@ -159,14 +181,16 @@ function placement(records: readonly LedgerRecord[]): { toStart: number[]; toSpa
     if (r.kind === "member-started") startedRec.set(r.member!, r);
   }
   const roleReady = new Map<string, number>();
-  for (const level of LEVELS) {
+  for (const level of levels) {
     const times = Array.from({ length: level.replicas }, (_, i) => readyAt.get(`${level.name}-${i}`) ?? Number.NaN);
     roleReady.set(level.name, Math.max(...times));
   }
   const toStart: number[] = [];
   const toSpawnCall: number[] = [];
   const toSpawned: number[] = [];
-  for (const level of LEVELS) {
+  const setUp: number[] = [];
+  const roundTrip: number[] = [];
+  for (const level of levels) {
     if (level.needs.length === 0) continue;
     const depsReady = Math.max(...level.needs.map((need) => roleReady.get(need)!));
     for (let i = 0; i < level.replicas; i++) {
@@ -176,9 +200,11 @@ function placement(records: readonly LedgerRecord[]): { toStart: number[]; toSpa
       toStart.push(startAt - depsReady);
       toSpawnCall.push(startAt + (r.queuedMs as number) - depsReady);
       toSpawned.push(r.elapsedMs - depsReady);
+      setUp.push(r.queuedMs as number);
+      roundTrip.push(r.spawnMs as number);
     }
   }
-  return { toStart, toSpawnCall, toSpawned };
+  return { toStart, toSpawnCall, toSpawned, setUp, roundTrip };
 }
 
 async function ledgerThroughput(): Promise<{ fireAndForget: number; awaited: number }> {
@@ -214,9 +240,9 @@ async function ledgerThroughput(): Promise<{ fireAndForget: number; awaited: num
  * last one has exec'd is the floor under the widest level's spread of start times. Printed beside the time to
  * ready, so that the part of the gap that no scheduler can remove is visible in the same run.
  *
- * @returns ms from the burst until the last start, and the median start
+ * @returns ms from the burst until the last start, the median and p99 start
  */
-async function spawnFloor(launcherPath: string, command: readonly string[], count: number): Promise<{ count: number; lastMs: number; p50Ms: number }> {
+async function spawnFloor(launcherPath: string, command: readonly string[], count: number): Promise<{ count: number; lastMs: number; p50Ms: number; p99Ms: number }> {
   const launcher = await Launcher.start({ kind: "native", path: launcherPath });
   launcher.onOutput = (_member, _fd, socket) => {
     socket.resume();
@@ -231,10 +257,78 @@ async function spawnFloor(launcherPath: string, command: readonly string[], coun
         launcher.spawn({ id: `floor-${i}`, dir, argv: command, env: { ...env, COHORT_INDEX: String(i), COHORT_PORT: "1" } }).then(() => performance.now() - t0),
       ),
     );
-    return { count, lastMs: Math.max(...at), p50Ms: percentile(at, 50) };
+    return { count, lastMs: Math.max(...at), p50Ms: percentile(at, 50), p99Ms: percentile(at, 99) };
   } finally {
     await launcher.close(); // SIGKILLs every listener it started
   }
+}
+
+// ---- dependant spawn against the spawn floor (issue #17) -------------------------------------------
+
+/** The target of issue #17: a dependant is spawned within this factor of the spawn floor's p50 (p50 against p50). */
+const SPAWN_RATIO_TARGET = 1.3;
+/** ... and time to ready stays within this factor of critical path + the floor's last start. */
+const READY_BOUND_FACTOR = 1.05;
+
+interface CaseRun {
+  readonly run: CliRun;
+  readonly floor: Awaited<ReturnType<typeof spawnFloor>>;
+  readonly criticalPathMs: number;
+  readonly load: string;
+}
+
+/** One parallel run of a case, then the spawn floor for its widest level (right after, on the same machine state). */
+async function runCase(bundle: string, launcherFile: string, command: string[], name: string, index: number): Promise<CaseRun> {
+  const { levels } = CASES[name]!;
+  const size = levels.reduce((sum, level) => sum + level.replicas, 0);
+  const run = await runCli(bundle, startupSpec(`bench-${name}`, command, Math.max(256, size), levels), `case-${name}-${index}`);
+  const widest = Math.max(...levels.map((level) => level.replicas));
+  const floor = await spawnFloor(process.env.COHORT_LAUNCHER || launcherFile, command, widest);
+  const cp = criticalPath(
+    levels.map((level) => ({ name: level.name, needs: level.needs })),
+    (role) => Math.max(...levels.find((level) => level.name === role)!.delaysMs),
+  );
+  return { run, floor, criticalPathMs: cp.totalMs, load: load().split(" ")[0]! };
+}
+
+function median(values: readonly number[]): number {
+  return percentile(values, 50);
+}
+
+/**
+ * Prints one case: per run, the floor, the dependants' spawn latency and its ratio to the floor, time to ready
+ * against its bound, and where a dependant's latency goes; then the medians over the runs with PASS/FAIL.
+ */
+function printCase(out: (line?: string) => void, name: string, runs: readonly CaseRun[]): void {
+  const { label, levels } = CASES[name]!;
+  const widest = Math.max(...levels.map((level) => level.replicas));
+  const f = (ms: number): string => ms.toFixed(0).padStart(5);
+  out(`dependant spawn vs spawn floor, ${label} (${levels.map((l) => `${l.name} x${l.replicas}`).join(" -> ")}; floor: ${widest} at once)`);
+  out("  run  floor p50/p99/last  spawned p50/p99  ratio  | sched p50/p99  set-up p50/p99  round trip p50/p99 | ready / (cp + floor last)  load");
+  const rows = runs.map((c, i) => {
+    const p = placement(c.run.records, levels);
+    const spawned50 = percentile(p.toSpawned, 50);
+    const ratio = spawned50 / c.floor.p50Ms;
+    const ttr = c.run.summary.timeToReadyMs!;
+    const bound = c.criticalPathMs + c.floor.lastMs;
+    const pp = (v: number[]): string => `${f(percentile(v, 50))}/${f(percentile(v, 99))}`;
+    out(
+      `  ${String(i + 1).padStart(3)}  ${f(c.floor.p50Ms)}/${f(c.floor.p99Ms)}/${f(c.floor.lastMs)}  ${pp(p.toSpawned)}    ${ratio.toFixed(2)}  |  ${pp(p.toStart)}   ${pp(p.setUp)}     ${pp(p.roundTrip)}     | ${(ttr / 1000).toFixed(3)} / ${(bound / 1000).toFixed(3)} s = ${(ttr / bound).toFixed(3)}  ${c.load}`,
+    );
+    return { ratio, spawned50, spawned99: percentile(p.toSpawned, 99), floor50: c.floor.p50Ms, floor99: c.floor.p99Ms, ready: ttr / bound };
+  });
+  const m = (key: keyof (typeof rows)[number]): number => median(rows.map((row) => row[key]));
+  const ratio = m("ratio");
+  const ready = m("ready");
+  out(
+    `  median of ${rows.length}: floor p50/p99 ${m("floor50").toFixed(0)}/${m("floor99").toFixed(0)} ms; dependant spawned p50/p99 ${m("spawned50").toFixed(0)}/${m("spawned99").toFixed(0)} ms`,
+  );
+  out(`  dependant spawned p50 / floor p50 = ${ratio.toFixed(2)} (target <= ${SPAWN_RATIO_TARGET}): ${ratio <= SPAWN_RATIO_TARGET ? "PASS" : "FAIL"}`);
+  out(`  time to ready / (critical path + floor last) = ${ready.toFixed(3)} (target <= ${READY_BOUND_FACTOR}): ${ready <= READY_BOUND_FACTOR ? "PASS" : "FAIL"}`);
+  out(
+    "  (sched: last dependency ready -> start requested; set-up: start requested -> spawn request written; round trip: request -> pid read back: the launcher's queue, the fork/exec and the runtime's event loop)",
+  );
+  out();
 }
 
 // ---- main -----------------------------------------------------------------------------------------
@@ -255,7 +349,20 @@ async function main(): Promise<void> {
   out();
 
   const loadBefore = load();
-  const parallel = await runCli(built.outfile, startupSpec("bench", member.command, 256), "parallel");
+  const caseNames = (process.env.BENCH_CASES ?? "200,1000")
+    .split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "");
+  for (const name of caseNames) if (CASES[name] === undefined) throw new Error(`BENCH_CASES: unknown case "${name}" (known: ${Object.keys(CASES).join(", ")})`);
+  const repeat = Math.max(1, Math.floor(Number(process.env.BENCH_REPEAT ?? 3)));
+  const caseResults = new Map<string, CaseRun[]>();
+  for (const name of caseNames) {
+    const runs: CaseRun[] = [];
+    for (let i = 0; i < repeat; i++) runs.push(await runCase(built.outfile, built.launcher.file, member.command, name, i));
+    caseResults.set(name, runs);
+  }
+  const first200 = caseResults.get("200")?.[0];
+  const parallel = first200?.run ?? (await runCli(built.outfile, startupSpec("bench", member.command, 256), "parallel"));
   const loadAfterParallel = load();
   const ttr = parallel.summary.timeToReadyMs!;
   const target = 1.05 * cp.totalMs + 300;
@@ -270,27 +377,30 @@ async function main(): Promise<void> {
     loadAfterSeq = load();
   }
 
-  const floor = await spawnFloor(built.launcher.file, member.command, LEVELS[2]!.replicas);
+  const floor = first200?.floor ?? (await spawnFloor(built.launcher.file, member.command, LEVELS[2]!.replicas));
 
   const rssMembers = Number(process.env.BENCH_RSS_MEMBERS ?? 1000);
-  const rssRun = await runCli(
-    built.outfile,
-    {
-      apiVersion: "cohort-lab/v1",
-      kind: "Cohort",
-      name: "bench-rss",
-      memberTimeout: "5m",
-      startupTimeout: "30m",
-      hold: "2s",
-      stopGracePeriod: "5s",
-      roles: [{ name: "idle", replicas: rssMembers, app: { command: ["sh", "-c", "echo ready; exec sleep 600"], port: false }, readiness: { log: { pattern: "^ready$" } } }],
-    },
-    "rss",
-  );
-  const runtime = (rssRun.completion?.runtime ?? {}) as { maxRssKiB?: number; cpuUserMs?: number; cpuSystemMs?: number };
+  const rssRun =
+    rssMembers <= 0
+      ? null
+      : await runCli(
+          built.outfile,
+          {
+            apiVersion: "cohort-lab/v1",
+            kind: "Cohort",
+            name: "bench-rss",
+            memberTimeout: "5m",
+            startupTimeout: "30m",
+            hold: "2s",
+            stopGracePeriod: "5s",
+            roles: [{ name: "idle", replicas: rssMembers, app: { command: ["sh", "-c", "echo ready; exec sleep 600"], port: false }, readiness: { log: { pattern: "^ready$" } } }],
+          },
+          "rss",
+        );
+  const runtime = (rssRun?.completion?.runtime ?? {}) as { maxRssKiB?: number; cpuUserMs?: number; cpuSystemMs?: number };
   const parallelRuntime = (parallel.completion?.runtime ?? {}) as { maxRssKiB?: number };
   const loadAfterRss = load();
-  const ledger = await ledgerThroughput();
+  const ledger = rssMembers <= 0 ? null : await ledgerThroughput();
 
   const row = (label: string, value: string, note = ""): void => out(`  ${label.padEnd(44)} ${value.padStart(14)}  ${note}`);
   out("start-up (200 members, 3 levels)                       value  notes");
@@ -320,16 +430,21 @@ async function main(): Promise<void> {
     `the launcher alone, no runtime (p50 ${floor.p50Ms.toFixed(0)} ms); critical path + floor = ${((cp.totalMs + floor.lastMs) / 1000).toFixed(3)} s`,
   );
   row("runtime peak RSS, 200-member run", `${((parallelRuntime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`);
-  row(
-    `runtime peak RSS, ${rssMembers} members`,
-    `${((runtime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`,
-    `time to ready ${((rssRun.summary.timeToReadyMs ?? 0) / 1000).toFixed(1)} s; runtime CPU ${(((runtime.cpuUserMs ?? 0) + (runtime.cpuSystemMs ?? 0)) / 1000).toFixed(1)} s`,
-  );
-  row("ledger appends, fire-and-forget (scheduler)", `${Math.round(ledger.fireAndForget)} rec/s`, "default fsync policy, 20,000 member-started records");
-  row("ledger appends, awaited one by one", `${Math.round(ledger.awaited)} rec/s`, "5,000 records");
+  if (rssRun !== null && ledger !== null) {
+    row(
+      `runtime peak RSS, ${rssMembers} members`,
+      `${((runtime.maxRssKiB ?? 0) / 1024).toFixed(1)} MiB`,
+      `time to ready ${((rssRun.summary.timeToReadyMs ?? 0) / 1000).toFixed(1)} s; runtime CPU ${(((runtime.cpuUserMs ?? 0) + (runtime.cpuSystemMs ?? 0)) / 1000).toFixed(1)} s`,
+    );
+    row("ledger appends, fire-and-forget (scheduler)", `${Math.round(ledger.fireAndForget)} rec/s`, "default fsync policy, 20,000 member-started records");
+    row("ledger appends, awaited one by one", `${Math.round(ledger.awaited)} rec/s`, "5,000 records");
+  } else {
+    row("runtime peak RSS, ledger appends", "skipped", "BENCH_RSS_MEMBERS=0");
+  }
   out();
+  for (const [name, runs] of caseResults) printCase(out, name, runs);
   out(
-    `load average (1/5/15 min): before ${loadBefore}; after parallel ${loadAfterParallel}${sequential ? `; after sequential ${loadAfterSeq}` : ""}; after ${rssMembers}-member run ${loadAfterRss}`,
+    `load average (1/5/15 min): before ${loadBefore}; after the cases ${loadAfterParallel}${sequential ? `; after sequential ${loadAfterSeq}` : ""}; after ${rssMembers}-member run ${loadAfterRss}`,
   );
   if (process.env.BENCH_KEEP !== "1") fs.rmSync(WORK, { recursive: true, force: true });
   else out(`artifacts kept in ${WORK}`);

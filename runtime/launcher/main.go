@@ -393,6 +393,22 @@ func killCgroup(kind, dir string) {
 	os.WriteFile(state, []byte("THAWED"), 0)
 }
 
+// stdinPipeBytes is the capacity asked for the request pipe (Linux's default is 64 KiB; 1 MiB is the default
+// /proc/sys/fs/pipe-max-size).
+const stdinPipeBytes = 1 << 20
+
+// growStdinPipe enlarges the pipe the runtime writes requests into (F_SETPIPE_SZ, fcntl(2), Linux). A request
+// line carries the member's whole environment hex-encoded (1-2 KiB each), so a default 64 KiB pipe holds only
+// some 40 of a level's requests: the rest waited for the runtime's event loop to come round and write them,
+// while that loop was busy with the starts and probes of the same level. Best effort: where it fails (not
+// Linux, not a pipe, above the limit) the pipe keeps its size.
+func growStdinPipe() {
+	const fSetPipeSz = 1031 // F_SETPIPE_SZ (F_LINUX_SPECIFIC_BASE + 7)
+	if runtime.GOOS == "linux" {
+		syscall.Syscall(syscall.SYS_FCNTL, 0, fSetPipeSz, stdinPipeBytes)
+	}
+}
+
 func main() {
 	if len(os.Args) == 2 && os.Args[1] == "-version" {
 		fmt.Println("cohort-launcher", version)
@@ -438,6 +454,7 @@ func main() {
 		}()
 	}
 
+	growStdinPipe()
 	l.send("ready")
 	in := bufio.NewReaderSize(os.Stdin, 1<<16)
 	for {

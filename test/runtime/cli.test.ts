@@ -271,6 +271,10 @@ describe("cohort CLI (bundled)", () => {
           while (fs.readdirSync(artifacts).length === 0) await new Promise((resolve) => setTimeout(resolve, 25));
           runDir = onlyRunDir(artifacts);
           await waitForLines(path.join(runDir, "records.ndjson"), /"kind":"member-started","member":"agent-/, 2);
+          // `member-started` means the agents exec'd, not that each has forked its `sleep 1000 &` yet.
+          for (const deadline = Date.now() + 5_000; processesOfRun(path.basename(runDir)).length < 5 && Date.now() < deadline;) {
+            await new Promise((resolve) => setTimeout(resolve, 10));
+          }
           child.kill("SIGKILL");
         })();
       },

@@ -4,7 +4,7 @@
  * a process cannot leave its cgroup (only a writer of `cgroup.procs` with permission on both cgroups, i.e.
  * root, can move it) and every fork lands in its parent's cgroup.
  *
- * Layout: `<hierarchy>/cohort/<runId>/<member>`, created at the member's start; the launcher puts the
+ * Layout: `<hierarchy>/cohort/<runId>/<member>`, created at admission (a restart's again at its start); the launcher puts the
  * member's process into it BEFORE exec (./launcher.ts, runtime/launcher/main.go), so no fork escapes.
  * `cohort reap` finds `<hierarchy>/cohort/<runId>` by the run id alone.
  *
@@ -27,6 +27,7 @@
  * do_exit), so zombies awaiting their reaper are not listed.
  */
 import * as fs from "node:fs";
+import * as fsp from "node:fs/promises";
 import * as path from "node:path";
 import { isRunId } from "../../core/run-id";
 
@@ -223,6 +224,24 @@ export function createMemberCgroup(runDir: string, member: string): string {
     throw new Error(`cannot create cgroup ${dir}: ${(error as Error).message}`, { cause: error });
   }
   return dir;
+}
+
+/**
+ * {@link createMemberCgroup} without blocking the event loop (the process backend makes every member's
+ * cgroup at admission).
+ *
+ * @throws {Error} naming the directory and the errno when it cannot be made
+ */
+export async function createMemberCgroupAsync(runDir: string, member: string): Promise<string> {
+  const dir = path.join(runDir, member);
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await fsp.mkdir(dir, { recursive: true });
+      return dir;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT" || attempt >= 3) throw new Error(`cannot create cgroup ${dir}: ${(error as Error).message}`, { cause: error });
+    }
+  }
 }
 
 /**

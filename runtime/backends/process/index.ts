@@ -3,8 +3,9 @@
  * this machine (profile `host`). Linux and macOS.
  *
  * - `endpoints`: one free loopback port per member, reserved until the member starts (core/ports.ts).
- * - `admit`: creates every member's directory and writes its files before the first start, so that
- *   file system work is not on the start-up critical path.
+ * - `admit`: creates every member's directory, writes its files, creates its cgroup and encodes its
+ *   launcher request before the first start, so that neither file system nor cgroupfs work nor encoding
+ *   is on the start-up critical path, where a wide level's starts run back to back on the event loop.
  * - `start`: resolves once the process exists. Members are started by a launcher process (./launcher.ts:
  *   off the runtime's event loop, without copying the runtime's page tables, and members die with the
  *   launcher when the runtime is SIGKILLed): the compiled one (runtime/launcher/main.go, vfork-style
@@ -34,7 +35,7 @@ import * as path from "node:path";
 import type { Backend, BackendContext, ListenerOwner, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError, SpecError } from "../../core/errors";
 import { PortAllocator } from "../../core/ports";
-import { Launcher, findNativeLauncher, launcherAvailable, type LaunchExit, type LauncherProgram } from "./launcher";
+import { Launcher, encodeLaunchRequest, findNativeLauncher, launcherAvailable, type EncodedLaunchRequest, type LaunchExit, type LauncherProgram } from "./launcher";
 import { OutputCapture, RING_LINES, awaitSpawn, launchMember, loadExeca, memberEnvironment, prepareMemberDir } from "./start";
 import {
   CgroupWatcher,
@@ -44,6 +45,7 @@ import {
   cgroupOwner,
   checkInsideCohort,
   createMemberCgroup,
+  createMemberCgroupAsync,
   killCgroup,
   runCgroupTree,
   openRunCgroups,
@@ -116,6 +118,15 @@ interface RunningMember {
   readonly escalated: Promise<void>;
   /** The member's cgroup, or null (none could be made). */
   readonly cgroup: { readonly kind: CgroupKind; readonly dir: string } | null;
+}
+
+/** A member's first start as staged at admission. */
+interface StagedStart {
+  readonly env: Record<string, string>;
+  /** Its cgroup (made), null (the run has none), undefined (not made: start() makes it). */
+  readonly cgroup: { readonly kind: CgroupKind; readonly dir: string } | null | undefined;
+  /** Its launcher request line, or null (spawned directly, or its cgroup is not made yet). */
+  readonly request: EncodedLaunchRequest | null;
 }
 
 /** How long stop() waits for the launcher's exit status of a member whose group is already gone, in ms. */
@@ -209,6 +220,8 @@ export class ProcessBackend implements Backend {
   private readonly ports = new PortAllocator();
   private readonly members = new Map<string, RunningMember>();
   private readonly prepared = new Map<string, Promise<void>>();
+  /** What admission made ready for a member's first start ({@link ProcessBackend.stage}); taken by that start. */
+  private readonly staged = new Map<string, StagedStart>();
   /** close() was called: stopped members' ports are no longer held for a restart. */
   private closed = false;
   private readonly watcher = new GroupWatcher();
@@ -289,7 +302,8 @@ export class ProcessBackend implements Backend {
   }
 
   /**
-   * Prepares every member's directory and files (no process is started). At most 32 at a time.
+   * Prepares every member's directory and files (no process is started), and stages its first start: its
+   * cgroup, its environment and its launcher request line (see {@link stage}). At most 32 at a time.
    *
    * @throws {MemberStartError} naming the member whose directory or files cannot be written
    */
@@ -298,10 +312,39 @@ export class ProcessBackend implements Backend {
     // Start the launcher now, so that its boot (about 40 ms) is not on the first member's start. A failure
     // is reported by the first start(), which awaits the same promise.
     await this.launcher().catch(() => null);
+    if (members.length > 0) this.openRunCgroups(members[0]!.runId);
     const worker = async (): Promise<void> => {
-      for (let plan = queue.shift(); plan !== undefined && !signal.aborted; plan = queue.shift()) await this.prepare(plan);
+      for (let plan = queue.shift(); plan !== undefined && !signal.aborted; plan = queue.shift()) {
+        await this.prepare(plan);
+        await this.stage(plan);
+      }
     };
     await Promise.all(Array.from({ length: Math.min(32, queue.length) }, worker));
+  }
+
+  /**
+   * Does at admission what a member's first start would otherwise do on the start-up critical path, where a
+   * wide level's starts run back to back on the event loop: creates its cgroup (a mkdir in cgroupfs, which
+   * also takes the kernel's cgroup lock that every clone into a cgroup takes), resolves its environment and
+   * encodes its launcher request line. Best effort: a cgroup that cannot be made here is made (or its error
+   * raised) by start(). Figures: docs/host.md "Measured: the runtime and the process backend".
+   */
+  private async stage(plan: MemberPlan): Promise<void> {
+    let cgroup: { kind: CgroupKind; dir: string } | null | undefined = null;
+    const run = this.runCgroups;
+    if (run !== null && !("unavailable" in run)) {
+      try {
+        cgroup = { kind: run.hierarchy.kind, dir: await createMemberCgroupAsync(run.dir, plan.id) };
+        liveCgroups.set(cgroup.dir, cgroup.kind);
+      } catch {
+        cgroup = undefined; // start() tries again and fails the member with the reason
+      }
+    }
+    const env = memberEnvironment(plan);
+    const launching = this.launchedWith === "native" || this.launchedWith === "perl";
+    const request =
+      launching && cgroup !== undefined ? encodeLaunchRequest({ id: plan.id, dir: plan.workDir, argv: plan.command, env, ...(cgroup !== null ? { cgroup } : {}) }) : null;
+    this.staged.set(plan.id, { env, cgroup, request });
   }
 
   private prepare(plan: MemberPlan): Promise<void> {
@@ -329,12 +372,15 @@ export class ProcessBackend implements Backend {
     await previous?.stopping;
     const entered = performance.now();
     await this.prepare(plan);
-    const env = memberEnvironment(plan);
+    // Only the first start uses what admission staged: a restart's cgroup was removed with its last attempt.
+    const staged = previous === undefined ? this.staged.get(plan.id) : undefined;
+    this.staged.delete(plan.id);
+    const env = staged?.env ?? memberEnvironment(plan);
     const secrets = plan.secretEnv.map((name) => plan.env[name] ?? "").filter((value) => value.length > 0);
     const launcher = await this.launcher();
     if (signal.aborted) throw new Error(`start of ${plan.id} aborted`);
     const cgroupStarted = performance.now();
-    const cgroup = this.memberCgroup(plan);
+    const cgroup = this.memberCgroup(plan, staged?.cgroup);
     const cgroupMs = performance.now() - cgroupStarted;
     const output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
     let pid: number;
@@ -349,7 +395,8 @@ export class ProcessBackend implements Backend {
       const issued = performance.now();
       queuedMs = issued - entered;
       try {
-        pid = await abortable(launcher.spawn({ id: plan.id, dir: plan.workDir, argv: plan.command, env, ...(cgroup !== null ? { cgroup } : {}) }), signal, (late) => {
+        const request = staged?.request ?? { id: plan.id, dir: plan.workDir, argv: plan.command, env, ...(cgroup !== null ? { cgroup } : {}) };
+        pid = await abortable(launcher.spawn(request), signal, (late) => {
           // The run gave up on this start (a deadline, teardown, a signal) before the launcher answered; if it
           // answers later, the member it started is nobody's: kill its group at once.
           try {
@@ -473,17 +520,23 @@ export class ProcessBackend implements Backend {
     }
   }
 
+  /** Decides the run's cgroups and creates the run's directory (once: at admission, else at the first start). */
+  private openRunCgroups(runId: string): { hierarchy: CgroupHierarchy; dir: string } | { unavailable: string } {
+    if (this.runCgroups === null) {
+      this.runCgroups = openRunCgroups(this.options.cgroup ?? "auto", runId, this.options.mountsFile);
+      if (!("unavailable" in this.runCgroups)) liveRunCgroups.set(this.runCgroups.dir, this.runCgroups.hierarchy.kind);
+    }
+    return this.runCgroups;
+  }
+
   /**
-   * Creates the member's cgroup (the run's directory at the first call); null when the run has none
-   * (then one `backend-warning` record says why).
+   * The member's cgroup: the one made at admission (`staged`), else created now (the run's directory at the
+   * first call); null when the run has none (then one `backend-warning` record says why, at the first start).
    *
    * @throws {MemberStartError} when the run has cgroups but this member's cannot be made
    */
-  private memberCgroup(plan: MemberPlan): { kind: CgroupKind; dir: string } | null {
-    if (this.runCgroups === null) {
-      this.runCgroups = openRunCgroups(this.options.cgroup ?? "auto", plan.runId, this.options.mountsFile);
-      if (!("unavailable" in this.runCgroups)) liveRunCgroups.set(this.runCgroups.dir, this.runCgroups.hierarchy.kind);
-    }
+  private memberCgroup(plan: MemberPlan, staged?: { kind: CgroupKind; dir: string } | null): { kind: CgroupKind; dir: string } | null {
+    this.runCgroups = this.openRunCgroups(plan.runId);
     if ("unavailable" in this.runCgroups) {
       this.warnOnce(
         "cgroup",
@@ -491,6 +544,7 @@ export class ProcessBackend implements Backend {
       );
       return null;
     }
+    if (staged !== undefined && staged !== null) return staged;
     let dir: string;
     try {
       dir = createMemberCgroup(this.runCgroups.dir, plan.id);

@@ -17,6 +17,8 @@
  * - runtime -> launcher (stdin): `spawn <id> <dir> <argc> <arg>... <envc> <NAME=value>... [<cgroup kind> <cgroup dir>]`
  *   (kind `v2` or `freezer`, ./cgroup.ts: the child is in that cgroup before it execs; the perl child writes
  *   its own pid into `<dir>/cgroup.procs` right after the fork, the compiled one is created inside it)
+ *   The runtime writes the requests of one event-loop turn as one write; the compiled launcher enlarges
+ *   this pipe to 1 MiB (a level's requests fit in it at once: each carries the member's environment).
  * - launcher -> runtime (stdout): `ready`, `started <id> <pid>` (once the child has exec'd),
  *   `error <id> <message> <pid or 0>`, `exit <pid> <wait status>`
  * The launcher never waits for a child's exec: each fork returns to the loop at once, and the child's
@@ -166,6 +168,27 @@ export interface LaunchExit {
 }
 
 const hex = (text: string): string => Buffer.from(text, "utf8").toString("hex");
+
+/** A {@link LaunchRequest} as its protocol line (with the newline), ready to be written. */
+export interface EncodedLaunchRequest {
+  readonly id: string;
+  readonly line: string;
+}
+
+/** Encodes a request as its `spawn` line (see the protocol in the module doc). */
+export function encodeLaunchRequest(request: LaunchRequest): EncodedLaunchRequest {
+  const fields = [
+    "spawn",
+    hex(request.id),
+    hex(request.dir),
+    String(request.argv.length),
+    ...request.argv.map(hex),
+    String(Object.keys(request.env).length),
+    ...Object.entries(request.env).map(([name, value]) => hex(`${name}=${value}`)),
+    ...(request.cgroup !== undefined ? [request.cgroup.kind, hex(request.cgroup.dir)] : []),
+  ];
+  return { id: request.id, line: `${fields.join("\t")}\n` };
+}
 const unhex = (text: string): string => Buffer.from(text, "hex").toString("utf8");
 
 const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(Object.entries(osConstants.signals).map(([name, number]) => [number, name as NodeJS.Signals]));
@@ -228,6 +251,16 @@ function isExecutableFile(file: string): boolean {
   }
 }
 
+/**
+ * The listen backlog of the output socket. The launcher connects each member's stdout and stderr BEFORE it
+ * forks the member, with a blocking connect(2), and the runtime accepts them when its event loop comes round;
+ * with Node's default backlog (511) a level of 256 members or more filled the queue while the runtime was busy
+ * starting that level, and every further spawn waited in connect() for the runtime's accepts (400 members at
+ * once: the last spawned after 1.0 s against 0.4 s for the launcher alone). The kernel caps the value at
+ * net.core.somaxconn (4096 since Linux 5.4; 128 before, where 64 members can wait for an accept).
+ */
+const OUTPUT_BACKLOG = 65_535;
+
 /** How long a launcher may take to answer `ready`, in ms (it answers in a few ms; a stuck one must not hang the run). */
 const BOOT_TIMEOUT_MS = 10_000;
 
@@ -252,6 +285,8 @@ export class Launcher {
   onDied: (reason: string) => void = () => undefined;
 
   private readonly pending = new Map<string, { resolve: (pid: number) => void; reject: (error: Error) => void }>();
+  /** Request lines not written yet (see {@link queueLine}). */
+  private readonly outgoing: string[] = [];
   private stdoutBuffer = "";
   private stderrTail = "";
   private closed = false;
@@ -282,7 +317,7 @@ export class Launcher {
     const server = net.createServer();
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(socketPath, () => resolve());
+      server.listen({ path: socketPath, backlog: OUTPUT_BACKLOG }, () => resolve());
     });
     server.unref();
     const { execa } = await loadExeca();
@@ -391,24 +426,31 @@ export class Launcher {
   /**
    * Starts a member.
    *
+   * @param request - the request, or its line from {@link encodeLaunchRequest} (made ahead of time: the
+   *   process backend encodes every member's line at admission, so a wide level's starts do no encoding)
    * @returns its pid (= pgid)
    * @throws {Error} with the reason when it could not be started (e.g. `command not found (ENOENT)`)
    */
-  spawn(request: LaunchRequest): Promise<number> {
+  spawn(request: LaunchRequest | EncodedLaunchRequest): Promise<number> {
     if (this.closed) return Promise.reject(new Error("the launcher is closed"));
-    const fields = [
-      "spawn",
-      hex(request.id),
-      hex(request.dir),
-      String(request.argv.length),
-      ...request.argv.map(hex),
-      String(Object.keys(request.env).length),
-      ...Object.entries(request.env).map(([name, value]) => hex(`${name}=${value}`)),
-      ...(request.cgroup !== undefined ? [request.cgroup.kind, hex(request.cgroup.dir)] : []),
-    ];
+    const { id, line } = "line" in request ? request : encodeLaunchRequest(request);
     return new Promise<number>((resolve, reject) => {
-      this.pending.set(request.id, { resolve, reject });
-      this.process.stdin!.write(`${fields.join("\t")}\n`);
+      this.pending.set(id, { resolve, reject });
+      this.queueLine(line);
+    });
+  }
+
+  /**
+   * Writes request lines in batches: the lines of every spawn asked for in one turn of the event loop (a
+   * level's members, started together) go out in one write after the current microtasks, instead of one
+   * write(2) and one write request each.
+   */
+  private queueLine(line: string): void {
+    this.outgoing.push(line);
+    if (this.outgoing.length > 1) return;
+    process.nextTick(() => {
+      const batch = this.outgoing.splice(0).join("");
+      if (!this.closed && batch !== "") this.process.stdin!.write(batch);
     });
   }
 
@@ -421,7 +463,8 @@ export class Launcher {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.process.stdin!.end();
+    const queued = this.outgoing.splice(0).join("");
+    this.process.stdin!.end(queued === "" ? undefined : queued);
     await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
     this.server.close();
     fs.rmSync(this.socketDir, { recursive: true, force: true });

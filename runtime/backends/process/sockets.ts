@@ -40,10 +40,26 @@ export function listeningInodes(port: number, files: readonly string[] = PROC_NE
   return readable === 0 ? null : inodes;
 }
 
-/** Parses the LISTEN lines of /proc/net/tcp-format text into port -> inodes (added to `into`). */
+/**
+ * Parses the LISTEN lines of /proc/net/tcp-format text into port -> inodes (added to `into`). Most lines are
+ * not LISTEN (connections, TIME_WAIT: every readiness and liveness probe leaves one), so the state is looked
+ * at first, with indexOf, and only a LISTEN line is split: splitting every line took ~160 ms of the runtime's
+ * CPU in the 0.8 s in which the 1,000-member bench spawned its widest level (the liveness probes of the levels
+ * before re-read a table of thousands of lines), about 10x the cost of this parse (docs/host.md "Measured:
+ * the runtime and the process backend").
+ */
 function parseListeners(text: string, into: Map<number, string[]>): void {
-  for (const line of text.split("\n").slice(1)) {
-    const fields = line.trim().split(/\s+/);
+  for (let next = text.indexOf("\n") + 1; next > 0 && next < text.length;) {
+    const start = next;
+    let end = text.indexOf("\n", start);
+    if (end === -1) end = text.length;
+    next = end + 1;
+    // `  sl: local rem st ...`: the state is the token after the two addresses.
+    const localAt = text.indexOf(":", start) + 2;
+    const remAt = text.indexOf(" ", localAt) + 1;
+    const stateAt = text.indexOf(" ", remAt) + 1;
+    if (localAt < 2 || remAt < 1 || stateAt < 1 || stateAt > end || !text.startsWith(TCP_LISTEN, stateAt)) continue;
+    const fields = text.slice(start, end).trim().split(/\s+/);
     if (fields.length < 10 || fields[3] !== TCP_LISTEN || fields[9] === "0") continue;
     const local = fields[1]!;
     const port = parseInt(local.slice(local.lastIndexOf(":") + 1), 16);

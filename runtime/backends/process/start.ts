@@ -55,7 +55,7 @@ export function memberEnvironment(plan: MemberPlan, parent: NodeJS.ProcessEnv = 
 }
 
 /**
- * Creates the member's directory and writes its files.
+ * Creates the member's directory, writes its files and creates its (empty) `output.log`.
  *
  * @throws {Error} when a file path would leave the directory or a file already exists
  */
@@ -69,13 +69,17 @@ export async function prepareMemberDir(plan: MemberPlan): Promise<void> {
     // O_EXCL|O_NOFOLLOW semantics: "wx" refuses an existing file or symlink at the final component.
     await fsp.writeFile(target, content, { flag: "wx", mode: 0o600 });
   }
+  // output.log exists from here on (OutputCapture opens it only at the member's first line).
+  await (await fsp.open(path.join(root, "output.log"), "a", 0o644)).close();
 }
 
 /**
  * Line-oriented capture of a member's stdout and stderr: redaction, output.log, ring buffer, listeners.
  */
 export class OutputCapture {
-  private readonly file: fs.WriteStream;
+  /** output.log, opened at the first line (or by {@link end}): see the constructor. */
+  private file: fs.WriteStream | null = null;
+  private readonly logPath: string;
   private readonly secrets: readonly string[];
   private readonly keep: number;
   private readonly ring: string[] = [];
@@ -88,8 +92,10 @@ export class OutputCapture {
    * @param secrets - values to replace with `[redacted]` (at least 1 character each)
    */
   constructor(logPath: string, secrets: readonly string[]) {
-    this.file = fs.createWriteStream(logPath, { flags: "a", mode: 0o644 });
-    this.file.on("error", () => undefined); // a full disk must not crash the runtime; the tail stays in memory
+    // Not opened here: a capture is made for every start, and when a wide level starts, each open (a file
+    // stream and a thread-pool open) runs back to back with the spawns on the event loop. Opened at the first
+    // line instead, or, for a member that writes nothing, by end(), so that output.log always exists.
+    this.logPath = logPath;
     this.secrets = secrets.filter((secret) => secret.length > 0);
     this.keep = Math.max(0, ...this.secrets.map((secret) => secret.length - 1));
   }
@@ -184,9 +190,18 @@ export class OutputCapture {
   /** Flushes and closes output.log. */
   end(): Promise<void> {
     return new Promise((resolve) => {
-      if (this.file.closed || this.file.destroyed) resolve();
-      else this.file.end(() => resolve());
+      const file = this.logFile();
+      if (file.closed || file.destroyed) resolve();
+      else file.end(() => resolve());
     });
+  }
+
+  private logFile(): fs.WriteStream {
+    if (this.file === null) {
+      this.file = fs.createWriteStream(this.logPath, { flags: "a", mode: 0o644 });
+      this.file.on("error", () => undefined); // a full disk must not crash the runtime; the tail stays in memory
+    }
+    return this.file;
   }
 
   private redact(text: string): string {
@@ -197,7 +212,8 @@ export class OutputCapture {
 
   private line(raw: string, newline: boolean, alreadyRedacted = false): void {
     const text = alreadyRedacted ? raw : this.redact(raw);
-    if (!this.file.destroyed) this.file.write(newline ? `${text}\n` : text);
+    const file = this.logFile();
+    if (!file.destroyed) file.write(newline ? `${text}\n` : text);
     const kept = text.length > RING_LINE_CHARS ? `${cutUnits(text, RING_LINE_CHARS)}… (${text.length} characters)` : text;
     this.ring.push(kept);
     if (this.ring.length > RING_LINES) this.ring.shift();
