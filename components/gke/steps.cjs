@@ -118,7 +118,7 @@ function ledgerGuard() {
   if (rm.status !== 0) throw new StepError(`${LEDGERS_KEY}: removing the ledgers in ${uri} failed: ${tail(rm.stderr, 1) || `cohort ledger delete exited ${rm.status}`}`);
   const left = listBucket(node, bundle, uri).objects;
   if (left.length > 0) throw new StepError(`${LEDGERS_KEY}: ${uri} still holds ${left.length} object(s) after the delete (${left.slice(0, 5).join(", ")}); destroy again`);
-  log(`${rm.stdout.trim()}: ${what} (gke.deleteLedgers is true)`);
+  log(`${rm.stdout.trim()} (${runs.length} run ledger(s); gke.deleteLedgers is true)`);
 }
 
 /** The export destination `gs://<bucket>[/<prefix>]` without a trailing `/`. */

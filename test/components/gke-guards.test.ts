@@ -113,7 +113,7 @@ describe("gke ledger-guard (destroy: the bucket's ledgers)", () => {
     expect(runId).not.toBe("");
     const r = ledgerGuard(true);
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stderr.trim()).toBe(`[cohort-lab gke] deleted 4 object(s) under gs://${BUCKET}: 4 object(s) (1 run ledger(s): ${runId}) (gke.deleteLedgers is true)`);
+    expect(r.stderr.trim()).toBe(`[cohort-lab gke] deleted 4 object(s) under gs://${BUCKET} (1 run ledger(s); gke.deleteLedgers is true)`);
     expect(await gcs!.list("")).toEqual([]);
     expect(ledgerGuard(true)).toMatchObject({ status: 0, stderr: "" });
   });
