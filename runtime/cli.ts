@@ -7,6 +7,7 @@
  *              [--progress-fd N]   (progress lines to descriptor N instead of stderr)
  *   cohort ledger verify [--json] DIR|gs://… | ledger show DIR|gs://… | ledger recover DIR
  *   cohort ledger delete gs://BUCKET/PREFIX/RUN_ID   (an exported ledger's objects, completion.json first)
+ *   cohort ledger delete --all gs://BUCKET[/PREFIX] | ledger list [--json] gs://BUCKET[/PREFIX]   (every object under it)
  *   cohort ledger report DIR [--out FILE|-] | ledger junit DIR [--out FILE|-]   (HTML report, JUnit XML)
  *   cohort reap DIR [--grace MS]
  *   cohort --help | cohort <command> --help | cohort help [<command>]   (texts in ./core/cli-help.ts)
@@ -42,10 +43,12 @@ import { LedgerWriter } from "./core/ledger/writer";
 import { recoverLedger, verifyLedger, type VerifyReport } from "./core/ledger/verify";
 import type { Completion } from "./core/ledger/format";
 import {
+  deleteAllRemote,
   deleteRemoteLedger,
   exportLedger,
   fetchLedger,
   isLedgerUri,
+  listRemoteLedgers,
   parseLedgerUri,
   remoteError,
   verifyFetchedLedger,
@@ -85,7 +88,7 @@ const defaultIo: CliIo = {
 class UsageError extends Error {}
 
 const isHelpFlag = (arg: string | undefined): boolean => arg === "--help" || arg === "-h";
-const LEDGER_SUBCOMMANDS = ["verify", "show", "recover", "report", "junit", "delete"];
+const LEDGER_SUBCOMMANDS = ["verify", "show", "recover", "report", "junit", "delete", "list"];
 
 /** The {@link COMMAND_HELP} key of a command line (`["ledger", "verify", "x"]` -> `ledger verify`), if any. */
 function helpKey(argv: readonly string[]): string | undefined {
@@ -737,16 +740,26 @@ async function ledgerCommand(args: readonly string[], io: CliIo): Promise<number
     throw new UsageError(sub === undefined ? `ledger: missing subcommand (${LEDGER_SUBCOMMANDS.join(", ")})` : `ledger: unknown subcommand "${sub}"`);
   }
   const writes = sub === "report" || sub === "junit";
-  const { positionals, values } = parse(rest, writes ? { out: { type: "string" } } : sub === "verify" ? { json: { type: "boolean" } } : {}, 1);
+  const flags: Record<string, { type: "string" | "boolean" }> = writes
+    ? { out: { type: "string" } }
+    : sub === "verify" || sub === "list"
+      ? { json: { type: "boolean" } }
+      : sub === "delete"
+        ? { all: { type: "boolean" } }
+        : {};
+  const { positionals, values } = parse(rest, flags, 1);
   const target = positionals[0]!;
   const json = (values as { json?: boolean }).json === true;
+  const all = (values as { all?: boolean }).all === true;
   if (isLedgerUri(target)) {
-    if (sub === "delete") return deleteLedgerCommand(target, io);
+    if (sub === "delete") return deleteLedgerCommand(target, io, all);
+    if (sub === "list") return listLedgerCommand(target, io, json);
     if (sub !== "verify" && sub !== "show")
       throw new UsageError(`ledger ${sub}: works on a local directory only; gs:// ledgers: \`cohort ledger verify|show|delete gs://<bucket>/<prefix>/<run id>\``);
     return remoteLedgerCommand(sub, target, io, json);
   }
   if (sub === "delete") throw new UsageError(`ledger delete: works on a gs:// ledger only (gs://<bucket>/<prefix>/<run id>); got ${JSON.stringify(target)}`);
+  if (sub === "list") throw new UsageError(`ledger list: works on a gs:// address only (gs://<bucket>[/<prefix>]); got ${JSON.stringify(target)}`);
   const dir = target;
   try {
     switch (sub) {
@@ -865,15 +878,39 @@ async function readCompletionFile(dir: string): Promise<Completion> {
 /**
  * `ledger delete gs://<bucket>/<prefix>/<run id>`: deletes the run's exported objects, completion.json first
  * (./core/ledger/remote.ts `deleteRemoteLedger`); objects already gone are skipped. Prints
- * `deleted N object(s) of gs://…`; a failure is one stderr line naming the object, exit 1.
+ * `deleted N object(s) of gs://…`; a failure is one stderr line naming the object, exit 1. With `--all`
+ * (`gs://<bucket>[/<prefix>]`): every object under the address, every completion.json first (`deleteAllRemote`),
+ * printing `deleted N object(s) under gs://…`.
  */
-async function deleteLedgerCommand(uri: string, io: CliIo): Promise<number> {
+async function deleteLedgerCommand(uri: string, io: CliIo, all = false): Promise<number> {
   try {
+    if (all) {
+      const done = await deleteAllRemote(uri, openGcsStore);
+      io.stdout.write(`deleted ${done.deleted.length} object(s) under ${done.uri}\n`);
+      return 0;
+    }
     const done = await deleteRemoteLedger(uri, openGcsStore);
     io.stdout.write(`deleted ${done.deleted.length} object(s) of ${done.uri}\n`);
     return 0;
   } catch (error) {
     io.stderr.write(`cohort: ledger delete failed: ${error instanceof CohortError ? error.message : `${uri}: ${error instanceof Error ? error.message : String(error)}`}\n`);
+    return 1;
+  }
+}
+
+/**
+ * `ledger list gs://<bucket>[/<prefix>] [--json]`: every object under the address (./core/ledger/remote.ts
+ * `listRemoteLedgers`), one `gs://` address a line, or with --json one line `{"uri","objects","runs"}`. A listing
+ * that fails (no bucket, no credentials, the store unreachable) is one stderr line, exit 1: never an empty listing.
+ */
+async function listLedgerCommand(uri: string, io: CliIo, json: boolean): Promise<number> {
+  try {
+    const listed = await listRemoteLedgers(uri, openGcsStore);
+    if (json) io.stdout.write(`${JSON.stringify(listed)}\n`);
+    else for (const object of listed.objects) io.stdout.write(`${object}\n`);
+    return 0;
+  } catch (error) {
+    io.stderr.write(`cohort: ledger list failed: ${error instanceof CohortError ? error.message : `${uri}: ${error instanceof Error ? error.message : String(error)}`}\n`);
     return 1;
   }
 }

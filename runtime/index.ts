@@ -77,10 +77,12 @@ export {
 } from "./core/ledger/index";
 /** The ledger in an object store (gs://); SDK-free: the GCS store itself is runtime/gcs/, loaded on first use. */
 export {
+  deleteAllRemote,
   deleteRemoteLedger,
   exportLedger,
   formatLedgerUri,
   isLedgerUri,
+  listRemoteLedgers,
   parseLedgerUri,
   readRemoteCompletion,
   runLedgerUri,
@@ -89,6 +91,7 @@ export {
   type LedgerObjectStore,
   type LedgerStoreFactory,
   type LedgerUri,
+  type RemoteListing,
 } from "./core/ledger/remote";
 /** Opens a GCS bucket as a {@link LedgerObjectStore} (`@google-cloud/storage` is imported when this is called). */
 export const openGcsLedgerStore: LedgerStoreFactory = async (bucket) => (await import("./gcs/index.js")).createGcsLedgerStore(bucket);

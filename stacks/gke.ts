@@ -425,7 +425,11 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
     },
     { dependsOn: [nodeIdentity] },
   );
-  const park = parkGuard("gke-park-guard", { nodePath, projectDir, systemNodes: g.systemNodes, kubeconfig: cluster.kubeconfig }, { dependsOn: [cluster.cluster] });
+  const park = parkGuard(
+    "gke-park-guard",
+    { nodePath, projectDir, systemNodes: g.systemNodes, kubeconfig: cluster.kubeconfig, kubectlEnvironment: cluster.kubectlEnvironment() },
+    { dependsOn: [cluster.cluster] },
+  );
   const systemPool = new GkeNodePool("gke-system", {
     project: g.project,
     zone: g.zone,
@@ -541,6 +545,7 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
   const projectNumber = gcp.organizations.getProjectOutput({ projectId: g.project }, { provider: gcpProvider }).apply((p) => String(p.number));
   const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUNTIME_NAMES.serviceAccount });
 
+  const runtimeBundlePath = path.join(path.resolve(projectDir), RUNTIME_BUNDLE);
   const cohort = new CohortRun("cohort", {
     spec: plan.resolved.spec,
     keepLedgers: config.keepLedgers,
@@ -552,12 +557,12 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
       // The Job exports with the writer binding in place (IAM is eventually consistent: the runtime's upload retries
       // for up to 120 s, runtime/gcs/index.ts), after the Kubernetes layer is ready, as on `local`.
       dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady, temporal.deployment, writer],
-      ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath: path.join(path.resolve(projectDir), RUNTIME_BUNDLE) },
+      ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath },
     },
   });
   // After the run too: on destroy its delete (the refusal while ledgers remain) runs after the run's own delete, which
   // removes the run's ledger first when keepLedgers is false.
-  ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers }, { dependsOn: [bucket.bucket, cohort] });
+  ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers, runtimeBundlePath }, { dependsOn: [bucket.bucket, cohort] });
   const run: pulumi.Output<RunOutputs> = cohort.summary;
   return {
     profile: "gke",

@@ -129,6 +129,18 @@ export class GkeCluster extends pulumi.ComponentResource {
   }
 
   /**
+   * The pinned kubectl's environment (`COHORT_KUBECTL_*`) for the park guard (components/gke/Lifecycle.ts).
+   *
+   * @throws {pulumi.InputPropertyError} `hostSteps` when the cluster was created without it
+   */
+  kubectlEnvironment(): Readonly<Record<string, string>> {
+    if (this.steps === undefined) {
+      throw new pulumi.InputPropertyError({ propertyPath: "hostSteps", reason: `GkeCluster ${this.baseName}: created without hostSteps, so its park guard cannot run` });
+    }
+    return Object.fromEntries(Object.entries(this.steps.tools.environment).filter(([key]) => key.startsWith("COHORT_KUBECTL_")));
+  }
+
+  /**
    * The Kubernetes provider of the cluster, from {@link kubeconfig} (so it is created after the cluster), and
    * after `dependsOn` (the node pools: nothing can be scheduled before them). One per cluster.
    */

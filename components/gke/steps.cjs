@@ -3,15 +3,17 @@
 /**
  * Host-side steps of the `gke` profile, run by `@pulumi/command` `local.Command` resources (components/gke/Lifecycle.ts,
  * components/run/kubernetesJob.ts) with the Node binary that runs the Pulumi program. Node built-ins only. Inputs
- * arrive in the environment; refusals go to stderr with exit status 1. The two lifecycle guards use the user's
- * `kubectl` (with `gke-gcloud-auth-plugin`) and `gcloud` on PATH:
+ * arrive in the environment; refusals go to stderr with exit status 1, naming the config key. The two lifecycle
+ * guards use what the run steps use (below): the pinned kubectl and the bundled runtime.
  *
  * - `park-check` (create/update of the park guard, before the system pool changes): with COHORT_SYSTEM_NODES=0,
- *   refuses while any Kueue Workload exists in any namespace (`kubectl get workloads.kueue.x-k8s.io -A`): parking
- *   would strand an admitted cohort. Key: `cohort-lab:gke.systemNodes`.
+ *   refuses while any Kueue Workload exists in any namespace (`kubectl get workloads.kueue.x-k8s.io -A`, the
+ *   pinned kubectl): parking would strand an admitted cohort; a listing that fails refuses too. Key:
+ *   `cohort-lab:gke.systemNodes`.
  * - `ledger-guard` (delete of the ledger guard, i.e. `pulumi destroy`, before the bucket is deleted): refuses
- *   while `gs://<bucket>` holds objects unless COHORT_DELETE_LEDGERS=true, in which case it removes them
- *   (`gcloud storage rm --recursive`) so the bucket (forceDestroy false) can be deleted. Key: `cohort-lab:gke.deleteLedgers`.
+ *   while `gs://<bucket>` holds objects (`cohort ledger list --json`) unless COHORT_DELETE_LEDGERS=true, in which
+ *   case it removes them (`cohort ledger delete --all`, every completion.json first) and lists again, so the bucket
+ *   (forceDestroy false) can be deleted; a listing that fails refuses. Key: `cohort-lab:gke.deleteLedgers`.
  *
  * The run's steps (components/run/kubernetesJob.ts with a `bucket` ledger; {@link GkeCluster.hostStep}) use the
  * pinned kubectl of the tool cache (COHORT_KUBECTL_*, as `local`'s; the kubeconfig's exec credential needs
@@ -30,50 +32,93 @@
 "use strict";
 
 const fs = require("node:fs");
-const os = require("node:os");
-const path = require("node:path");
 const shared = require("../run/job-steps.cjs");
-const { StepError, JobFailedError, log, env, run, tail, pinnedTool, jobSummary, followJobProgress } = shared;
+const { StepError, JobFailedError, log, env, run, tail, pinnedTool, withKubeconfig, jobSummary, followJobProgress } = shared;
 
 shared.setLogPrefix("[cohort-lab gke]");
 
-function parkCheck() {
+/** The config keys the guards' refusals name. */
+const PARK_KEY = "cohort-lab:gke.systemNodes";
+const LEDGERS_KEY = "cohort-lab:gke.deleteLedgers";
+
+/**
+ * `park-check` (see the module doc). Environment: COHORT_SYSTEM_NODES, COHORT_KUBECONFIG, COHORT_KUBECTL_* (the
+ * pinned kubectl). With a system pool other than 0 nothing is listed. A listing that fails refuses: parking is
+ * allowed only when the cluster says no Workload exists.
+ */
+async function parkCheck() {
   if (env("COHORT_SYSTEM_NODES") !== "0") return;
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-"));
-  const file = path.join(dir, "kubeconfig");
-  fs.writeFileSync(file, env("COHORT_KUBECONFIG"), { mode: 0o600 });
+  let kubectl;
   try {
-    const r = run("kubectl", ["--kubeconfig", file, "get", "workloads.kueue.x-k8s.io", "--all-namespaces", "-o", "name", "--request-timeout=30s"]);
-    if (r.status !== 0) {
-      throw new Error(`cohort-lab:gke.systemNodes: cannot park: listing Kueue Workloads failed (${r.stderr.trim()}); parking is refused unless the cluster says none exist`);
-    }
-    const workloads = r.stdout.split("\n").filter((l) => l.trim() !== "");
-    if (workloads.length > 0) {
-      throw new Error(
-        `cohort-lab:gke.systemNodes: cannot park (0) while ${workloads.length} Kueue Workload(s) exist (${workloads.slice(0, 5).join(", ")}): a cohort is admitted or waiting; let it finish, then set it to 0`,
-      );
-    }
-  } finally {
-    fs.rmSync(dir, { recursive: true, force: true });
+    kubectl = await pinnedTool("kubectl", "COHORT_KUBECTL");
+  } catch (error) {
+    throw new StepError(
+      `${PARK_KEY}: cannot park: no kubectl to list Kueue Workloads with (${error instanceof Error ? error.message : String(error)}); parking is refused unless the cluster says none exist`,
+    );
+  }
+  const r = withKubeconfig(env("COHORT_KUBECONFIG"), (file) =>
+    run(kubectl, ["--kubeconfig", file, "get", "workloads.kueue.x-k8s.io", "--all-namespaces", "-o", "name", "--request-timeout=30s"]),
+  );
+  if (r.status !== 0) {
+    throw new StepError(`${PARK_KEY}: cannot park: listing Kueue Workloads failed (${tail(r.stderr, 3)}); parking is refused unless the cluster says none exist`);
+  }
+  const workloads = r.stdout.split("\n").filter((l) => l.trim() !== "");
+  if (workloads.length > 0) {
+    throw new StepError(
+      `${PARK_KEY}: cannot park (0) while ${workloads.length} Kueue Workload(s) exist (${workloads.slice(0, 5).join(", ")}): a cohort is admitted or waiting; let it finish, then set it to 0`,
+    );
   }
 }
 
-function ledgerGuard() {
-  const bucket = env("COHORT_BUCKET");
-  const r = run("gcloud", ["storage", "ls", `gs://${bucket}/**`]);
-  const objects = r.status === 0 ? r.stdout.split("\n").filter((l) => l.trim() !== "") : [];
-  if (r.status !== 0 && !/One or more URLs matched no objects|matched no objects/.test(r.stderr)) {
-    throw new Error(`cohort-lab:gke.deleteLedgers: cannot tell whether gs://${bucket} holds ledgers (${r.stderr.trim()}); destroy is refused until it can`);
+/**
+ * `cohort ledger list --json gs://<bucket>` through the bundled runtime.
+ *
+ * @param {string} node - the Node binary
+ * @param {string} bundle - dist/cohort.cjs
+ * @param {string} uri - `gs://<bucket>`
+ * @returns {{ objects: string[], runs: string[] }}
+ * @throws {StepError} the listing failed or its output is not the JSON line: the guard cannot tell, so it refuses
+ */
+function listBucket(node, bundle, uri) {
+  const r = run(node, [bundle, "ledger", "list", "--json", uri]);
+  let listed;
+  try {
+    listed = r.status === 0 ? JSON.parse(tail(r.stdout, 1)) : undefined;
+  } catch {
+    listed = undefined;
   }
-  if (objects.length === 0) return;
-  if (env("COHORT_DELETE_LEDGERS") !== "true") {
-    throw new Error(
-      `cohort-lab:gke.deleteLedgers: gs://${bucket} holds ${objects.length} object(s) (ledgers); destroy would lose them. Copy them out, or set gke.deleteLedgers to true`,
+  if (listed === undefined || !Array.isArray(listed.objects) || !Array.isArray(listed.runs)) {
+    throw new StepError(
+      `${LEDGERS_KEY}: cannot tell whether ${uri} holds ledgers (${tail(r.stderr, 1) || `cohort ledger list exited ${r.status}`}); destroy is refused until it can`,
     );
   }
-  const rm = run("gcloud", ["storage", "rm", "--recursive", `gs://${bucket}/**`]);
-  if (rm.status !== 0) throw new Error(`cohort-lab:gke.deleteLedgers: removing the ledgers in gs://${bucket} failed: ${rm.stderr.trim()}`);
-  process.stderr.write(`[cohort-lab gke] removed ${objects.length} object(s) from gs://${bucket} (gke.deleteLedgers is true)\n`);
+  return listed;
+}
+
+/**
+ * `ledger-guard` (see the module doc). Environment: COHORT_BUCKET, COHORT_DELETE_LEDGERS, COHORT_RUNTIME_BUNDLE
+ * (with Application Default Credentials, or STORAGE_EMULATOR_HOST). Every GCS call is the bundled runtime's
+ * (`cohort ledger list --json`, `cohort ledger delete --all`); after a delete the bucket is listed again and must be
+ * empty.
+ */
+function ledgerGuard() {
+  const uri = `gs://${env("COHORT_BUCKET")}`;
+  const bundle = env("COHORT_RUNTIME_BUNDLE");
+  if (!fs.existsSync(bundle)) {
+    throw new StepError(`${LEDGERS_KEY}: cannot tell whether ${uri} holds ledgers: the runtime bundle ${bundle} is gone; run npm run build, then destroy again`);
+  }
+  const node = process.execPath;
+  const { objects, runs } = listBucket(node, bundle, uri);
+  if (objects.length === 0) return;
+  const what = `${objects.length} object(s) (${runs.length} run ledger(s)${runs.length > 0 ? `: ${runs.slice(0, 5).join(", ")}${runs.length > 5 ? ", …" : ""}` : ""})`;
+  if (process.env.COHORT_DELETE_LEDGERS !== "true") {
+    throw new StepError(`${LEDGERS_KEY}: ${uri} holds ${what}; destroy would lose them. Copy them out, or set gke.deleteLedgers to true`);
+  }
+  const rm = run(node, [bundle, "ledger", "delete", "--all", uri]);
+  if (rm.status !== 0) throw new StepError(`${LEDGERS_KEY}: removing the ledgers in ${uri} failed: ${tail(rm.stderr, 1) || `cohort ledger delete exited ${rm.status}`}`);
+  const left = listBucket(node, bundle, uri).objects;
+  if (left.length > 0) throw new StepError(`${LEDGERS_KEY}: ${uri} still holds ${left.length} object(s) after the delete (${left.slice(0, 5).join(", ")}); destroy again`);
+  log(`${rm.stdout.trim()} (${runs.length} run ledger(s); gke.deleteLedgers is true)`);
 }
 
 /** The export destination `gs://<bucket>[/<prefix>]` without a trailing `/`. */

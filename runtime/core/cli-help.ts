@@ -26,6 +26,8 @@ Commands:
   cohort run --spec FILE|- --artifacts DIR [flags]   run a cohort; one JSON summary line on stdout
   cohort ledger verify DIR|gs://…                   check a run's ledger (hash chain, digests, completion)
   cohort ledger delete gs://…                       delete an exported run's objects (completion.json first)
+  cohort ledger list [--json] gs://BUCKET[/PREFIX]   list every object and run ledger under an address
+  cohort ledger delete --all gs://BUCKET[/PREFIX]    delete every object under an address
   cohort ledger show DIR                            print each member's timeline and the critical path
   cohort ledger recover DIR                         cut a torn final record line left by a crash
   cohort ledger report DIR [--out FILE]             write a self-contained HTML report (DIR/report.html)
@@ -109,7 +111,7 @@ Examples:
 
 ${RUN_EXIT_CODES}`,
 
-  ledger: `usage: cohort ledger verify|show|recover|report|junit DIR | ledger delete gs://BUCKET/PREFIX/RUN_ID
+  ledger: `usage: cohort ledger verify|show|recover|report|junit DIR | ledger delete [--all] gs://… | ledger list gs://…
 
 Commands on a run's ledger directory DIR (<artifacts>/<run id>):
   cohort ledger verify DIR    check it: manifest and spec digest, every record's seq, time and hash
@@ -123,7 +125,9 @@ Commands on a run's ledger directory DIR (<artifacts>/<run id>):
                               outcome, phases, first failure, critical path, a Gantt of every member
   cohort ledger junit DIR     write JUnit XML (default DIR/junit.xml): a testcase per member, for CI
                               test reports
-  cohort ledger delete gs://… delete a run's exported objects (completion.json first, then the rest)
+  cohort ledger delete gs://… delete a run's exported objects (completion.json first, then the rest);
+                              --all: every object under gs://BUCKET[/PREFIX]
+  cohort ledger list gs://…   list every object under gs://BUCKET[/PREFIX] and the run ledgers among them
 
 Run \`cohort ledger <command> --help\` for one of them.
 
@@ -229,19 +233,42 @@ Example:
 
 ${EXIT_CODES}`,
 
-  "ledger delete": `usage: cohort ledger delete gs://BUCKET/PREFIX/RUN_ID
+  "ledger delete": `usage: cohort ledger delete gs://BUCKET/PREFIX/RUN_ID | ledger delete --all gs://BUCKET[/PREFIX]
 
 Deletes the objects a run's \`run --ledger-export\` uploaded: completion.json FIRST (a delete cut short
 leaves a ledger that reads as incomplete, never one that verifies with a part missing), then
 records.ndjson and manifest.json. Objects already gone are skipped, so it can run twice. Prints
 \`deleted N object(s) of gs://…\`; a failure is one line naming the object. A directory is refused
 (remove a local run directory with rm). The gke profile's destroy runs it when keepLedgers is false.
+With --all the address is a bucket or a prefix, and EVERY object under it is deleted (ledgers or not):
+every completion.json first, then the rest. Prints \`deleted N object(s) under gs://…\`. The gke
+profile's ledger guard runs it on destroy when deleteLedgers is true.
 
 Flags:
+  --all        every object under gs://BUCKET[/PREFIX], not one run's three
+  -h, --help   this help
+
+Examples:
+  cohort ledger delete gs://my-ledgers/society-20261130T091502Z-3f9a1c
+  cohort ledger delete --all gs://my-ledgers/old-runs
+
+${EXIT_CODES}`,
+
+  "ledger list": `usage: cohort ledger list [--json] gs://BUCKET[/PREFIX]
+
+Lists every object under the address (a bucket, or a prefix taken as a directory: gs://b/p lists
+p/…, never px…), one gs:// address a line, sorted; nothing when there is none. With --json one line
+{"uri","objects","runs"}: objects as above, runs the run ids directly under the address
+(<PREFIX>/<run id>/ holding a ledger file). A listing that fails (no such bucket, no credentials, the
+store unreachable after the SDK's retries) is one stderr line and exit 1, never an empty listing.
+The gke profile's ledger guard counts the bucket's objects with it before destroy.
+
+Flags:
+  --json       print the result as one JSON line
   -h, --help   this help
 
 Example:
-  cohort ledger delete gs://my-ledgers/society-20261130T091502Z-3f9a1c
+  cohort ledger list --json gs://my-ledgers
 
 ${EXIT_CODES}`,
 

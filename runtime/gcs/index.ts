@@ -66,6 +66,11 @@ export async function createGcsLedgerStore(bucket: string): Promise<LedgerObject
         throw error;
       }
     },
+    async list(prefix) {
+      // Every page (autoPaginate); a bucket that does not exist is an error (404), never an empty listing.
+      const [files] = await b.getFiles({ prefix, autoPaginate: true });
+      return files.map((f) => f.name).sort();
+    },
   };
 }
 

@@ -242,6 +242,20 @@ describe("gke profile graph", () => {
     const guard = find(regs, "command:local:Command", "ledgers-guard");
     expect(guard.dependencies).toContain(bucket.urn);
     expect(guard.dependencies).toContain(find(regs, "command:local:Command", "cohort-summary").urn);
+    // Its delete step goes through the bundled runtime (cohort ledger list / delete --all), as the run's steps do.
+    expect(guard.inputs.delete).toBe(`'${process.execPath}' components/gke/steps.cjs ledger-guard`);
+    expect(unwrap(guard.inputs.environment)).toEqual({
+      COHORT_BUCKET: "my-cohort-ledgers",
+      COHORT_DELETE_LEDGERS: "false",
+      COHORT_RUNTIME_BUNDLE: path.join(path.resolve(projectDir), "dist", "cohort.cjs"),
+    });
+    // The park guard lists Workloads with the pinned kubectl of the run's steps.
+    const park = find(regs, "command:local:Command", "gke-park-guard");
+    const parkEnv = unwrap(park.inputs.environment);
+    const summaryEnv = unwrap(find(regs, "command:local:Command", "cohort-summary").inputs.environment);
+    for (const key of ["COHORT_KUBECTL_BIN", "COHORT_KUBECTL_URL", "COHORT_KUBECTL_SHA256"]) expect([key, parkEnv[key]]).toEqual([key, summaryEnv[key]]);
+    expect(parkEnv.COHORT_KUBECTL_BIN).toMatch(/kubectl$/);
+    expect(Object.keys(parkEnv).sort()).toEqual(["COHORT_KUBECONFIG", "COHORT_KUBECTL_BIN", "COHORT_KUBECTL_SHA256", "COHORT_KUBECTL_URL", "COHORT_SYSTEM_NODES"]);
   });
 
   it("keeps the kubeconfig a secret with the gke-gcloud-auth-plugin exec credential, and no other output secret", async (ctx) => {

@@ -4,7 +4,8 @@
  * pointed at it with `STORAGE_EMULATOR_HOST`. A real cohort (process backend) runs with `--ledger-export`; the
  * objects are checked for the layout of the local run directory; `cohort ledger verify|show gs://…` pass; then
  * the objects are damaged through the emulator's API (as another writer of the bucket would) and verify fails
- * naming the object: completion.json deleted, records.ndjson truncated, a record altered. Without the emulator
+ * naming the object: completion.json deleted, records.ndjson truncated, a record altered; `ledger list` and
+ * `ledger delete --all` list and empty a prefix. Without the emulator
  * every test skips with the reason printed. The emulator is stopped after the tests.
  */
 import * as fs from "node:fs";
@@ -12,7 +13,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { emulatorOrigin } from "../../runtime/gcs/index";
-import { parseRunSummary } from "../../runtime/index";
+import { deleteAllRemote, parseRunSummary, type LedgerObjectStore } from "../../runtime/index";
 import { gcsEmulatorSkipReason as skipReason, startGcsEmulator, type GcsEmulator } from "./gcs-emulator";
 import { buildBundle, runBundle, tempDir, type CliExit } from "./process-helpers";
 
@@ -66,6 +67,24 @@ describe("STORAGE_EMULATOR_HOST", () => {
     expect(emulatorOrigin("http://127.0.0.1:4443/")).toBe("http://127.0.0.1:4443");
     expect(emulatorOrigin("http://127.0.0.1:4443/storage/v1")).toBe("http://127.0.0.1:4443");
     expect(emulatorOrigin("https://gcs.example:443")).toBe("https://gcs.example:443");
+  });
+});
+
+describe("deleteAllRemote (an in-memory store)", () => {
+  it("deletes every completion.json before any other object, and only under the prefix", async () => {
+    const names = new Set(["p/r1/manifest.json", "p/r1/records.ndjson", "p/r1/completion.json", "p/r2/completion.json", "p/r2/manifest.json", "p/x.txt", "px/y"]);
+    const order: string[] = [];
+    const store: LedgerObjectStore = {
+      put: () => Promise.reject(new Error("unused")),
+      get: () => Promise.reject(new Error("unused")),
+      delete: (name) => Promise.resolve(names.delete(name) && order.push(name) > 0),
+      list: (prefix) => Promise.resolve([...names].filter((n) => n.startsWith(prefix)).sort()),
+    };
+    const done = await deleteAllRemote("gs://bkt/p", () => store);
+    expect(order.slice(0, 2).sort()).toEqual(["p/r1/completion.json", "p/r2/completion.json"]);
+    expect(order).toHaveLength(6);
+    expect(done.deleted).toEqual(order.map((n) => `gs://bkt/${n}`));
+    expect([...names]).toEqual(["px/y"]);
   });
 });
 
@@ -190,6 +209,56 @@ describe("the ledger in GCS (fake-gcs-server)", () => {
     const dir = await cohort(["ledger", "delete", artifacts]);
     expect(dir.code).toBe(2);
     expect(dir.stderr).toContain("ledger delete: works on a gs:// ledger only");
+  });
+
+  it("cohort ledger list gs://BUCKET[/PREFIX] lists every object under it and the runs among them; --json as one line", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const artifacts = path.join(tempDir("gcs-artifacts"), "a");
+    const exported = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, "--ledger-export", `gs://${BUCKET}/listed`]);
+    expect(exported.code, exported.stderr).toBe(0);
+    const listedRun = parseRunSummary(exported.stdout).runId;
+    // Not a ledger, and a name that only starts like the prefix (never under it).
+    await putObject("listed/notes.txt", Buffer.from("x"));
+    await putObject("listedx/other.txt", Buffer.from("y"));
+    const text = await cohort(["ledger", "list", `gs://${BUCKET}/listed/`]);
+    expect(text.code, text.stderr).toBe(0);
+    const under = ["completion.json", "manifest.json", "records.ndjson"].map((f) => `gs://${BUCKET}/listed/${listedRun}/${f}`);
+    expect(text.stdout).toBe(
+      [`gs://${BUCKET}/listed/notes.txt`, ...under]
+        .sort()
+        .map((l) => `${l}\n`)
+        .join(""),
+    );
+    const json = await cohort(["ledger", "list", "--json", `gs://${BUCKET}/listed`]);
+    expect(json.code, json.stderr).toBe(0);
+    expect(json.stdout.split("\n").filter((l) => l !== "")).toHaveLength(1);
+    expect(JSON.parse(json.stdout)).toEqual({ uri: `gs://${BUCKET}/listed`, objects: [`gs://${BUCKET}/listed/notes.txt`, ...under].sort(), runs: [listedRun] });
+    // The bucket's root: every object, the runs directly under it.
+    const root = JSON.parse((await cohort(["ledger", "list", "--json", `gs://${BUCKET}`])).stdout) as { objects: string[]; runs: string[] };
+    expect(root.objects).toContain(`gs://${BUCKET}/listedx/other.txt`);
+    expect(root.runs).not.toContain(listedRun);
+    // Nothing there: an empty listing, exit 0; a bucket that does not exist: one line, exit 1 (never an empty listing).
+    expect(await cohort(["ledger", "list", `gs://${BUCKET}/nothing-here`])).toMatchObject({ code: 0, stdout: "" });
+    const missing = await cohort(["ledger", "list", "--json", "gs://no-such-bucket-here"]);
+    expect([missing.code, missing.stdout]).toEqual([1, ""]);
+    expect(missing.stderr.trim()).toMatch(/^cohort: ledger list failed: listing gs:\/\/no-such-bucket-here failed: /);
+    const dir = await cohort(["ledger", "list", artifacts]);
+    expect(dir.code).toBe(2);
+    expect(dir.stderr).toContain("ledger list: works on a gs:// address only");
+  });
+
+  it("cohort ledger delete --all deletes every object under the address and nothing beside it", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const before = await listObjects("listed");
+    expect(before.length).toBeGreaterThan(1);
+    const r = await cohort(["ledger", "delete", "--all", `gs://${BUCKET}/listed`]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe(`deleted ${before.length - 1} object(s) under gs://${BUCKET}/listed\n`);
+    expect(await listObjects("listed/")).toEqual([]);
+    expect(await listObjects("listedx/")).toEqual(["listedx/other.txt"]);
+    const again = await cohort(["ledger", "delete", "--all", `gs://${BUCKET}/listed`]);
+    expect([again.code, again.stdout]).toEqual([0, `deleted 0 object(s) under gs://${BUCKET}/listed\n`]);
+    await deleteObject("listedx/other.txt");
   });
 
   it("an export that cannot reach the store is one stderr line and exit 1; the local ledger is intact", async (ctx) => {

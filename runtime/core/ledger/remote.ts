@@ -76,6 +76,8 @@ export interface LedgerObjectStore {
   get(name: string): Promise<Buffer | undefined>;
   /** Deletes object `name`; `false` when it did not exist (idempotent). */
   delete(name: string): Promise<boolean>;
+  /** The names of every object whose name starts with `prefix` (`""`: the whole bucket), sorted. */
+  list(prefix: string): Promise<string[]>;
 }
 
 /** Opens the store of a bucket (runtime/gcs/ for `gs://`). */
@@ -274,4 +276,71 @@ export async function readRemoteCompletion(uri: string, openStore: LedgerStoreFa
   } catch (error) {
     throw remoteError(error, { uri: full, dir: full });
   }
+}
+
+/** What is stored under an address (`ledger list`): every object, and the runs among them. */
+export interface RemoteListing {
+  /** `gs://<bucket>[/<prefix>]`. */
+  readonly uri: string;
+  /** The `gs://` address of every object under it (ledgers or not), sorted. */
+  readonly objects: readonly string[];
+  /** The run ids directly under it: `<prefix>/<runId>/` holding a ledger file (manifest.json, records.ndjson, completion.json). */
+  readonly runs: readonly string[];
+}
+
+/** Object names under `at` (the prefix as a directory: `p/` matches `p/x`, never `px`). */
+async function namesUnder(at: LedgerUri, store: LedgerObjectStore): Promise<string[]> {
+  return (await store.list(at.prefix === "" ? "" : `${at.prefix}/`)).sort();
+}
+
+/**
+ * Lists every object under `uri` (`gs://<bucket>[/<prefix>]`) and the run ledgers among them.
+ * @throws {CohortError} `ledger-uri-invalid`; `ledger-list-failed` with the store's reason (a listing that fails
+ *   says nothing about what the bucket holds).
+ */
+export async function listRemoteLedgers(uri: string, openStore: LedgerStoreFactory): Promise<RemoteListing> {
+  const at = parseLedgerUri(uri);
+  let names: string[];
+  try {
+    names = await namesUnder(at, await openStore(at.bucket));
+  } catch (error) {
+    throw new CohortError("ledger-list-failed", `listing ${formatLedgerUri(at)} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  const base = at.prefix === "" ? 0 : at.prefix.length + 1;
+  const ledgerFiles = new Set<string>([LEDGER_FILES.manifest, LEDGER_FILES.records, LEDGER_FILES.completion]);
+  const runs = new Set<string>();
+  for (const name of names) {
+    const rel = name.slice(base).split("/");
+    if (rel.length === 2 && rel[0] !== "" && ledgerFiles.has(rel[1]!)) runs.add(rel[0]!);
+  }
+  return { uri: formatLedgerUri(at), objects: names.map((n) => `gs://${at.bucket}/${n}`), runs: [...runs].sort() };
+}
+
+/**
+ * Deletes EVERY object under `uri` (`gs://<bucket>[/<prefix>]`; no prefix: the whole bucket), ledgers or not: every
+ * `completion.json` first (a delete cut short leaves ledgers that read as incomplete, never one that verifies with a
+ * part missing), then the rest. Objects gone meanwhile are skipped.
+ * @returns the `gs://` addresses of the objects deleted, in that order
+ * @throws {CohortError} `ledger-uri-invalid`, `ledger-list-failed`; `ledger-delete-failed` naming the object.
+ */
+export async function deleteAllRemote(uri: string, openStore: LedgerStoreFactory): Promise<{ readonly uri: string; readonly deleted: readonly string[] }> {
+  const at = parseLedgerUri(uri);
+  const store = await openStore(at.bucket);
+  let names: string[];
+  try {
+    names = await namesUnder(at, store);
+  } catch (error) {
+    throw new CohortError("ledger-list-failed", `listing ${formatLedgerUri(at)} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  }
+  const isCompletion = (n: string): boolean => n === LEDGER_FILES.completion || n.endsWith(`/${LEDGER_FILES.completion}`);
+  const ordered = [...names.filter(isCompletion), ...names.filter((n) => !isCompletion(n))];
+  const deleted: string[] = [];
+  for (const name of ordered) {
+    try {
+      if (await store.delete(name)) deleted.push(`gs://${at.bucket}/${name}`);
+    } catch (error) {
+      throw new CohortError("ledger-delete-failed", `deleting gs://${at.bucket}/${name} failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    }
+  }
+  return { uri: formatLedgerUri(at), deleted };
 }
