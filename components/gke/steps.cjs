@@ -33,7 +33,7 @@
 
 const fs = require("node:fs");
 const shared = require("../run/job-steps.cjs");
-const { StepError, JobFailedError, log, env, run, tail, pinnedTool, withKubeconfig, jobSummary, followJobProgress } = shared;
+const { StepError, JobFailedError, log, env, run, tail, pinnedTool, withKubeconfig, jobSummary, followJobProgress, runStepProgram } = shared;
 
 shared.setLogPrefix("[cohort-lab gke]");
 
@@ -215,24 +215,4 @@ const STEPS = { "park-check": parkCheck, "ledger-guard": ledgerGuard, "run-summa
 
 module.exports = { summaryFromBucket };
 
-if (require.main === module) {
-  const name = process.argv[2] ?? "";
-  const step = STEPS[name];
-  if (step === undefined) {
-    process.stderr.write(`usage: steps.cjs ${Object.keys(STEPS).join("|")}\n`);
-    process.exit(2);
-  }
-  Promise.resolve()
-    .then(step)
-    .catch((error) => {
-      if (name === "run-progress") {
-        // The follower never fails `pulumi up`: one note, exit 0.
-        log(`progress not shown: ${error instanceof Error ? error.message : String(error)}`);
-        process.exit(0);
-      }
-      process.stderr.write(
-        `${error instanceof StepError || !(error instanceof Error) ? String(error instanceof Error ? error.message : error) : (error.stack ?? error.message)}\n`,
-      );
-      process.exit(1);
-    });
-}
+if (require.main === module) runStepProgram(STEPS, { prefixFailures: false });

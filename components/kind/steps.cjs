@@ -49,7 +49,7 @@ const os = require("node:os");
 const path = require("node:path");
 // What every cluster profile's host steps share (the pinned tools, the Job's summary line, the progress follower).
 const shared = require("../run/job-steps.cjs");
-const { StepError, log, env, run, tail, withKubeconfig, sleep, pinnedTool, jobSummary, followJobProgress, isProgressLine, progressFilter } = shared;
+const { StepError, log, env, run, tail, withKubeconfig, sleep, pinnedTool, jobSummary, followJobProgress, isProgressLine, progressFilter, runStepProgram } = shared;
 
 const PREFIX = "[cohort-lab local]";
 shared.setLogPrefix(PREFIX);
@@ -481,28 +481,11 @@ async function loadImages() {
   process.stdout.write(`${JSON.stringify({ loaded, present })}\n`);
 }
 
-async function main() {
-  const step = process.argv[2];
-  if (step === undefined || !Object.hasOwn(STEPS, step)) {
-    process.stderr.write(`usage: steps.cjs ${Object.keys(STEPS).join("|")}\n`);
-    process.exit(2);
-  }
-  await STEPS[/** @type {keyof typeof STEPS} */ (step)]();
-}
-
 module.exports = { isProgressLine, progressFilter, runAsProgram };
 
 /** Runs the step named by `process.argv[2]` and exits: the entry point (scripts/local-profile.cjs calls it). */
 function runAsProgram() {
-  main().catch((err) => {
-    if (process.argv[2] === "run-progress") {
-      // The follower never fails `pulumi up`: one note, exit 0.
-      process.stderr.write(`${PREFIX} progress not shown: ${err instanceof Error ? err.message : String(err)}\n`);
-      process.exit(0);
-    }
-    process.stderr.write(`${PREFIX} ${err instanceof StepError ? err.message : err && err.stack ? err.stack : String(err)}\n`);
-    process.exit(1);
-  });
+  runStepProgram(STEPS, { prefixFailures: true });
 }
 
 if (require.main === module) runAsProgram();

@@ -9,6 +9,7 @@
  * - {@link jobSummary}: waits for the runtime Job to finish and takes the runtime's one-line JSON summary from its
  *   log (the `run-summary` steps; each profile then checks where the ledger went).
  * - {@link followJobProgress}: the `run-progress` follower (progress lines of the Job's log to the status pipe).
+ * - {@link runStepProgram}: the entry point of a steps file (the step named on the command line, exit status, reports).
  * - the helpers they use: {@link log} (with {@link setLogPrefix}), {@link env}, {@link run}, {@link tail}, {@link withKubeconfig}, {@link sleep}, {@link StepError}.
  */
 "use strict";
@@ -430,4 +431,50 @@ function runAsync(file, args) {
   });
 }
 
-module.exports = { StepError, JobFailedError, setLogPrefix, log, env, run, tail, withKubeconfig, sleep, pinnedTool, jobSummary, followJobProgress, isProgressLine, progressFilter };
+/**
+ * Runs the step of `steps` named by `process.argv[2]` and exits: the entry point of every profile's steps file.
+ *
+ * - an unknown step name (or none): the usage line on stderr, exit status 2;
+ * - a step that fails: its report on stderr, exit status 1: a {@link StepError}'s message (a refusal is the whole
+ *   report), any other error's stack; with `prefixFailures` the report carries the {@link log} prefix;
+ * - `run-progress` never fails `pulumi up`: a failure is one `progress not shown: …` note and exit status 0.
+ *
+ * @param {Record<string, () => unknown>} steps - step name -> step
+ * @param {{ prefixFailures: boolean }} o - `false` when the steps' refusals begin with the config key they name
+ */
+function runStepProgram(steps, o) {
+  const name = process.argv[2] ?? "";
+  if (!Object.hasOwn(steps, name)) {
+    process.stderr.write(`usage: steps.cjs ${Object.keys(steps).join("|")}\n`);
+    process.exit(2);
+  }
+  Promise.resolve()
+    .then(steps[name])
+    .catch((error) => {
+      if (name === "run-progress") {
+        log(`progress not shown: ${error instanceof Error ? error.message : String(error)}`);
+        process.exit(0);
+      }
+      const report = error instanceof StepError || !(error instanceof Error) ? String(error instanceof Error ? error.message : error) : (error.stack ?? error.message);
+      process.stderr.write(o.prefixFailures ? `${PREFIX} ${report}\n` : `${report}\n`);
+      process.exit(1);
+    });
+}
+
+module.exports = {
+  StepError,
+  JobFailedError,
+  setLogPrefix,
+  log,
+  env,
+  run,
+  tail,
+  withKubeconfig,
+  sleep,
+  pinnedTool,
+  jobSummary,
+  followJobProgress,
+  isProgressLine,
+  progressFilter,
+  runStepProgram,
+};
