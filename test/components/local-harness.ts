@@ -5,6 +5,7 @@
  * every direct dependency URN (explicit `dependsOn` plus the resources behind input Outputs), exactly what the
  * engine would receive. Call {@link installMocks} before importing any code under test (pulumi#12141).
  */
+import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 
 /** One registration as the engine would see it. */
@@ -36,6 +37,20 @@ interface RequestLike {
   getProvider(): string;
   getDependenciesList(): string[];
   getAliasesList(): { getSpec(): { getName(): string; getNoparent(): boolean; getParenturn(): string } | undefined }[];
+}
+
+/**
+ * The stdout of the `sim` profile's Commands under mocks (an {@link installMocks} `stdoutFor`): `sim-control-plane`
+ * prints `simSummary` (simctl start's summary), `sim-run-credentials` the run's kubeconfig and backend config under
+ * `<stateDir>/runs/ns/`, `cohort-run` the runtime's `runSummary`; every other Command prints nothing.
+ */
+export function simCommandStdout(o: { simSummary: object; stateDir: string; runSummary: object }): (name: string) => string | undefined {
+  const stdout: Record<string, object> = {
+    "sim-control-plane": o.simSummary,
+    "sim-run-credentials": { kubeconfig: "/k", backendConfig: path.join(o.stateDir, "runs", "ns", "backend.json") },
+    "cohort-run": o.runSummary,
+  };
+  return (name) => (Object.hasOwn(stdout, name) ? `${JSON.stringify(stdout[name])}\n` : undefined);
 }
 
 /**

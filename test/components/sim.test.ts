@@ -20,7 +20,7 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
-import { find, installMocks, settle, valueOf, type Registration } from "./local-harness.js";
+import { find, installMocks, settle, simCommandStdout, valueOf, type Registration } from "./local-harness.js";
 
 const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-sim-mock-"));
 const artifactRoot = path.join(projectDir, "artifacts");
@@ -66,14 +66,7 @@ beforeAll(async () => {
   regs = await installMocks({
     preview: false,
     stack: "sim",
-    stdoutFor: (name) =>
-      name === "sim-control-plane"
-        ? `${JSON.stringify(simSummary)}\n`
-        : name === "sim-run-credentials"
-          ? `${JSON.stringify({ kubeconfig: "/k", backendConfig: path.join(stateDir, "runs", "ns", "backend.json") })}\n`
-          : name === "cohort-run"
-            ? `${JSON.stringify(summary)}\n`
-            : undefined,
+    stdoutFor: simCommandStdout({ simSummary, stateDir, runSummary: summary }),
   });
   pulumi.runtime.setAllConfig({
     "cohort-lab:artifactRoot": artifactRoot,
