@@ -110,7 +110,11 @@ export interface QuotaResult {
   readonly derived: Amount;
   /** The quota to configure: `derived`, or the lower override. */
   readonly quota: Amount;
-  /** `nominalQuota` values for the ClusterQueue: `{ cpu: "<n>m", memory: "<n>Mi" }` (memory rounded down to Mi). */
+  /**
+   * `nominalQuota` values for the ClusterQueue in the API server's canonical form (memory rounded down to Mi, then
+   * {@link formatCpuCanonical} and {@link formatMemory}): `{ cpu: "14750m", memory: "64400Mi" }`, `{ cpu: "10",
+   * memory: "456Gi" }`. Canonical, so the live object reads back the same text and a second `up` changes nothing.
+   */
   readonly nominalQuota: { readonly cpu: string; readonly memory: string };
   /** One line per resource, e.g. `cpu: 2 nodes × 8000m allocatable − 1500m reserved = 14500m`. */
   readonly arithmetic: { readonly cpu: string; readonly memory: string };
@@ -157,7 +161,33 @@ export function formatCpu(milli: number): string {
   return `${milli}m`;
 }
 
-/** Bytes as text in the largest binary unit that divides them (`512Mi`, `32Gi`, `1000` bytes stay bytes). */
+/**
+ * Millicores in the API server's canonical form: the largest decimal suffix (`m`, none, `k`, `M`) whose mantissa is
+ * an integer (`14750m`, `8000m` → `8`, `2000000m` → `2k`, `0`). A quantity stored in another form is read back
+ * canonicalized (`8000m` comes back as `8`), so a ClusterQueue rendered with it shows the same text the server
+ * returns and a second `pulumi up` has nothing to change.
+ *
+ * @throws RangeError for a negative or non-integer millicore count.
+ * @see https://github.com/kubernetes/apimachinery/blob/master/pkg/api/resource/quantity.go (`CanonicalizeBytes`, DecimalSI)
+ */
+export function formatCpuCanonical(milli: number): string {
+  if (!Number.isSafeInteger(milli) || milli < 0) throw new RangeError(`millicores must be a non-negative integer, got ${milli}`);
+  if (milli === 0) return "0";
+  if (milli % 1000 !== 0) return `${milli}m`;
+  let value = milli / 1000;
+  for (const unit of ["", "k", "M", "G", "T", "P"]) {
+    if (value % 1000 !== 0 || unit === "P") return `${value}${unit}`;
+    value /= 1000;
+  }
+  return `${value}E`;
+}
+
+/**
+ * Bytes as text in the largest binary unit that divides them (`512Mi`, `32Gi`, `1000` bytes stay bytes): for a
+ * multiple of 1 Ki this is the API server's canonical BinarySI form (`466944Mi` is stored and read back as `456Gi`).
+ *
+ * @see https://github.com/kubernetes/apimachinery/blob/master/pkg/api/resource/quantity.go (`CanonicalizeBytes`, BinarySI)
+ */
 export function formatMemory(bytes: number): string {
   for (const [unit, size] of [
     ["Ti", 2 ** 40],
@@ -284,7 +314,7 @@ export function deriveQuota(input: QuotaInput): QuotaResult {
     reserved,
     derived,
     quota,
-    nominalQuota: { cpu: formatCpu(quota.cpuMilli), memory: `${Math.floor(quota.memoryBytes / mi)}Mi` },
+    nominalQuota: { cpu: formatCpuCanonical(quota.cpuMilli), memory: formatMemory(Math.floor(quota.memoryBytes / mi) * mi) },
     arithmetic,
     reservedItems: items.map((i) => ({ name: i.name, pods: i.pods, amount: i.amount, source: i.source })),
     reservedReplicaPods: items.filter((i) => i.placement === "replicas").flatMap((i) => Array.from({ length: i.pods }, () => i.perPod)),

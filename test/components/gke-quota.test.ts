@@ -57,7 +57,7 @@ describe("GKE allocatable (plan-node-sizes#node_allocatable tiers)", () => {
 describe("gke plan refusals (before anything is created)", () => {
   it("derives the quota from agentMaxNodes and the DaemonSet requests, and admits the seed's 100-agent cohort on 8 nodes", () => {
     const p = plan({ roles: [role("agent", 100, "1", "2Gi")] });
-    expect(p.quota.nominalQuota).toEqual({ cpu: "123120m", memory: "458752Mi" });
+    expect(p.quota.nominalQuota).toEqual({ cpu: "123120m", memory: "448Gi" });
     expect(p.quota.arithmetic.cpu).toBe("8 nodes × 15890m allocatable − 4000m reserved = 123120m");
     expect(plan({ roles: [role("agent", 1, "1", "1Gi")] }, { agentMaxNodes: 2, daemonSetRequests: { cpu: "1" } }).quota.nominalQuota.cpu).toBe(`${2 * (15890 - 1000)}m`);
   });

@@ -216,7 +216,7 @@ describe("gke profile graph", () => {
     // 8 × (15890m − 500m) = 123120m; 8 × (57Gi − 1Gi) = 448Gi = 458752Mi (57Gi: the measured node, below the 59824Mi of GKE's tiers).
     expect((cq.inputs.spec as { resourceGroups: { flavors: { resources: unknown }[] }[] }).resourceGroups[0]!.flavors[0]!.resources).toEqual([
       { name: "cpu", nominalQuota: "123120m" },
-      { name: "memory", nominalQuota: "458752Mi" },
+      { name: "memory", nominalQuota: "448Gi" },
     ]);
   });
 

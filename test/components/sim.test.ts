@@ -154,7 +154,7 @@ describe("sim profile graph", () => {
         name: "cohort-lab-agents",
         resources: [
           { name: "cpu", nominalQuota: "47670m" },
-          { name: "memory", nominalQuota: "175104Mi" },
+          { name: "memory", nominalQuota: "171Gi" },
         ],
       },
     ]);

@@ -105,6 +105,10 @@ describe.skipIf(unavailable !== undefined)("sim stack, real engine", () => {
     const verify = await execa(process.execPath, [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "ledger", "verify", o.run.ledgerPath], { reject: false });
     expect(verify.exitCode, String(verify.stderr)).toBe(0);
     for (const p of seen) expect(isRunning(p), p.component).toBe(true);
+    // A second `up` changes nothing: every object reads back as rendered (the ClusterQueue's quota is written in
+    // the canonical form Kueue's webhook stores, `456Gi` rather than `466944Mi`), and the run is not run again.
+    const again = await ok(["preview", "--stack", "sim", "--expect-no-changes"]);
+    console.log(`[e2e sim] preview --expect-no-changes after the 100-member up: ${(again.ms / 1000).toFixed(1)} s`);
   }, 1_800_000);
 
   it("a member whose pod fails fails `up` fast, naming it", async () => {

@@ -3,7 +3,17 @@
  * (lower only), and the refusal of a cohort that cannot fit — exact numbers and exact messages.
  */
 import { describe, expect, it } from "vitest";
-import { checkCohortFits, deriveQuota, formatCpu, formatMemory, parseQuantity, QuotaError, type NodeCapacity, type ReservedPods } from "../../components/k8s/quota.js";
+import {
+  checkCohortFits,
+  deriveQuota,
+  formatCpu,
+  formatCpuCanonical,
+  formatMemory,
+  parseQuantity,
+  QuotaError,
+  type NodeCapacity,
+  type ReservedPods,
+} from "../../components/k8s/quota.js";
 
 const GI = 2 ** 30;
 const MI = 2 ** 20;
@@ -41,6 +51,12 @@ describe("parseQuantity", () => {
   ])("refuses %j", (text, message) => {
     expect(() => parseQuantity(text, 1000, "k")).toThrow(new QuotaError("k", message.slice(3)));
     expect(() => parseQuantity(text, 1000, "k")).toThrow(message);
+  });
+
+  it("formats a quota's CPU in the API server's canonical DecimalSI form (what Kueue's webhook stores and reads back)", () => {
+    expect([0, 1, 999, 14750, 1000, 8000, 10260, 1_000_000, 2_000_000_000].map(formatCpuCanonical)).toEqual(["0", "1m", "999m", "14750m", "1", "8", "10260m", "1k", "2M"]);
+    expect(() => formatCpuCanonical(-1)).toThrow(RangeError);
+    expect(() => formatCpuCanonical(1.5)).toThrow(/non-negative integer/);
   });
 
   it("formats CPU in millicores and memory in the largest dividing binary unit", () => {
@@ -116,7 +132,7 @@ describe("deriveQuota", () => {
   it("feeds e2-standard-16 style fake nodes (the sim profile's numbers) through the same arithmetic", () => {
     const nodes = Array.from({ length: 4 }, (_, i): NodeCapacity => ({ name: `kwok-${i}`, allocatable: { cpu: "15890m", memory: "57Gi", pods: "110" } }));
     const q = deriveQuota({ nodes, reserved: [] });
-    expect(q.nominalQuota).toEqual({ cpu: "63560m", memory: String(4 * 57 * 1024) + "Mi" });
+    expect(q.nominalQuota).toEqual({ cpu: "63560m", memory: "228Gi" });
     expect(q.arithmetic.cpu).toBe("4 nodes × 15890m allocatable − 0m reserved = 63560m");
   });
 
@@ -150,7 +166,7 @@ describe("deriveQuota", () => {
   it("lets config lower the quota", () => {
     const q = deriveQuota({ nodes: kindNodes, reserved, override: { cpu: "6", memory: "24Gi" }, overrideKey: "cohort-lab:local.queue" });
     expect(q.quota).toEqual({ cpuMilli: 6000, memoryBytes: 24 * GI });
-    expect(q.nominalQuota).toEqual({ cpu: "6000m", memory: "24576Mi" });
+    expect(q.nominalQuota).toEqual({ cpu: "6", memory: "24Gi" });
     expect(q.derived.cpuMilli).toBe(14750);
   });
 

@@ -218,7 +218,7 @@ describe("fake nodes and quota", () => {
       flavorNodeLabels: flavor.nodeLabels,
       flavorTolerations: flavor.tolerations,
     });
-    expect(q.nominalQuota).toEqual({ cpu: "127120m", memory: "466944Mi" });
+    expect(q.nominalQuota).toEqual({ cpu: "127120m", memory: "456Gi" });
     expect(q.podCapacity).toBe(880);
   });
 
