@@ -144,7 +144,7 @@ async function benchLocal(): Promise<{ figures: LocalFigures[]; destroyMs: numbe
   const project = new LocalProject(`cl-bench-${process.pid % 10000}`);
   await project.init(await freePort());
   const figures: LocalFigures[] = [];
-  let destroyMs = 0;
+  let destroyMs: number;
   try {
     for (const size of SIZES) {
       if (size !== 9) await project.config("cohort", JSON.stringify(roster(size)));

@@ -198,7 +198,7 @@ function parseBackendOptions(configFile: string | undefined, pairs: readonly str
     const eq = pair.indexOf("=");
     if (eq <= 0) throw new UsageError(`--backend-option expects KEY=VALUE; got "${pair}"`);
     const raw = pair.slice(eq + 1);
-    let value: unknown = raw;
+    let value: unknown;
     try {
       value = JSON.parse(raw);
     } catch {

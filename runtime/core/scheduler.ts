@@ -749,7 +749,7 @@ export class Scheduler {
     // Claim the failure synchronously, so no later event can take the "first failure" slot.
     if (!this.claimFailure(member, summary)) return;
     this.pendingFailure = (async () => {
-      let tail = "";
+      let tail: string;
       try {
         tail = lastLines((await member.handle?.outputTail?.(this.tailLines)) ?? "", this.tailLines);
       } catch {

@@ -151,7 +151,7 @@ export function resolveToolchain(options: ResolveOptions = {}): Toolchain {
       const pluginsDir = path.join(home, "plugins");
       const dir = path.join(pluginsDir, pluginDirName(pin.plugin.kind, pin.plugin.name, declared));
       const exe = path.join(dir, id.binary);
-      let ok = false;
+      let ok: boolean;
       try {
         const real = fs.realpathSync(exe);
         fs.accessSync(real, fs.constants.X_OK);

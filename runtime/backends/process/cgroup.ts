@@ -349,7 +349,7 @@ export function signalCgroup(dir: string, signal: NodeJS.Signals, skip: (pid: nu
  * @returns true when `dir` is gone
  */
 export function removeTree(dir: string): boolean {
-  let entries: fs.Dirent[] = [];
+  let entries: fs.Dirent[];
   try {
     entries = fs.readdirSync(dir, { withFileTypes: true });
   } catch {

@@ -384,8 +384,8 @@ export class ProcessBackend implements Backend {
     const cgroupMs = performance.now() - cgroupStarted;
     const output = new OutputCapture(path.join(plan.workDir, "output.log"), secrets);
     let pid: number;
-    let queuedMs = 0;
-    let spawnMs = 0;
+    let queuedMs: number;
+    let spawnMs: number;
     let leaderExited: Promise<LaunchExit>;
     if (launcher !== null) {
       // The launcher forks; this process only writes a request line (see ./launcher.ts).
