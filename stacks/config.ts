@@ -399,7 +399,9 @@ function uniqueIssues(issues: readonly ConfigIssue[]): ConfigIssue[] {
 /**
  * Why `absPath` cannot be the artifact root, or `undefined` if it can (it is a directory this process may
  * write to, or it does not exist yet and its nearest existing ancestor is such a directory, so the run can
- * create it). Reads the file system; nothing is created.
+ * create it). Permission bits are not enough (root passes `access(2)` on `/proc` and on read-only mounts
+ * that still refuse `mkdir(2)`), so the check creates one empty directory `.cohort-lab-probe-XXXXXX` in that
+ * directory and removes it at once; nothing else is created.
  *
  * @param absPath - absolute path of the artifact root
  * @returns a reason in the `must be ... (got ...)` style, e.g. `must be a directory (got /x/f, which is a file)`
@@ -421,6 +423,12 @@ export function artifactRootProblem(absPath: string): string | undefined {
     } catch (error) {
       const code = (error as NodeJS.ErrnoException).code ?? "EACCES";
       return `must be a directory this user can write to (got ${absPath}${where}, which is not writable: ${code})`;
+    }
+    try {
+      fs.rmdirSync(fs.mkdtempSync(path.join(dir, ".cohort-lab-probe-")));
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+      return `must be a directory this user can write to (got ${absPath}${where}, where a directory cannot be created: ${code})`;
     }
     return undefined;
   }

@@ -3,7 +3,7 @@
  * missing member program fail before ANY resource is registered (so `pulumi preview` fails with the
  * key named and nothing is half-created).
  */
-import { mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
@@ -12,9 +12,11 @@ import { beforeAll, describe, expect, it } from "vitest";
 const registered: string[] = [];
 const projectDir = mkdtempSync(path.join(os.tmpdir(), "cohort-host-invalid-"));
 let buildStack: typeof import("../../stacks/profiles.js").buildStack;
+let artifactRootProblem: typeof import("../../stacks/config.js").artifactRootProblem;
 
 beforeAll(async () => {
-  const { PROJECT_DIR } = await import("../../stacks/config.js");
+  const { PROJECT_DIR, artifactRootProblem: check } = await import("../../stacks/config.js");
+  artifactRootProblem = check;
   mkdirSync(path.join(projectDir, "dist"));
   writeFileSync(path.join(projectDir, "dist", "cohort.cjs"), "// bundle\n");
   symlinkSync(path.join(PROJECT_DIR, "node_modules"), path.join(projectDir, "node_modules"));
@@ -78,6 +80,17 @@ describe("host profile refusals happen before any resource", () => {
     expect(refusal({}, bare)).toBe(
       `the cohort runtime bundle ${path.join(bare, "dist", "cohort.cjs")} does not exist: run \`npm run build\` first (the npm scripts host/up/preview do it for you)`,
     );
+  });
+
+  it("an artifactRoot under a directory that refuses mkdir (/proc, writable by mode bits for root) is refused at preview", () => {
+    expect(refusal({ artifactRoot: "/proc/nope" })).toMatch(
+      /^cohort-lab:artifactRoot: must be a directory this user can write to \(got \/proc\/nope, under \/proc, (where a directory cannot be created: E[A-Z]+|which is not writable: E[A-Z]+)\)$/,
+    );
+    // The probe leaves nothing behind in a directory that can hold the root.
+    const parent = mkdtempSync(path.join(os.tmpdir(), "cl-probe-"));
+    expect(artifactRootProblem(path.join(parent, "runs", "deeper"))).toBeUndefined();
+    expect(artifactRootProblem(parent)).toBeUndefined();
+    expect(readdirSync(parent)).toEqual([]);
   });
 
   it("an artifactRoot that is a file (or under one) is refused at preview, naming the key", () => {

@@ -181,6 +181,18 @@ describe("manifest and completion tampering", () => {
     expect(err.message).toBe(`ledger ${dir}: manifest-missing: manifest.json does not exist`);
   });
 
+  it("an artifact root or a missing directory instead of a run directory: manifest-missing says what to give", async () => {
+    const { dir } = await buildLedger(2);
+    const root = path.dirname(dir);
+    expect((await verifyError(root)).message).toBe(
+      `ledger ${root}: manifest-missing: manifest.json does not exist; this is an artifact root: give one of its 1 run directories, e.g. ${dir}`,
+    );
+    const nowhere = path.join(root, "no-such-run");
+    expect((await verifyError(nowhere)).message).toBe(
+      `ledger ${nowhere}: manifest-missing: manifest.json does not exist; no such directory: give a run directory, <artifactRoot>/<runId>`,
+    );
+  });
+
   it("manifest without a required field names the field", async () => {
     const { dir } = await buildLedger(2);
     const file = path.join(dir, "manifest.json");

@@ -18,7 +18,7 @@ import { CompletionSchema, LEDGER_FILES, ManifestSchema, describeZodError, type 
 export async function readLedger(runDir: string): Promise<{ manifest: LedgerManifest; records: LedgerRecord[]; completion: Completion | null }> {
   const dir = path.resolve(runDir);
   const manifestBytes = await readOptional(path.join(dir, LEDGER_FILES.manifest));
-  if (manifestBytes === undefined) throw new LedgerVerifyError("manifest-missing", dir, `${LEDGER_FILES.manifest} does not exist`);
+  if (manifestBytes === undefined) throw await manifestMissing(dir);
   const manifest = parseManifest(dir, manifestBytes);
   const recordBytes = (await readOptional(path.join(dir, LEDGER_FILES.records))) ?? Buffer.alloc(0);
   const completionBytes = await readOptional(path.join(dir, LEDGER_FILES.completion));
@@ -26,6 +26,29 @@ export async function readLedger(runDir: string): Promise<{ manifest: LedgerMani
   for (const line of splitLines(dir, recordBytes, completionBytes !== undefined)) records.push(line.value);
   const completion = completionBytes === undefined ? null : parseCompletion(dir, completionBytes);
   return { manifest, records, completion };
+}
+
+/**
+ * @internal The `manifest-missing` error for run directory `dir`, with a hint when `dir` is not a run directory:
+ * it does not exist (`…; no such directory: give a run directory, <artifactRoot>/<runId>`), or it is an artifact
+ * root holding runs (`…; this is an artifact root: give one of its run directories, e.g. <dir>/<run>`).
+ */
+export async function manifestMissing(dir: string): Promise<LedgerVerifyError> {
+  const base = `${LEDGER_FILES.manifest} does not exist`;
+  let hint = "";
+  try {
+    const entries = await fsp.readdir(dir, { withFileTypes: true });
+    const runs: string[] = [];
+    for (const e of entries) {
+      if (e.isDirectory() && (await readOptional(path.join(dir, e.name, LEDGER_FILES.manifest)).catch(() => undefined)) !== undefined) runs.push(e.name);
+    }
+    if (runs.length > 0) hint = `; this is an artifact root: give one of its ${runs.length} run directories, e.g. ${path.join(dir, runs.sort().at(-1)!)}`;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT") hint = "; no such directory: give a run directory, <artifactRoot>/<runId>";
+    else if (code === "ENOTDIR") hint = "; not a directory: give a run directory, <artifactRoot>/<runId>";
+  }
+  return new LedgerVerifyError("manifest-missing", dir, base + hint);
 }
 
 /** @internal Read a file, `undefined` if it does not exist. */

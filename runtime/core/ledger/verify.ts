@@ -16,7 +16,7 @@ import { findLoneSurrogate, type LoneSurrogate } from "../text";
 import { canonicalJson, sha256Hex } from "../digest";
 import type { Outcome } from "../summary";
 import { LEDGER_FILES, isRfc3339 } from "./format";
-import { parseCompletion, parseManifest, readOptional, splitLines } from "./read";
+import { manifestMissing, parseCompletion, parseManifest, readOptional, splitLines } from "./read";
 
 /**
  * Record kinds that end a run: the scheduler writes `teardown-finished` last and then completion.json
@@ -56,7 +56,7 @@ export interface VerifyReport {
 export async function verifyLedger(runDir: string): Promise<VerifyReport> {
   const dir = path.resolve(runDir);
   const manifestBytes = await readOptional(path.join(dir, LEDGER_FILES.manifest));
-  if (manifestBytes === undefined) throw new LedgerVerifyError("manifest-missing", dir, `${LEDGER_FILES.manifest} does not exist`);
+  if (manifestBytes === undefined) throw await manifestMissing(dir);
   const manifest = parseManifest(dir, manifestBytes);
   const loneInManifest = findLoneSurrogate(manifest, "manifest");
   if (loneInManifest !== undefined) throw new LedgerVerifyError("lone-surrogate", dir, loneSurrogateDetail(LEDGER_FILES.manifest, loneInManifest));
