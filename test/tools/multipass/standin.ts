@@ -282,8 +282,8 @@ function claimAddress(name: string, bridge: string): { ipv4: string; prefixLengt
 async function rootfsDir(): Promise<string> {
   const fromEnv = process.env.MULTIPASS_STANDIN_ROOTFS;
   if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
-  const { standinRootfsId, STANDIN_ROOTFS_DIR } = await import("../../../scripts/toolchain-multipass");
-  const { cacheRoot, toolDir } = await import("../../../common/paths");
+  const { standinRootfsId, STANDIN_ROOTFS_DIR } = await import("../../../scripts/toolchain-multipass.js");
+  const { cacheRoot, toolDir } = await import("../../../common/paths.js");
   const id = standinRootfsId();
   return path.join(toolDir(cacheRoot(), id.name, id.version), STANDIN_ROOTFS_DIR);
 }
