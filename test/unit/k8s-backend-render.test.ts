@@ -315,7 +315,10 @@ describe("resolveKubernetesConfig", () => {
       closeTimeoutMs: 60_000,
       stopExtraMs: 10_000,
       watchTimeoutSeconds: 300,
+      admission: "podGroup",
+      flavors: {},
     });
+    expect(ctx.admission).toBe("podGroup");
     expect(ctx.containerPort).toBe(8080);
     expect(ctx.terminationGraceSeconds).toBe(7);
   });
