@@ -18,6 +18,35 @@ import { classifyPod, classifySandbox, classifyWorkload, isKueueManaged, oneLine
 import { EVENT_TRIGGERED_SCALE_UP, LABEL_MEMBER, LABEL_RUN } from "./upstream.js";
 import type { CacheEvent, ListWatch } from "./watch.js";
 
+/**
+ * Runs tasks at most `limit` at a time, in FIFO order (the `createConcurrency` bound on `start()`'s Sandbox
+ * creates with `admission: "workload"`: the core may start every member of a level at once).
+ */
+export class Limiter {
+  readonly limit: number;
+  #active = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  /** @param limit - tasks in flight at once (>= 1) */
+  constructor(limit: number) {
+    this.limit = Math.max(1, limit);
+  }
+
+  /** Runs `task` once a slot is free; resolves or rejects with its outcome. */
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.#active >= this.limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    else this.#active += 1;
+    try {
+      return await task();
+    } finally {
+      // Hand the slot to the next waiter, or free it.
+      const next = this.#waiting.shift();
+      if (next !== undefined) next();
+      else this.#active -= 1;
+    }
+  }
+}
+
 /** Resolved backend settings (every default applied). */
 export interface RunSettings {
   readonly namespace: string;
@@ -103,8 +132,10 @@ export class Run {
   workloadCreated = false;
   /** `admission: "workload"`: placement of each role's pods, from the admitted flavors. */
   placements = new Map<string, Placement>();
-  /** `admission: "workload"`: Sandbox creates of `start()` in flight (close() lets them land first). */
+  /** `admission: "workload"`: Sandbox creates of `start()` in flight or queued (close() lets them land first). */
   readonly startsInFlight = new Set<Promise<unknown>>();
+  /** `admission: "workload"`: at most `createConcurrency` of `start()`'s Sandbox creates in flight. */
+  readonly createLimiter: Limiter;
   /** `admission: "workload"`: sets the Workload's PodsReady condition (workload.ts markPodsReady, installed by admit). */
   markPodsReady: (() => Promise<void>) | undefined;
   /** Members that reported ready. */
@@ -122,6 +153,7 @@ export class Run {
     this.settings = settings;
     this.sink = sink;
     this.#now = now;
+    this.createLimiter = new Limiter(settings.createConcurrency);
   }
 
   /** Monotonic ms. */

@@ -14,6 +14,9 @@
  * controller-runtime's backoff. Waiting costs nothing: the pod cannot be scheduled before Kueue's gate is
  * gone anyway. Kueue's own ungating, at most 8 patches in flight, is the floor either way (the before/after
  * figures at 1,000 members: docs/sim.md "Measured").
+ *
+ * With `admission: "workload"` (workload.ts) no Sandbox exists before its member starts: `start` creates it
+ * (ONE write, at most `createConcurrency` in flight), ungated, with its role's admitted flavor placement.
  */
 import type { MemberHandle, MemberPlan } from "../../core/backend.js";
 import { MemberStartError } from "../../core/errors.js";
@@ -73,13 +76,17 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
 }
 
 /**
- * `admission: "workload"`: the member's Sandbox, created now (ONE write), with its role's admitted
- * placement and no scheduling gate (workload.ts). A retried create that finds the object (409) is ours.
+ * `admission: "workload"`: the member's Sandbox, created now (ONE write; at most `createConcurrency` in flight),
+ * with its role's admitted placement and no scheduling gate (workload.ts). A retried create that finds the
+ * object (409) is ours. A create still queued when the run closes is not sent.
  */
 async function createSandbox(run: Run, plan: MemberPlan, signal: AbortSignal, fail: (message: string, cause?: unknown) => MemberStartError): Promise<void> {
   const body = renderSandbox(plan, run.ctx, run.placements.get(plan.role));
   const ns = run.settings.namespace;
-  const creating = run.client.request("create sandboxes.agents.x-k8s.io", HttpMethod.POST, paths(ns).sandboxes, { body, signal });
+  const creating = run.createLimiter.run(async () => {
+    if (signal.aborted || run.phase !== "admitted") throw new Error(`not created: ${signal.aborted ? "aborted" : `the run is ${run.phase}`}`);
+    return run.client.request("create sandboxes.agents.x-k8s.io", HttpMethod.POST, paths(ns).sandboxes, { body, signal });
+  });
   run.startsInFlight.add(creating);
   try {
     await creating;
