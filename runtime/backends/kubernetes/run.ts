@@ -92,7 +92,7 @@ export interface AdmissionTimings {
   allPodsObservedMs?: number;
   workloadObservedMs?: number;
   admittedMs?: number;
-  /** `admission: "workload"`: the Workload's create returned. */
+  /** `admission: "workload"`: the Workload's create returned; `sandboxesCreatedMs` is then the last start's create. */
   workloadCreatedMs?: number;
   /** `admission: "workload"`: every member Ready, `PodsReady=True` applied (ms since admit). */
   podsReadyMarkedMs?: number;
@@ -243,6 +243,7 @@ export class Run {
         if (this.#reportable(state)) this.#exit(state, `pod ${this.ctx.namespace}/${state.plan.id} was deleted`);
       } else {
         if (state.pod === undefined) this.podsPresent += 1;
+        if (this.podsPresent === this.roster.length) this.admission.allPodsObservedMs ??= this.now() - this.admitStartedAt;
         state.pod = event.object;
         if (this.kueue && !this.workloadMode && this.unmanagedPod === undefined && !isKueueManaged(event.object)) this.unmanagedPod = event.object;
         this.evaluate(state);

@@ -102,6 +102,7 @@ async function createSandbox(run: Run, plan: MemberPlan, signal: AbortSignal, fa
     run.startsInFlight.delete(creating);
   }
   run.sandboxesCreated += 1;
+  if (run.sandboxesCreated === run.roster.length) run.admission.sandboxesCreatedMs = run.now() - run.admitStartedAt;
 }
 
 /**
