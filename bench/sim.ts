@@ -19,7 +19,17 @@
  * (docs/sim.md "Against the issue's targets"): admission <= 2 s; 1,000 Ready <= 20 s with no delay; <= 2 writes per member,
  * no per-member polling, no client-side throttle waits.
  *
- * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_KEEP=1 keeps the artifacts.
+ * Both admission paths of the Kubernetes backend run side by side on the same sim, one after the other per size
+ * (`admission: "podGroup"`, Kueue's pod integration gating every pod, and `"workload"`, the runtime's own
+ * Workload: runtime/backends/kubernetes/workload.ts). Per run it also prints the runtime's watch re-opens and
+ * relists, its 409 conflicts, and the WHOLE CLUSTER's writes per member: the delta of the kube-apiserver's
+ * `apiserver_request_total` (verbs POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION; read from `/metrics` with
+ * the sim's admin token) over the run, divided by the members, with the largest contributors by resource. Those
+ * are every client's writes (runtime, Kueue, Agent Sandbox, kube-scheduler, kube-controller-manager, kwok),
+ * including the background ones (node leases and status) that do not scale with the run.
+ *
+ * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_PATHS (default "podGroup,workload"),
+ * BENCH_DELAYS (simulated pod-ready delays in ms to run, default "0,1000"), BENCH_KEEP=1 keeps the artifacts.
  * Needs the sim binaries and manifests (`npm run toolchain -- sim manifests`) and the bundle (`npm run build`).
  */
 import * as fs from "node:fs";
@@ -30,9 +40,13 @@ import { runCohortOnSim, type SimRunResult } from "../simctl/cohort";
 import { simStatus } from "../simctl/cluster";
 import { PROJECT_DIR } from "../stacks/config";
 import { simUnavailableReason, startSim } from "../test/sim/harness";
+import { adminClient, apiserverMetrics } from "../test/sim/k8s-backend-helpers";
 
 const SIZES = (process.env.BENCH_SIZES ?? "100,1000").split(",").map((s) => Number(s.trim()));
 const NODES = Number(process.env.BENCH_NODES ?? 12);
+const PATHS = (process.env.BENCH_PATHS ?? "podGroup,workload").split(",").map((s) => s.trim()) as ("podGroup" | "workload")[];
+const DELAYS = (process.env.BENCH_DELAYS ?? "0,1000").split(",").map((s) => Number(s.trim()));
+for (const p of PATHS) if (p !== "podGroup" && p !== "workload") throw new Error(`BENCH_PATHS: "${p}" is not podGroup or workload`);
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-sim-"));
 const BUNDLE = path.join(PROJECT_DIR, "dist", "cohort.cjs");
 const IMAGE = `registry.invalid/bench/member@sha256:${"ab".repeat(32)}`;
@@ -49,6 +63,7 @@ interface BackendStats {
   readonly admission?: unknown;
   readonly writesPerMember?: number;
   readonly memberWritesPerMember?: number;
+  readonly watches?: Record<string, { relists: number; reopens: number }>;
   readonly apiCalls?: {
     readonly calls?: Record<string, number>;
     readonly reads?: number;
@@ -76,6 +91,36 @@ function cpuSnapshot(stateDir: string): Record<string, number> {
   const out: Record<string, number> = { runtime: cpuSeconds("self", true) };
   for (const c of simStatus(stateDir).components) if (c.running) out[c.component] = cpuSeconds(c.pid);
   return out;
+}
+
+const WRITE_VERBS = new Set(["POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"]);
+
+/**
+ * The kube-apiserver's `apiserver_request_total` write counters, by `<VERB> <resource>[/<subresource>][.<group>]`
+ * (Prometheus text format, k8s.io/apiserver `pkg/endpoints/metrics`), summed over codes and components.
+ */
+async function apiserverWrites(admin: ReturnType<typeof adminClient>): Promise<Map<string, number>> {
+  const text = await apiserverMetrics(admin);
+  const out = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("apiserver_request_total{")) continue;
+    const close = line.lastIndexOf("}");
+    const labels: Record<string, string> = {};
+    for (const m of line.slice(line.indexOf("{") + 1, close).matchAll(/(\w+)="([^"]*)"/g)) labels[m[1]!] = m[2]!;
+    const verb = labels.verb ?? "";
+    if (!WRITE_VERBS.has(verb)) continue;
+    const key = `${verb} ${labels.resource ?? ""}${labels.subresource ? `/${labels.subresource}` : ""}${labels.group ? `.${labels.group}` : ""}`;
+    out.set(key, (out.get(key) ?? 0) + Number(line.slice(close + 1).trim()));
+  }
+  return out;
+}
+
+/** `after - before` per key, keys with a positive delta, largest first. */
+function delta(before: Map<string, number>, after: Map<string, number>): [string, number][] {
+  return [...after.entries()]
+    .map(([k, v]): [string, number] => [k, v - (before.get(k) ?? 0)])
+    .filter(([, v]) => v > 0)
+    .sort((a, b) => b[1] - a[1]);
 }
 
 interface Timing {
@@ -113,6 +158,11 @@ function record(records: readonly LedgerRecord[], kind: string): (LedgerRecord &
 
 interface Figures {
   timing: string;
+  admission: string;
+  watchReopens: number | null;
+  watchRelists: number | null;
+  clusterWritesPerMember: number;
+  clusterWritesTop: Record<string, number>;
   members: number;
   outcome: string;
   submissionToAdmissionMs: number | null;
@@ -136,7 +186,7 @@ interface Figures {
   runtimeWallMs: number;
 }
 
-function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<string, number>, cpu: Record<string, number>): Figures {
+function figures(timing: Timing, admission: string, size: number, r: SimRunResult, rss: Record<string, number>, cpu: Record<string, number>, writes: [string, number][]): Figures {
   const admitted = record(r.records, "roster-admitted");
   const rosterReady = record(r.records, "roster-ready");
   const starts = r.records.filter((x) => x.kind === "member-ready").map((x) => Number((x as unknown as { startToReadyMs: number }).startToReadyMs));
@@ -146,8 +196,15 @@ function figures(timing: Timing, size: number, r: SimRunResult, rss: Record<stri
   const stats = statsRec?.stats;
   const calls = (stats?.apiCalls?.calls ?? {}) as Record<string, number>;
   const ttr = rosterReady !== undefined ? Number(rosterReady.timeToReadyMs) : null;
+  const watches = stats?.watches !== undefined ? Object.values(stats.watches) : undefined;
   return {
     timing: timing.label,
+    admission,
+    // The ListWatch's `reopens` counts every watch request it opened, the first included.
+    watchReopens: watches !== undefined ? watches.reduce((a, w) => a + Math.max(0, w.reopens - 1), 0) : null,
+    watchRelists: watches !== undefined ? watches.reduce((a, w) => a + w.relists, 0) : null,
+    clusterWritesPerMember: Number((writes.reduce((a, [, v]) => a + v, 0) / size).toFixed(2)),
+    clusterWritesTop: Object.fromEntries(writes.slice(0, 10).map(([k, v]) => [k, Number((v / size).toFixed(3))])),
     members: size,
     outcome: r.summary?.outcome ?? `no summary (exit ${r.exitCode}): ${r.reason}`,
     submissionToAdmissionMs: admitted !== undefined ? Math.round(Number(admitted.admissionMs)) : null,
@@ -180,38 +237,46 @@ async function main(): Promise<void> {
   if (!fs.existsSync(BUNDLE)) throw new Error(`${BUNDLE} does not exist: run npm run build`);
   console.log(`bench:sim  sizes ${SIZES.join(", ")}  nodes ${NODES} (e2-standard-16)  cpus ${os.cpus().length}  load ${load()}`);
   const all: Figures[] = [];
-  for (const timing of TIMINGS) {
+  for (const timing of TIMINGS.filter((t) => DELAYS.includes(t.podReadyDelayMs))) {
     const bootStarted = performance.now();
     const sim = await startSim({ nodes: NODES, controllers: true, podReadyDelayMs: timing.podReadyDelayMs, jitterMs: timing.jitterMs });
+    const admin = adminClient(sim.kubeconfigPath);
     console.log(`sim up (${timing.label}) in ${((performance.now() - bootStarted) / 1000).toFixed(1)} s; quota ${JSON.stringify(sim.queue?.nominalQuota)}`);
     try {
       for (const size of SIZES) {
-        const cpuBefore = cpuSnapshot(sim.stateDir);
-        const r = await runCohortOnSim({
-          stateDir: sim.stateDir,
-          specText: spec(size),
-          namespace: `bench-${size}-${timing.podReadyDelayMs}`,
-          bundlePath: BUNDLE,
-          artifactRoot: path.join(WORK, "artifacts"),
-        });
-        const rss: Record<string, number> = {};
-        for (const c of simStatus(sim.stateDir).components) if (c.rssBytes !== undefined) rss[c.component] = Math.round(c.rssBytes / 1048576);
-        const cpuAfter = cpuSnapshot(sim.stateDir);
-        const cpu: Record<string, number> = {};
-        for (const [k, v] of Object.entries(cpuAfter)) cpu[k] = Number((v - (cpuBefore[k] ?? 0)).toFixed(1));
-        const f = figures(timing, size, r, rss, cpu);
-        all.push(f);
-        console.log(
-          `${timing.label.padEnd(10)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
-            `admission->all ready ${f.admissionToAllReadyMs} ms; slowest member start->ready ${f.slowestMemberStartMs} ms; ` +
-            `ratio to the slowest simulated start (${f.slowestSimulatedStartMs} ms) ${f.ratio ?? "n/a"}; backend admission ${JSON.stringify(f.backendAdmission)}; ` +
-            `writes/member ${f.writesPerMember} (member writes ${f.memberWritesPerMember}); reads/member ${f.readsPerMember}; per-member GETs ${f.perMemberGets}; ` +
-            `watches ${f.watches}; 409 ${f.conflicts}; 429 ${f.throttled429}; client throttle waits ${f.clientThrottleWaits}; ` +
-            `RSS MiB ${JSON.stringify(f.rssMiB)}; CPU s during the run ${JSON.stringify(f.cpuSeconds)} (wall ${(f.runtimeWallMs / 1000).toFixed(1)} s); load ${load()}`,
-        );
-        if (r.summary?.outcome !== "succeeded") console.log(r.stderr.split("\n").slice(-15).join("\n"));
+        for (const admission of PATHS) {
+          const cpuBefore = cpuSnapshot(sim.stateDir);
+          const writesBefore = await apiserverWrites(admin);
+          const r = await runCohortOnSim({
+            stateDir: sim.stateDir,
+            specText: spec(size),
+            namespace: `bench-${size}-${timing.podReadyDelayMs}-${admission.toLowerCase()}`,
+            bundlePath: BUNDLE,
+            artifactRoot: path.join(WORK, "artifacts"),
+            admission,
+          });
+          const writes = delta(writesBefore, await apiserverWrites(admin));
+          const rss: Record<string, number> = {};
+          for (const c of simStatus(sim.stateDir).components) if (c.rssBytes !== undefined) rss[c.component] = Math.round(c.rssBytes / 1048576);
+          const cpuAfter = cpuSnapshot(sim.stateDir);
+          const cpu: Record<string, number> = {};
+          for (const [k, v] of Object.entries(cpuAfter)) cpu[k] = Number((v - (cpuBefore[k] ?? 0)).toFixed(1));
+          const f = figures(timing, admission, size, r, rss, cpu, writes);
+          all.push(f);
+          console.log(
+            `${timing.label.padEnd(10)} ${admission.padEnd(9)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
+              `admission->all ready ${f.admissionToAllReadyMs} ms; slowest member start->ready ${f.slowestMemberStartMs} ms; ` +
+              `ratio to the slowest simulated start (${f.slowestSimulatedStartMs} ms) ${f.ratio ?? "n/a"}; backend admission ${JSON.stringify(f.backendAdmission)}; ` +
+              `runtime writes/member ${f.writesPerMember} (member writes ${f.memberWritesPerMember}); reads/member ${f.readsPerMember}; per-member GETs ${f.perMemberGets}; ` +
+              `watches ${f.watches} (re-opened ${f.watchReopens}, relisted ${f.watchRelists}); 409 ${f.conflicts}; 429 ${f.throttled429}; client throttle waits ${f.clientThrottleWaits}; ` +
+              `WHOLE-CLUSTER writes/member ${f.clusterWritesPerMember} (top ${JSON.stringify(f.clusterWritesTop)}); ` +
+              `RSS MiB ${JSON.stringify(f.rssMiB)}; CPU s during the run ${JSON.stringify(f.cpuSeconds)} (wall ${(f.runtimeWallMs / 1000).toFixed(1)} s); load ${load()}`,
+          );
+          if (r.summary?.outcome !== "succeeded") console.log(r.stderr.split("\n").slice(-15).join("\n"));
+        }
       }
     } finally {
+      await admin.dispose();
       await sim.stop();
     }
   }

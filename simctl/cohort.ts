@@ -29,6 +29,8 @@ export interface SimRunOptions {
   readonly artifactRoot: string;
   /** Node binary. @default process.execPath */
   readonly nodePath?: string;
+  /** The backend's `admission` setting (simctl/credentials.ts). @default "workload" */
+  readonly admission?: "workload" | "podGroup";
   /** Extra `--backend-option KEY=VALUE` values (e.g. `memberPodMetadata=...`). @default none */
   readonly backendOptions?: readonly string[];
   /** LocalQueue name; `null` = run without Kueue. @default "cohort" */
@@ -69,6 +71,7 @@ export async function runCohortOnSim(o: SimRunOptions): Promise<SimRunResult> {
     namespace: o.namespace,
     serviceAccount: RUNTIME_NAMES.serviceAccount,
     ...(queue !== null ? { queue } : {}),
+    ...(o.admission !== undefined ? { admission: o.admission } : {}),
   });
   const { execa } = await import("execa");
   const started = performance.now();

@@ -2,12 +2,15 @@
  * Credentials of one run on the sim: a kubeconfig for the run's ServiceAccount (a bound token from the
  * TokenRequest API), so the out-of-cluster runtime has exactly the rights the in-cluster runtime Job has on
  * `local` (the namespaced Role of components/run/manifests.ts), plus the backend config file the runtime
- * reads (`--backend-config`: kubeconfig path, namespace, queue).
+ * reads (`--backend-config`: kubeconfig path, namespace, queue; with a queue also `admission: "workload"` and the
+ * sim ResourceFlavor's placement as `flavors`: the `sim` profile's runtime owns the roster's Workload,
+ * runtime/backends/kubernetes/workload.ts; docs/sim.md "Admission paths").
  *
  * @see https://kubernetes.io/docs/reference/kubernetes-api/authentication-resources/token-request-v1/
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { simFlavor, simQueueNames } from "../components/sim/queue.js";
 import { readTokens } from "./pki";
 import { httpGet } from "./probe";
 import { kubeconfigYaml, simLayout } from "./render";
@@ -20,6 +23,11 @@ export interface RunCredentialsOptions {
   readonly serviceAccount: string;
   /** LocalQueue name for the backend config (`queue`). */
   readonly queue?: string;
+  /**
+   * The backend's `admission` setting written with a queue: `"workload"` (the runtime owns the roster's Workload)
+   * or `"podGroup"` (Kueue's pod integration, the `local`/`gke` default). @default "workload"
+   */
+  readonly admission?: "workload" | "podGroup";
   /** Token lifetime in seconds. @default 86400 */
   readonly ttlSeconds?: number;
 }
@@ -59,6 +67,7 @@ export async function writeRunCredentials(o: RunCredentialsOptions): Promise<Run
   const kubeconfig = path.join(dir, "kubeconfig");
   fs.writeFileSync(kubeconfig, kubeconfigYaml(`${state.contextName}-${o.namespace}`, state.apiserverUrl, ca, token), { mode: 0o600 });
   const backendConfig = path.join(dir, "backend.json");
-  fs.writeFileSync(backendConfig, `${JSON.stringify({ kubeconfig, namespace: o.namespace, ...(o.queue !== undefined ? { queue: o.queue } : {}) }, null, 2)}\n`, { mode: 0o600 });
+  const kueue = o.queue !== undefined ? { queue: o.queue, admission: o.admission ?? "workload", flavors: { [simQueueNames.resourceFlavor]: simFlavor() } } : {};
+  fs.writeFileSync(backendConfig, `${JSON.stringify({ kubeconfig, namespace: o.namespace, ...kueue }, null, 2)}\n`, { mode: 0o600 });
   return { kubeconfig, backendConfig };
 }

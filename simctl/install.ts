@@ -111,6 +111,8 @@ export interface InstallOptions {
   readonly kueueWebhookPort: number;
   /** Where to write the Kueue manager's base Configuration (YAML) for `simctl start-controller kueue`. */
   readonly configurationFile: string;
+  /** Kueue's `waitForPodsReady.timeout` (Go duration), e.g. a short one to test eviction. @default "5m" */
+  readonly waitForPodsReadyTimeout?: string;
   readonly log?: (line: string) => void;
 }
 
@@ -123,7 +125,10 @@ export interface InstallOptions {
 export async function installControllerObjects(o: InstallOptions): Promise<void> {
   const kueueUpstream = loadManifests(KUEUE_MANIFESTS);
   const sandboxUpstream = loadManifests(AGENT_SANDBOX_MANIFESTS);
-  const configuration = kueueConfiguration({ excludedNamespaces: simExcludedNamespaces });
+  const configuration = kueueConfiguration({
+    excludedNamespaces: simExcludedNamespaces,
+    ...(o.waitForPodsReadyTimeout !== undefined ? { waitForPodsReadyTimeout: o.waitForPodsReadyTimeout } : {}),
+  });
   const kueue = renderKueueInstall(kueueUpstream, { controller: "external", image: "", configuration, externalWebhookPort: o.kueueWebhookPort });
   const sandbox = renderAgentSandboxInstall(sandboxUpstream, { controller: "external", image: "" });
   await applyObjects(o.kubeconfigPath, kueue);

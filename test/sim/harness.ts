@@ -42,6 +42,8 @@ export interface SimHarnessOptions {
   readonly controllers?: boolean;
   /** Lower the derived ClusterQueue quota (quantities), e.g. to test refusals. @default derived */
   readonly quotaOverride?: { readonly cpu?: string; readonly memory?: string };
+  /** Kueue's `waitForPodsReady.timeout` (Go duration), e.g. "20s" to test eviction. @default "5m" */
+  readonly waitForPodsReadyTimeout?: string;
   /** Progress lines. @default none */
   readonly log?: (line: string) => void;
 }
@@ -123,7 +125,13 @@ export async function startSim(o: SimHarnessOptions = {}): Promise<SimHarness> {
     let queue: SimQueue | undefined;
     if (o.controllers === true) {
       const configurationFile = path.join(stateDir, "config", "kueue-base.yaml");
-      await installControllerObjects({ kubeconfigPath: state.kubeconfig, kueueWebhookPort: state.ports.kueueWebhook, configurationFile, log });
+      await installControllerObjects({
+        kubeconfigPath: state.kubeconfig,
+        kueueWebhookPort: state.ports.kueueWebhook,
+        configurationFile,
+        log,
+        ...(o.waitForPodsReadyTimeout !== undefined ? { waitForPodsReadyTimeout: o.waitForPodsReadyTimeout } : {}),
+      });
       await startController("kueue", { stateDir, binaries, log, configurationFile });
       await startController("agent-sandbox", { stateDir, binaries, log });
       queue = await createQueue(

@@ -23,6 +23,11 @@ export function adminClient(kubeconfigPath: string): KubeClient {
   return KubeClient.load(kubeconfigPath, new ApiCounters());
 }
 
+/** The kube-apiserver's `/metrics` text (Prometheus exposition format), read with `admin`'s credential. */
+export async function apiserverMetrics(admin: KubeClient): Promise<string> {
+  return admin.requestText("admin get" as ApiCallKey, HttpMethod.GET, "/metrics", { retry: false });
+}
+
 /** Creates an object; an existing one is left as is. */
 export async function ensure(admin: KubeClient, collectionPath: string, body: Json): Promise<void> {
   try {

@@ -13,7 +13,8 @@ describe("RUNTIME_POLICY_RULES", () => {
       { apiGroups: [""], resources: ["secrets"], verbs: ["create", "delete"] },
       { apiGroups: ["agents.x-k8s.io"], resources: ["sandboxes"], verbs: ["create", "deletecollection", "list", "watch"] },
       { apiGroups: ["kueue.x-k8s.io"], resources: ["localqueues"], verbs: ["get"] },
-      { apiGroups: ["kueue.x-k8s.io"], resources: ["workloads"], verbs: ["delete", "list", "watch"] },
+      { apiGroups: ["kueue.x-k8s.io"], resources: ["workloads"], verbs: ["create", "delete", "list", "watch"] },
+      { apiGroups: ["kueue.x-k8s.io"], resources: ["workloads/status"], verbs: ["patch"] },
     ]);
   });
 

@@ -4,7 +4,18 @@ import { SpecError } from "../../runtime/core/errors";
 import { memberIdentities, planMembers } from "../../runtime/core/plan";
 import { loadRunSpec, type CompiledRunSpec } from "../../runtime/core/spec";
 import { resolveKubernetesConfig } from "../../runtime/backends/kubernetes/index";
-import { cohortNeeds, podShapes, quantityValue, renderSandbox, renderSecret, runLabelValue, validateRoster, type RenderContext } from "../../runtime/backends/kubernetes/render";
+import {
+  cohortNeeds,
+  podSetNames,
+  podShapes,
+  quantityValue,
+  renderSandbox,
+  renderSecret,
+  renderWorkload,
+  runLabelValue,
+  validateRoster,
+  type RenderContext,
+} from "../../runtime/backends/kubernetes/render";
 
 const IMG = `registry.example/agent@sha256:${"a".repeat(64)}`;
 const RUN_ID = "society-20260101T120000Z-a1b2c3";
@@ -315,8 +326,56 @@ describe("resolveKubernetesConfig", () => {
       closeTimeoutMs: 60_000,
       stopExtraMs: 10_000,
       watchTimeoutSeconds: 300,
+      admission: "podGroup",
+      flavors: {},
     });
+    expect(ctx.admission).toBe("podGroup");
     expect(ctx.containerPort).toBe(8080);
     expect(ctx.terminationGraceSeconds).toBe(7);
+  });
+});
+
+describe('admission: "workload"', () => {
+  const placement = { nodeSelector: { "cohort-lab.dev/pool": "agents" }, tolerations: [{ key: "cohort-lab.dev/agents", operator: "Equal", value: "true", effect: "NoSchedule" }] };
+
+  it("renders the Sandbox without Kueue metadata or any scheduling gate, with the admitted placement", () => {
+    const { ctx, plans } = setup(SPEC, { admission: "workload" });
+    const sandbox = renderSandbox(plans[1]!, ctx, placement) as any;
+    const template = sandbox.spec.podTemplate;
+    expect(Object.keys(template.metadata.labels).filter((k: string) => k.startsWith("kueue.x-k8s.io/"))).toEqual([]);
+    expect(template.metadata.annotations).toBeUndefined();
+    expect(template.spec.schedulingGates).toBeUndefined();
+    expect(template.spec.nodeSelector).toEqual(placement.nodeSelector);
+    expect(template.spec.tolerations).toEqual(placement.tolerations);
+    // podGroup (the default) keeps the pod-group metadata and our gate.
+    const { ctx: pg, plans: pgPlans } = setup();
+    const gated = renderSandbox(pgPlans[1]!, pg) as any;
+    expect(gated.spec.podTemplate.metadata.labels["kueue.x-k8s.io/pod-group-name"]).toBe(pg.podGroup);
+    expect(gated.spec.podTemplate.spec.schedulingGates).toEqual([{ name: "cohort-lab.dev/start" }]);
+  });
+
+  it("renders ONE Workload in the LocalQueue, one pod set per role with its replicas and requests, no owner", () => {
+    const { ctx } = setup(SPEC, { admission: "workload" });
+    const wl = renderWorkload(ctx) as any;
+    expect(wl.apiVersion).toBe("kueue.x-k8s.io/v1beta2");
+    expect(wl.kind).toBe("Workload");
+    expect(wl.metadata.name).toBe(ctx.podGroup);
+    expect(wl.metadata.ownerReferences).toBeUndefined();
+    expect(wl.spec.queueName).toBe("cohort");
+    expect(wl.spec.podSets.map((ps: any) => [ps.name, ps.count, ps.template.spec.containers[0].resources.requests])).toEqual([
+      ["router", 1, { cpu: "100m", memory: "128Mi" }],
+      ["agent", 2, { cpu: "0.1", memory: "128Mi" }],
+    ]);
+  });
+
+  it("names pod sets by pod shape when the roster has more than 8 roles (the Workload's limit)", () => {
+    const roles = Array.from({ length: 9 }, (_, i) => `  - name: r${i}\n    app: { image: ${IMG}, command: [x] }\n    resources: { cpu: 10m, memory: 16Mi }\n`).join("");
+    const { ctx } = setup(`apiVersion: cohort-lab/v1\nkind: Cohort\nname: many\nroles:\n${roles}`, { admission: "workload" });
+    expect(new Set(podSetNames(ctx).values())).toEqual(new Set(["ps-0"]));
+    expect((renderWorkload(ctx) as any).spec.podSets.map((ps: any) => [ps.name, ps.count])).toEqual([["ps-0", 9]]);
+  });
+
+  it("refuses an unknown admission value, naming the field", () => {
+    expect(() => setup(SPEC, { admission: "pods" })).toThrow(/kubernetes\.admission/);
   });
 });

@@ -308,6 +308,25 @@ describe("classifyWorkload", () => {
     (off.spec as any).active = false;
     expect(classifyWorkload(off)).toEqual({ kind: "lost", reason: `Workload run-1/${RUN} was deactivated (spec.active is false)` });
   });
+  it("the PodsReady timeout with backoffLimitCount 0 (DeactivationTarget RequeuingLimitExceeded, then spec.active=false) is named as the PodsReady eviction", () => {
+    const expected = {
+      kind: "lost",
+      reason:
+        `Kueue evicted Workload run-1/${RUN} (PodsReadyTimeout): its pods were not all Ready within waitForPodsReady.timeout of admission, ` +
+        `and Kueue deactivated it (RequeuingLimitExceeded): exceeding the maximum number of re-queuing retries`,
+    };
+    const target = { type: "DeactivationTarget", status: "True", reason: "RequeuingLimitExceeded", message: "exceeding the maximum number of re-queuing retries" };
+    expect(classifyWorkload(wl([{ type: "Admitted", status: "True", reason: "Admitted" }, target]))).toEqual(expected);
+    const off = wl([
+      { ...target, status: "False" },
+      { type: "Evicted", status: "True", reason: "Deactivated", message: "The workload is deactivated" },
+    ]);
+    (off.spec as any).active = false;
+    expect(classifyWorkload(off)).toEqual(expected);
+    // Once PodsReady was True, a deactivation is not a PodsReady timeout.
+    const ready = wl([{ type: "PodsReady", status: "True", reason: "PodsReady" }, target]);
+    expect(JSON.stringify(classifyWorkload(ready))).not.toMatch(/PodsReadyTimeout/);
+  });
 });
 
 // ---- event routing: recorded watch events in, MemberEvents out ----

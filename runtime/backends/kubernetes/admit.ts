@@ -8,6 +8,11 @@
  *    Sandbox (one write each), `createConcurrency` in flight over pooled keep-alive connections.
  * 4. Resolve once every member's pod exists and (with a LocalQueue) the Workload is `Admitted=True`.
  *
+ * With `admission: "workload"` (workload.ts), steps 3-4 are instead: create the run's Secret and the
+ * roster's one Workload (two writes), and resolve once Kueue has admitted it; Sandboxes are created by
+ * `start(member)`. It fails fast when the Workload is Inadmissible or can never fit, is evicted or deleted,
+ * is admitted to a flavor the `flavors` setting does not describe, or `admissionTimeoutMs` passes.
+ *
  * Fails fast, with Kueue's or the controller's own words, when: the Workload is Inadmissible
  * (LocalQueue/ClusterQueue missing or inactive) or can never fit its ClusterQueue; pods are not managed
  * by Kueue (pod integration off, namespace not selected); no pod appears for any Sandbox, or no
@@ -19,11 +24,12 @@ import type { MemberPlan } from "../../core/backend.js";
 import { CohortError } from "../../core/errors.js";
 import { HttpMethod, KubeApiError } from "./client.js";
 import type { ApiCallKey } from "./counters.js";
-import { renderSandbox, renderSecret, validateRoster, type Json } from "./render.js";
+import { renderSandbox, renderSecret, renderWorkload, validateRoster, type Json } from "./render.js";
 import type { Run } from "./run.js";
 import { objectRef } from "./status.js";
 import { EVENT_TRIGGERED_SCALE_UP, KUEUE_GROUP, KUEUE_VERSION, LABEL_RUN, SANDBOX_GROUP, SANDBOX_PLURAL, SANDBOX_VERSION, WORKLOAD_PLURAL } from "./upstream.js";
 import { ListWatch } from "./watch.js";
+import { markPodsReady, placementsFor } from "./workload.js";
 
 /**
  * The roster was not admitted (code `admission-failed`). The message is one line naming the object
@@ -51,7 +57,7 @@ export function paths(namespace: string): { pods: string; sandboxes: string; wor
 }
 
 /** Starts the run's watches and waits for their first lists. */
-async function startWatches(run: Run): Promise<void> {
+export async function startWatches(run: Run): Promise<void> {
   const p = paths(run.settings.namespace);
   const runSelector = `${LABEL_RUN}=${run.ctx.runLabel}`;
   const options = { timeoutSeconds: run.settings.watchTimeoutSeconds };
@@ -113,7 +119,7 @@ async function boundedEach<T>(items: readonly T[], limit: number, signal: AbortS
   if (failure !== undefined) throw failure;
 }
 
-async function create(run: Run, key: ApiCallKey, path: string, body: Json, signal: AbortSignal): Promise<void> {
+export async function create(run: Run, key: ApiCallKey, path: string, body: Json, signal: AbortSignal): Promise<void> {
   try {
     await run.client.request(key, HttpMethod.POST, path, { body, signal });
   } catch (error) {
@@ -137,6 +143,7 @@ async function create(run: Run, key: ApiCallKey, path: string, body: Json, signa
  */
 export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal: AbortSignal): Promise<void> {
   if (run.phase !== "new") throw new AdmissionError(`admit() was already called (phase ${run.phase})`);
+  if (run.workloadMode) return admitWithWorkload(run, plans, signal);
   validateRoster(plans, run.ctx);
   const sandboxes = plans.map((plan) => renderSandbox(plan, run.ctx));
   const secret = renderSecret(plans, run.ctx);
@@ -178,6 +185,70 @@ export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
+}
+
+/** `admission: "workload"`: the runtime's own Workload (see the module doc and workload.ts). */
+async function admitWithWorkload(run: Run, plans: readonly MemberPlan[], signal: AbortSignal): Promise<void> {
+  validateRoster(plans, run.ctx);
+  const workload = renderWorkload(run.ctx);
+  const secret = renderSecret(plans, run.ctx);
+  run.setRoster(plans);
+  run.phase = "admitting";
+  run.admitStartedAt = run.now();
+  const p = paths(run.settings.namespace);
+  const ns = run.settings.namespace;
+  await startWatches(run);
+  const stale = [...(run.watches[1]?.objects.keys() ?? [])];
+  if (stale.length > 0) {
+    throw new AdmissionError(`namespace ${ns} already holds ${stale.length} Sandbox(es) of run ${run.ctx.runLabel} (e.g. ${stale[0]}); refusing to reuse them`);
+  }
+  if (run.runFailure !== undefined) throw new AdmissionError(run.runFailure);
+  if (secret !== undefined) {
+    await create(run, "create secrets", p.secrets, secret, signal);
+    run.secretCreated = true;
+  }
+  await create(run, "create workloads.kueue.x-k8s.io", p.workloads, workload, signal);
+  run.workloadCreated = true;
+  run.admission.workloadCreatedMs = run.now() - run.admitStartedAt;
+  await waitForWorkloadAdmission(run, signal);
+  const placements = placementsFor(run, run.workload!);
+  if (typeof placements === "string") throw new AdmissionError(placements);
+  run.placements = placements;
+  run.markPodsReady = () => markPodsReady(run);
+  run.phase = "admitted";
+}
+
+/** Resolves once the runtime's Workload is admitted; rejects with Kueue's words when it cannot be. */
+function waitForWorkloadAdmission(run: Run, signal: AbortSignal): Promise<void> {
+  const ref = `Workload ${run.settings.namespace}/${run.settings.podGroup}`;
+  return new Promise<void>((resolve, reject) => {
+    const finish = (error?: Error): void => {
+      clearTimeout(timer);
+      off();
+      signal.removeEventListener("abort", onAbort);
+      if (error === undefined) resolve();
+      else reject(error);
+    };
+    const describe = (): string => {
+      const v = run.workloadVerdict;
+      return v === undefined ? `${ref} not seen on the watch yet` : v.kind === "pending" ? `${ref} pending: ${v.message}` : v.kind;
+    };
+    const check = (): void => {
+      if (run.admissionProblem !== undefined) return finish(new AdmissionError(run.admissionProblem));
+      const v = run.workloadVerdict;
+      if (v?.kind === "inadmissible" || v?.kind === "lost") return finish(new AdmissionError(v.reason));
+      if (v?.kind === "admitted" && run.workload !== undefined) finish();
+    };
+    const onAbort = (): void => finish(new AdmissionError(`aborted while waiting for admission (${describe()})`, { cause: signal.reason }));
+    const timer = setTimeout(
+      () => finish(new AdmissionError(`the roster was not admitted within ${run.settings.admissionTimeoutMs} ms (admissionTimeout): ${describe()}`)),
+      Math.max(0, run.settings.admissionTimeoutMs - (run.now() - run.admitStartedAt)),
+    );
+    const off = run.onChange(check);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener("abort", onAbort, { once: true });
+    check();
+  });
 }
 
 /** Where admission stands; O(1) (counters kept by the watch handlers), as it runs on every event. */

@@ -15,7 +15,8 @@ export interface ApiCallKind {
 
 /**
  * The calls, by purpose. Per member: `create sandboxes` (admit) and `patch pods` (start, removing our
- * scheduling gate): 2 writes. Per run: the Secret (create, delete), one `deletecollection sandboxes` per
+ * scheduling gate): 2 writes; with `admission: "workload"`, `create sandboxes` at start only: 1 write, plus
+ * per run the Workload's create, one `patch workloads/status` (PodsReady) and its delete. Per run: the Secret (create, delete), one `deletecollection sandboxes` per
  * batch of stops and one at close, the Workload's delete at close, and one list + one watch per watched
  * kind (re-opened on expiry).
  */
@@ -39,6 +40,13 @@ export const API_CALLS = [
     group: KUEUE_GROUP,
     resource: WORKLOAD_PLURAL,
     why: "close: Kueue keeps its finalizer on a serving pod group's pods until the group's Workload is deleted",
+  },
+  { verb: "create", group: KUEUE_GROUP, resource: WORKLOAD_PLURAL, why: 'admit (admission "workload"): the roster\'s one Workload, owned by the runtime' },
+  {
+    verb: "patch",
+    group: KUEUE_GROUP,
+    resource: "workloads/status",
+    why: 'admission "workload": PodsReady=True once every member is Ready (Kueue\'s waitForPodsReady)',
   },
   { verb: "get", group: KUEUE_GROUP, resource: LOCALQUEUE_PLURAL, why: "available(): the LocalQueue exists and is active" },
 ] as const satisfies readonly ApiCallKind[];

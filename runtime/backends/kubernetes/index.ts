@@ -28,6 +28,13 @@ export const KUBERNETES_BACKEND = "kubernetes";
 
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const tolerationSchema = z.strictObject({
+  key: z.string().optional(),
+  operator: z.enum(["Exists", "Equal"]).optional(),
+  value: z.string().optional(),
+  effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
+  tolerationSeconds: z.number().int().optional(),
+});
 const metadataSchema = z.strictObject({
   labels: z.record(z.string(), z.string()).optional(),
   annotations: z.record(z.string(), z.string()).optional(),
@@ -54,17 +61,9 @@ export const kubernetesSettingsSchema = z.strictObject({
   stopExtraMs: z.number().int().min(0).optional(),
   watchTimeoutSeconds: z.number().int().min(10).max(1800).optional(),
   nodeSelector: z.record(z.string(), z.string()).optional(),
-  tolerations: z
-    .array(
-      z.strictObject({
-        key: z.string().optional(),
-        operator: z.enum(["Exists", "Equal"]).optional(),
-        value: z.string().optional(),
-        effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
-        tolerationSeconds: z.number().int().optional(),
-      }),
-    )
-    .optional(),
+  tolerations: z.array(tolerationSchema).optional(),
+  admission: z.enum(["podGroup", "workload"]).optional(),
+  flavors: z.record(z.string(), z.strictObject({ nodeLabels: z.record(z.string(), z.string()).optional(), tolerations: z.array(tolerationSchema).optional() })).optional(),
   podMetadata: metadataSchema.optional(),
   memberPodMetadata: z.record(z.string(), metadataSchema).optional(),
 });
@@ -103,6 +102,16 @@ export type KubernetesSettings = z.input<typeof kubernetesSettingsSchema>;
  *   way onto tainted nodes (e.g. the agent pool's `cohort-lab.dev/agents` taint).
  * - `podMetadata`, `memberPodMetadata`: extra labels/annotations on every pod / one member's pod (e.g. a
  *   kwok failure stage on `sim`); reserved prefixes are refused.
+ * - `admission`: how Kueue admits the roster (with a `queue` only). `"podGroup"`: Kueue's pod integration
+ *   builds the Workload from the pods' pod-group metadata and gates/ungates every pod (Sandboxes created at
+ *   admission, held by our gate until started). `"workload"`: the runtime creates and owns ONE Workload
+ *   (one pod set per role), waits for Kueue to admit it, creates each member's Sandbox when it starts
+ *   (no Kueue metadata, no scheduling gate, the admitted flavors' placement rendered in), sets the Workload's
+ *   `PodsReady` condition once every member is Ready and deletes it at close. @default "podGroup" (the
+ *   `sim` profile's credentials file sets "workload": simctl/credentials.ts)
+ * - `flavors`: with `admission: "workload"`, the `nodeLabels` and `tolerations` of each ResourceFlavor the
+ *   ClusterQueue may admit to, by flavor name (ResourceFlavors are cluster-scoped; the runtime's Role is
+ *   namespaced and cannot read them). A roster admitted to a flavor not listed fails admission, naming it.
  */
 export interface KubernetesBackendConfig extends KubernetesSettings {
   /** The compiled RunSpec (raw commands/env, readiness, needs, resources, images per role). */
@@ -121,6 +130,8 @@ export interface KubernetesBackendStats {
   readonly namespace: string;
   readonly localQueue: string | null;
   readonly podGroup: string;
+  /** How the roster was admitted (the `admission` setting). */
+  readonly admissionMode: "podGroup" | "workload";
   readonly members: number;
   readonly apiCalls: ApiCallStats;
   /** Sandbox creates + pod patches, divided by members (target: <= 2). */
@@ -162,6 +173,8 @@ export function resolveKubernetesConfig(config: KubernetesBackendConfig): { sett
     closeTimeoutMs: s.closeTimeoutMs ?? 60_000,
     stopExtraMs: s.stopExtraMs ?? 10_000,
     watchTimeoutSeconds: s.watchTimeoutSeconds ?? 300,
+    admission: s.admission ?? "podGroup",
+    flavors: Object.fromEntries(Object.entries(s.flavors ?? {}).map(([name, f]) => [name, { nodeSelector: { ...f.nodeLabels }, tolerations: (f.tolerations ?? []) as Json[] }])),
   };
   const ctx: RenderContext = {
     namespace: s.namespace,
@@ -170,6 +183,7 @@ export function resolveKubernetesConfig(config: KubernetesBackendConfig): { sett
     spec,
     localQueue: s.queue,
     podGroup,
+    admission: settings.admission,
     containerPort: s.containerPort ?? 8080,
     terminationGraceSeconds: Math.max(1, Math.ceil(spec.stopGraceMs / 1000)),
     runAsNonRoot: s.runAsNonRoot ?? true,
@@ -315,6 +329,7 @@ export class KubernetesBackend implements Backend {
       namespace: run.settings.namespace,
       localQueue: run.settings.localQueue ?? null,
       podGroup: run.settings.podGroup,
+      admissionMode: run.settings.admission,
       members: run.roster.length,
       apiCalls: calls,
       memberWritesPerMember: memberWrites / n,

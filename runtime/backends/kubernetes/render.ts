@@ -27,6 +27,12 @@
  * - Tolerations and nodeSelector are not rendered by default: Kueue injects them from the admitted
  *   ResourceFlavor (kueue pkg/controller/jobs/pod/pod_controller.go prepare). Without Kueue, the backend's
  *   `nodeSelector`/`tolerations` options are rendered as given.
+ * - **`admission: "workload"`** (the `sim` default): the runtime owns the roster's Workload
+ *   ({@link renderWorkload}: one pod set per role, `count` = replicas, a template with the members' requests),
+ *   and each member's Sandbox is created only when it starts, after Kueue admitted that Workload, WITHOUT
+ *   Kueue's pod-group metadata and WITHOUT any scheduling gate: its pods are not managed by Kueue at all.
+ *   The admitted flavors' `nodeLabels` and `tolerations` are rendered into the pod template as Kueue's
+ *   own integrations would inject them ({@link Placement}).
  */
 import { createHash } from "node:crypto";
 import type { MemberPlan } from "../../core/backend.js";
@@ -51,7 +57,22 @@ import {
   SANDBOX_KIND,
   SANDBOX_VERSION,
   START_GATE,
+  KUEUE_GROUP,
+  KUEUE_VERSION,
+  WL_MAX_POD_SETS,
 } from "./upstream.js";
+
+/**
+ * How the roster is admitted by Kueue: `podGroup` = Kueue's pod integration builds the Workload from the
+ * pods' pod-group metadata and gates/ungates every pod; `workload` = the runtime creates and owns the Workload.
+ */
+export type AdmissionMode = "podGroup" | "workload";
+
+/** Where Kueue admitted a pod set: the admitted flavors' `nodeLabels` (as nodeSelector) and `tolerations`. */
+export interface Placement {
+  readonly nodeSelector: Readonly<Record<string, string>>;
+  readonly tolerations: readonly Json[];
+}
 
 /** A JSON object as sent to the API server. */
 export type Json = { [key: string]: unknown };
@@ -70,6 +91,8 @@ export interface RenderContext {
   readonly localQueue: string | undefined;
   /** Kueue pod-group name (the Workload's name); a DNS-1123 subdomain. */
   readonly podGroup: string;
+  /** How Kueue admits the roster (see {@link AdmissionMode}). @default "podGroup" */
+  readonly admission?: AdmissionMode;
   /** Port every member listens on inside its pod (`COHORT_PORT`), for roles with `app.port: true`. */
   readonly containerPort: number;
   /** Pod `terminationGracePeriodSeconds` (the SIGTERM -> SIGKILL grace on delete). */
@@ -301,13 +324,14 @@ function readinessProbe(member: MemberPlan, role: CompiledRole, ctx: RenderConte
  *   command and env come from the RunSpec, see the module doc)
  * @throws {Error} when the member's role is not in the spec (a programming error)
  */
-export function renderSandbox(member: MemberPlan, ctx: RenderContext): Json {
+export function renderSandbox(member: MemberPlan, ctx: RenderContext, placement?: Placement): Json {
   const role = roleOf(member, ctx);
+  const workloadMode = ctx.admission === "workload" && ctx.localQueue !== undefined;
   const labels = { [LABEL_RUN]: ctx.runLabel, [LABEL_ROLE]: role.name, [LABEL_MEMBER]: member.id };
   const extra = ctx.memberPodMetadata[member.id] ?? {};
   const podLabels: Record<string, string> = { ...ctx.podMetadata.labels, ...extra.labels, ...labels };
   const podAnnotations: Record<string, string> = { ...ctx.podMetadata.annotations, ...extra.annotations };
-  if (ctx.localQueue !== undefined) {
+  if (ctx.localQueue !== undefined && !workloadMode) {
     podLabels[KUEUE_QUEUE_LABEL] = ctx.localQueue;
     podLabels[KUEUE_POD_GROUP_NAME_LABEL] = ctx.podGroup;
     podAnnotations[KUEUE_POD_GROUP_TOTAL_COUNT_ANNOTATION] = String(ctx.spec.size);
@@ -332,15 +356,18 @@ export function renderSandbox(member: MemberPlan, ctx: RenderContext): Json {
     terminationMessagePolicy: "FallbackToLogsOnError",
     securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
   };
+  const nodeSelector = { ...ctx.nodeSelector, ...placement?.nodeSelector };
+  const tolerations = [...ctx.tolerations, ...(placement?.tolerations ?? [])];
   const podSpec: Json = {
-    schedulingGates: [{ name: START_GATE }],
+    // With admission "workload" the Sandbox is created when the member starts: nothing to hold.
+    ...(workloadMode ? {} : { schedulingGates: [{ name: START_GATE }] }),
     restartPolicy: "Never",
     automountServiceAccountToken: false,
     enableServiceLinks: false,
     terminationGracePeriodSeconds: ctx.terminationGraceSeconds,
     securityContext: { runAsNonRoot: ctx.runAsNonRoot, seccompProfile: { type: "RuntimeDefault" } },
-    ...(Object.keys(ctx.nodeSelector).length > 0 ? { nodeSelector: { ...ctx.nodeSelector } } : {}),
-    ...(ctx.tolerations.length > 0 ? { tolerations: ctx.tolerations.map((t) => ({ ...t })) } : {}),
+    ...(Object.keys(nodeSelector).length > 0 ? { nodeSelector } : {}),
+    ...(tolerations.length > 0 ? { tolerations: tolerations.map((t) => ({ ...t })) } : {}),
     containers: [container],
   };
   return {
@@ -354,6 +381,71 @@ export function renderSandbox(member: MemberPlan, ctx: RenderContext): Json {
         spec: podSpec,
       },
     },
+  };
+}
+
+/**
+ * The pod set of each role in the roster's Workload (`admission: "workload"`): the role's own name when the
+ * roster has at most {@link WL_MAX_POD_SETS} roles and every name is a DNS-1123 label, else `ps-<i>` per pod
+ * shape ({@link podShapes}; {@link validateRoster} refuses more than 8 shapes).
+ */
+export function podSetNames(ctx: Pick<RenderContext, "spec" | "containerPort">): ReadonlyMap<string, string> {
+  const roles = ctx.spec.roles;
+  const out = new Map<string, string>();
+  if (roles.length <= WL_MAX_POD_SETS && roles.every((role) => role.name.length <= 63 && LABEL_VALUE.test(role.name))) {
+    for (const role of roles) out.set(role.name, role.name);
+    return out;
+  }
+  podShapes(roles, ctx).forEach((names, i) => {
+    for (const name of names) out.set(name, `ps-${i}`);
+  });
+  return out;
+}
+
+/**
+ * The roster's Workload (`kueue.x-k8s.io/v1beta2`, `admission: "workload"`), named `podGroup`, in the
+ * LocalQueue: one pod set per role (or per pod shape, see {@link podSetNames}), `count` = its members, a
+ * template carrying the members' resource requests (what Kueue's flavor assigner and quota check read:
+ * kueue `pkg/workload/workload.go` NewInfo / totalRequests) and the configured nodeSelector/tolerations.
+ * No owner reference: Kueue admits an owner-less Workload like any other and removes its finalizer when
+ * it is deleted (kueue v0.17.0 `pkg/controller/core/workload_controller.go` Reconcile, "manual deletion").
+ *
+ * @throws {Error} when `ctx.localQueue` is unset (a programming error: no Workload without a queue)
+ */
+export function renderWorkload(ctx: RenderContext): Json {
+  if (ctx.localQueue === undefined) throw new Error("renderWorkload: no LocalQueue configured");
+  const names = podSetNames(ctx);
+  const sets = new Map<string, { count: number; role: CompiledRole }>();
+  for (const role of ctx.spec.roles) {
+    const name = names.get(role.name)!;
+    const entry = sets.get(name);
+    if (entry === undefined) sets.set(name, { count: role.members.length, role });
+    else entry.count += role.members.length;
+  }
+  const podSets = [...sets.entries()].map(([name, { count, role }]) => ({
+    name,
+    count,
+    template: {
+      spec: {
+        restartPolicy: "Never",
+        ...(Object.keys(ctx.nodeSelector).length > 0 ? { nodeSelector: { ...ctx.nodeSelector } } : {}),
+        ...(ctx.tolerations.length > 0 ? { tolerations: ctx.tolerations.map((t) => ({ ...t })) } : {}),
+        containers: [
+          {
+            name: CONTAINER_NAME,
+            image: role.image,
+            ...(Object.keys(role.resources).length > 0 ? { resources: { requests: { ...role.resources } } } : {}),
+            ...(role.port ? { ports: [{ name: PORT_NAME, containerPort: ctx.containerPort, protocol: "TCP" }] } : {}),
+          },
+        ],
+      },
+    },
+  }));
+  return {
+    apiVersion: `${KUEUE_GROUP}/${KUEUE_VERSION}`,
+    kind: "Workload",
+    metadata: { name: ctx.podGroup, namespace: ctx.namespace, labels: { [LABEL_RUN]: ctx.runLabel, [LABEL_MANAGED_BY]: MANAGED_BY } },
+    spec: { queueName: ctx.localQueue, podSets },
   };
 }
 

@@ -13,10 +13,39 @@
 import type { MemberEventSink, MemberPlan } from "../../core/backend.js";
 import type { KubeClient } from "./client.js";
 import type { ApiCounters } from "./counters.js";
-import type { Json, RenderContext } from "./render.js";
+import type { AdmissionMode, Json, Placement, RenderContext } from "./render.js";
 import { classifyPod, classifySandbox, classifyWorkload, isKueueManaged, oneLine, podProgress, type WorkloadVerdict } from "./status.js";
 import { EVENT_TRIGGERED_SCALE_UP, LABEL_MEMBER, LABEL_RUN } from "./upstream.js";
 import type { CacheEvent, ListWatch } from "./watch.js";
+
+/**
+ * Runs tasks at most `limit` at a time, in FIFO order (the `createConcurrency` bound on `start()`'s Sandbox
+ * creates with `admission: "workload"`: the core may start every member of a level at once).
+ */
+export class Limiter {
+  readonly limit: number;
+  #active = 0;
+  readonly #waiting: (() => void)[] = [];
+
+  /** @param limit - tasks in flight at once (>= 1) */
+  constructor(limit: number) {
+    this.limit = Math.max(1, limit);
+  }
+
+  /** Runs `task` once a slot is free; resolves or rejects with its outcome. */
+  async run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.#active >= this.limit) await new Promise<void>((resolve) => this.#waiting.push(resolve));
+    else this.#active += 1;
+    try {
+      return await task();
+    } finally {
+      // Hand the slot to the next waiter, or free it.
+      const next = this.#waiting.shift();
+      if (next !== undefined) next();
+      else this.#active -= 1;
+    }
+  }
+}
 
 /** Resolved backend settings (every default applied). */
 export interface RunSettings {
@@ -32,6 +61,10 @@ export interface RunSettings {
   readonly closeTimeoutMs: number;
   readonly stopExtraMs: number;
   readonly watchTimeoutSeconds: number;
+  /** How Kueue admits the roster (render.ts {@link AdmissionMode}). */
+  readonly admission: AdmissionMode;
+  /** `admission: "workload"`: placement of each ResourceFlavor, by name (the `flavors` setting). */
+  readonly flavors: Readonly<Record<string, Placement>>;
 }
 
 /** What the backend knows about one member. */
@@ -59,6 +92,10 @@ export interface AdmissionTimings {
   allPodsObservedMs?: number;
   workloadObservedMs?: number;
   admittedMs?: number;
+  /** `admission: "workload"`: the Workload's create returned; `sandboxesCreatedMs` is then the last start's create. */
+  workloadCreatedMs?: number;
+  /** `admission: "workload"`: every member Ready, `PodsReady=True` applied (ms since admit). */
+  podsReadyMarkedMs?: number;
 }
 
 type Phase = "new" | "admitting" | "admitted" | "closing" | "closed";
@@ -91,6 +128,19 @@ export class Run {
   admittedTo: { clusterQueue: string | null; flavors: Readonly<Record<string, string>> } | undefined;
   /** A problem found during admission, reported by `admit()` instead of as a member event. */
   admissionProblem: string | undefined;
+  /** `admission: "workload"`: the Workload was created by this run (close() deletes it). */
+  workloadCreated = false;
+  /** `admission: "workload"`: placement of each role's pods, from the admitted flavors. */
+  placements = new Map<string, Placement>();
+  /** `admission: "workload"`: Sandbox creates of `start()` in flight or queued (close() lets them land first). */
+  readonly startsInFlight = new Set<Promise<unknown>>();
+  /** `admission: "workload"`: at most `createConcurrency` of `start()`'s Sandbox creates in flight. */
+  readonly createLimiter: Limiter;
+  /** `admission: "workload"`: sets the Workload's PodsReady condition (workload.ts markPodsReady, installed by admit). */
+  markPodsReady: (() => Promise<void>) | undefined;
+  /** Members that reported ready. */
+  readyCount = 0;
+  #podsReadyMarked = false;
   /** Called after every event; admission waits and stop/close waits hook in here. */
   readonly #listeners = new Set<() => void>();
   readonly #memberListeners = new Map<string, Set<() => void>>();
@@ -103,6 +153,7 @@ export class Run {
     this.settings = settings;
     this.sink = sink;
     this.#now = now;
+    this.createLimiter = new Limiter(settings.createConcurrency);
   }
 
   /** Monotonic ms. */
@@ -113,6 +164,11 @@ export class Run {
   /** Whether the run uses Kueue (a LocalQueue is configured). */
   get kueue(): boolean {
     return this.settings.localQueue !== undefined;
+  }
+
+  /** Whether the runtime owns the roster's Workload (`admission: "workload"` with a LocalQueue). */
+  get workloadMode(): boolean {
+    return this.kueue && this.settings.admission === "workload";
   }
 
   /** Registers the roster (once, at admit). */
@@ -187,8 +243,9 @@ export class Run {
         if (this.#reportable(state)) this.#exit(state, `pod ${this.ctx.namespace}/${state.plan.id} was deleted`);
       } else {
         if (state.pod === undefined) this.podsPresent += 1;
+        if (this.podsPresent === this.roster.length) this.admission.allPodsObservedMs ??= this.now() - this.admitStartedAt;
         state.pod = event.object;
-        if (this.kueue && this.unmanagedPod === undefined && !isKueueManaged(event.object)) this.unmanagedPod = event.object;
+        if (this.kueue && !this.workloadMode && this.unmanagedPod === undefined && !isKueueManaged(event.object)) this.unmanagedPod = event.object;
         this.evaluate(state);
       }
     }
@@ -302,6 +359,8 @@ export class Run {
     }
     if (state.started && state.readyAtMs === undefined && pod?.kind === "ready" && sandbox?.kind === "ready") {
       state.readyAtMs = this.now();
+      this.readyCount += 1;
+      if (this.workloadMode && this.readyCount === this.roster.length) this.#markPodsReady();
       const node = (state.pod?.spec as Json | undefined)?.nodeName;
       const podIPs = (state.sandbox?.status as Json | undefined)?.podIPs;
       this.sink({
@@ -313,6 +372,24 @@ export class Run {
         },
       });
     }
+  }
+
+  /** Applies `PodsReady=True` to the roster's Workload once (workload.ts); a failure fails the run. */
+  #markPodsReady(): void {
+    if (this.#podsReadyMarked || this.markPodsReady === undefined) return;
+    this.#podsReadyMarked = true;
+    this.markPodsReady().then(
+      () => {
+        this.admission.podsReadyMarkedMs = this.now() - this.admitStartedAt;
+      },
+      (error: unknown) => {
+        if (this.phase === "admitted") {
+          this.failRun(
+            `cannot set PodsReady on Workload ${this.settings.namespace}/${this.settings.podGroup} (Kueue would evict it at its waitForPodsReady timeout): ${(error as Error).message}`,
+          );
+        }
+      },
+    );
   }
 
   #exit(state: MemberState, reason: string, outputTail?: string): void {

@@ -14,11 +14,15 @@
  * controller-runtime's backoff. Waiting costs nothing: the pod cannot be scheduled before Kueue's gate is
  * gone anyway. Kueue's own ungating, at most 8 patches in flight, is the floor either way (the before/after
  * figures at 1,000 members: docs/sim.md "Measured").
+ *
+ * With `admission: "workload"` (workload.ts) no Sandbox exists before its member starts: `start` creates it
+ * (ONE write, at most `createConcurrency` in flight), ungated, with its role's admitted flavor placement.
  */
 import type { MemberHandle, MemberPlan } from "../../core/backend.js";
 import { MemberStartError } from "../../core/errors.js";
 import { HttpMethod, KubeApiError } from "./client.js";
-import { memberHost } from "./render.js";
+import { paths } from "./admit.js";
+import { memberHost, renderSandbox } from "./render.js";
 import type { Run } from "./run.js";
 import { hasKueueGate, hasStartGate } from "./status.js";
 import { CONTAINER_NAME, START_GATE } from "./upstream.js";
@@ -42,10 +46,12 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
   if (state.started) throw fail("already started; the kubernetes backend does not restart members");
   if (state.exited) throw fail("its pod or Sandbox has already failed");
   const ns = run.settings.namespace;
-  if (run.kueue && state.pod !== undefined && hasKueueGate(state.pod)) {
+  if (run.workloadMode) {
+    await createSandbox(run, plan, signal, fail);
+  } else if (run.kueue && state.pod !== undefined && hasKueueGate(state.pod)) {
     await untilKueueUngated(run, plan.id, signal, fail);
   }
-  if (state.pod === undefined || hasStartGate(state.pod)) {
+  if (!run.workloadMode && (state.pod === undefined || hasStartGate(state.pod))) {
     try {
       await run.client.request("patch pods", HttpMethod.PATCH, `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(plan.id)}`, {
         body: REMOVE_START_GATE_PATCH,
@@ -67,6 +73,36 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
     detail: { namespace: ns, sandbox: plan.id, pod: plan.id },
     outputTail: (lines) => podLogTail(run, plan.id, lines),
   };
+}
+
+/**
+ * `admission: "workload"`: the member's Sandbox, created now (ONE write; at most `createConcurrency` in flight),
+ * with its role's admitted placement and no scheduling gate (workload.ts). A retried create that finds the
+ * object (409) is ours. A create still queued when the run closes is not sent.
+ */
+async function createSandbox(run: Run, plan: MemberPlan, signal: AbortSignal, fail: (message: string, cause?: unknown) => MemberStartError): Promise<void> {
+  const body = renderSandbox(plan, run.ctx, run.placements.get(plan.role));
+  const ns = run.settings.namespace;
+  const creating = run.createLimiter.run(async () => {
+    if (signal.aborted || run.phase !== "admitted") throw new Error(`not created: ${signal.aborted ? "aborted" : `the run is ${run.phase}`}`);
+    return run.client.request("create sandboxes.agents.x-k8s.io", HttpMethod.POST, paths(ns).sandboxes, { body, signal });
+  });
+  run.startsInFlight.add(creating);
+  try {
+    await creating;
+  } catch (error) {
+    const retried = (error as { attempts?: number }).attempts !== undefined;
+    if (!(error instanceof KubeApiError && error.status === 409 && retried)) {
+      if (error instanceof KubeApiError && error.status === 409) {
+        throw fail(`Sandbox ${ns}/${plan.id} already exists; refusing to adopt an object this run did not create (the run namespace must be fresh)`, error);
+      }
+      throw fail(`creating Sandbox ${ns}/${plan.id}: ${(error as Error).message}`, error);
+    }
+  } finally {
+    run.startsInFlight.delete(creating);
+  }
+  run.sandboxesCreated += 1;
+  if (run.sandboxesCreated === run.roster.length) run.admission.sandboxesCreatedMs = run.now() - run.admitStartedAt;
 }
 
 /**

@@ -24,7 +24,12 @@ import {
   SANDBOX_REASON_RECONCILER_ERROR,
   START_GATE,
   WL_ADMITTED,
+  WL_DEACTIVATION_TARGET,
   WL_EVICTED,
+  WL_EVICTED_DEACTIVATED,
+  WL_EVICTED_PODS_READY_TIMEOUT,
+  WL_PODS_READY,
+  WL_REASON_REQUEUING_LIMIT_EXCEEDED,
   WL_FINISHED,
   WL_QUOTA_RESERVED,
   WL_REASON_INADMISSIBLE,
@@ -314,6 +319,23 @@ export function classifyWorkload(wl: Json): WorkloadVerdict {
   const ref = `Workload ${objectRef(wl)}`;
   const finished = condition(wl, WL_FINISHED);
   if (finished?.status === "True") return { kind: "lost", reason: withMessage(`Kueue finished ${ref} (${finished.reason ?? "no reason"})`, finished.message) };
+  // Kueue's PodsReady timeout with backoffLimitCount 0 deactivates instead of evicting with PodsReadyTimeout
+  // (upstream.ts WL_DEACTIVATION_TARGET): name the timeout, which is what happened.
+  const target = condition(wl, WL_DEACTIVATION_TARGET);
+  const evictedFirst = condition(wl, WL_EVICTED);
+  if (
+    target?.reason === WL_REASON_REQUEUING_LIMIT_EXCEEDED &&
+    (target.status === "True" || (get(wl, "spec", "active") === false && evictedFirst?.reason === WL_EVICTED_DEACTIVATED)) &&
+    condition(wl, WL_PODS_READY)?.status !== "True"
+  ) {
+    return {
+      kind: "lost",
+      reason: withMessage(
+        `Kueue evicted ${ref} (${WL_EVICTED_PODS_READY_TIMEOUT}): its pods were not all Ready within waitForPodsReady.timeout of admission, and Kueue deactivated it (${target.reason})`,
+        target.message,
+      ),
+    };
+  }
   const evicted = condition(wl, WL_EVICTED);
   if (evicted?.status === "True") return { kind: "lost", reason: withMessage(`Kueue evicted ${ref} (${evicted.reason ?? "no reason"})`, evicted.message) };
   if (get(wl, "spec", "active") === false) return { kind: "lost", reason: `${ref} was deactivated (spec.active is false)` };

@@ -124,6 +124,7 @@ export async function closeRun(run: Run): Promise<void> {
     // The core may close while admit() is still creating (an interrupt during admission): let the
     // creates in flight land (admit stops taking new ones when its signal aborts) before deleting.
     await run.createsSettled;
+    await Promise.allSettled([...run.startsInFlight]);
     const [podWatch, sandboxWatch] = run.watches;
     const anything = (): boolean => (podWatch?.objects.size ?? 0) > 0 || (sandboxWatch?.objects.size ?? 0) > 0;
     if (anything() || run.sandboxesCreated > 0) {
@@ -133,7 +134,24 @@ export async function closeRun(run: Run): Promise<void> {
         if (!(error instanceof KubeApiError && error.status === 404)) throw error;
       }
     }
-    if (run.kueue && (run.workload !== undefined || run.workloadVerdict !== undefined)) {
+    if (run.workloadMode) {
+      // The runtime's own Workload: deleting it releases the quota (Kueue drops the finalizer of an
+      // owner-less Workload being deleted); its pods are not Kueue's, so nothing waits for them.
+      if (run.workloadCreated) {
+        try {
+          await run.client.request(
+            "delete workloads.kueue.x-k8s.io",
+            HttpMethod.DELETE,
+            `${paths(run.settings.namespace).workloads}/${encodeURIComponent(run.settings.podGroup)}`,
+            {
+              query: { propagationPolicy: "Background" },
+            },
+          );
+        } catch (error) {
+          if (!(error instanceof KubeApiError && error.status === 404)) throw error;
+        }
+      }
+    } else if (run.kueue && (run.workload !== undefined || run.workloadVerdict !== undefined)) {
       // Kueue keeps its finalizer on the group's pods until the Workload is deleted. Delete it once
       // every pod is being deleted (so Kueue does not build a new Workload for pods still alive).
       await until(run, () => [...(podWatch?.objects.values() ?? [])].every((pod) => (pod.metadata as Json | undefined)?.deletionTimestamp !== undefined), 10_000);

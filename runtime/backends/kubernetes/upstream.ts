@@ -99,6 +99,16 @@ export const WL_EVICTED = "Evicted";
 export const WL_FINISHED = "Finished";
 export const WL_PODS_READY = "PodsReady";
 /**
+ * Reason of the `PodsReady=True` condition the runtime sets on a Workload it owns (`admission: "workload"`),
+ * the reason Kueue's own job reconciler uses (kueue `pkg/controller/jobframework/reconciler.go`,
+ * `pkg/controller/core/workload_controller.go` admittedNotReadyWorkload accepts it).
+ */
+export const WL_REASON_PODS_READY = "PodsReady";
+/** Workload `spec.podSets` has at most 8 entries (kueue `apis/kueue/v1beta2/workload_types.go`, `+kubebuilder:validation:MaxItems=8`). */
+export const WL_MAX_POD_SETS = 8;
+/** Field manager of the runtime's server-side apply of a Workload's `PodsReady` condition. */
+export const FIELD_MANAGER = "cohort-lab";
+/**
  * `QuotaReserved=False` reason when the LocalQueue or ClusterQueue is missing or inactive: the Workload
  * can never be admitted as things stand (kueue `pkg/controller/core/workload_controller.go`, messages
  * "LocalQueue %s doesn't exist", "ClusterQueue %s is inactive", ...).
@@ -107,6 +117,15 @@ export const WL_REASON_INADMISSIBLE = "Inadmissible";
 /** Eviction reasons (kueue `apis/kueue/v1beta2/workload_types.go`). */
 export const WL_EVICTED_PODS_READY_TIMEOUT = "PodsReadyTimeout";
 export const WL_EVICTED_DEACTIVATED = "Deactivated";
+/**
+ * Condition Kueue sets before deactivating a Workload, and its reason when the Workload exceeded the PodsReady
+ * timeout more often than `waitForPodsReady.requeuingStrategy.backoffLimitCount` allows (every profile sets 0, so
+ * the FIRST timeout deactivates: kueue v0.17.0 `pkg/controller/core/workload_controller.go`
+ * reconcileNotReadyTimeout -> triggerDeactivation, the only place that reason is set). Kueue then sets
+ * `spec.active: false` and evicts with reason `Deactivated`, never with `PodsReadyTimeout`.
+ */
+export const WL_DEACTIVATION_TARGET = "DeactivationTarget";
+export const WL_REASON_REQUEUING_LIMIT_EXCEEDED = "RequeuingLimitExceeded";
 /**
  * Fragment of the Pending message when a request exceeds what the ClusterQueue (with borrowing) can
  * ever provide (kueue `pkg/scheduler/flavorassigner/flavorassigner.go` fitsResourceQuota: "... >
