@@ -8,7 +8,7 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     // The sim tier needs the sim binaries and minutes per file: `npm run test:sim` (vitest.sim.config.mts).
-    exclude: [...configDefaults.exclude, "test/sim/**", "test/local/**"],
+    exclude: [...configDefaults.exclude, "test/sim/**", "test/local/**", "test/multipass/**"],
     pool: "forks",
     // One file at a time: the e2e tier starts real OpenClaw gateways (about 1 GB and 20 s of CPU each)
     // and the runtime tests measure real process start-up; on a 2-core machine a second test file

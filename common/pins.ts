@@ -778,3 +778,54 @@ export const localImages: LocalImagesPins = {
   runtime: { repository: "cohort-lab.local/node", tag: `${toolchain.node.version}-bookworm` },
   openclaw: { repository: "cohort-lab.local/openclaw", tag: `${hostMembers.openclaw.version}-node${toolchain.node.version}`, user: "1000:1000" },
 };
+
+/** The `multipass` section: the image the profile launches, and the stand-in's root filesystem (test/tools/multipass/). */
+export interface MultipassPins {
+  /**
+   * Image the `multipass` profile launches (`multipass launch <image>`): a release number, never the moving `lts`
+   * alias, so a profile does not silently move to the next LTS.
+   */
+  readonly image: string;
+  /** The stand-in's instance root filesystem, built once by `npm run toolchain -- multipass`. */
+  readonly standinRootfs: {
+    readonly suite: string;
+    /** debootstrap `--variant`. */
+    readonly variant: "minbase";
+    readonly arch: "amd64";
+    /** debootstrap `--include` packages: systemd as PID 1, D-Bus, networking, sudo for the `ubuntu` user. */
+    readonly include: readonly string[];
+    /**
+     * Installed afterwards with `apt-get install --no-install-recommends` in the chroot: debootstrap's own
+     * configuration order fails on cloud-init's Python dependencies (python3-cryptography) when they are `--include`d.
+     */
+    readonly install: readonly string[];
+  };
+  /** Debian packages the host needs to run the stand-in (`apt-get install` when a program is missing). */
+  readonly hostPackages: readonly { readonly program: string; readonly package: string }[];
+}
+
+/**
+ * multipass pins.
+ *
+ * Sources:
+ * - Image names and the `lts` alias: canonical/multipass v1.16.3 `multipass find` (release remote, `24.04` / `noble`).
+ * - Debian bookworm packages (systemd 252, cloud-init 22.4.2): https://packages.debian.org/bookworm/ ; systemd 252
+ *   still boots on a cgroup v1 hybrid host, newer releases refuse (systemd v256 NEWS).
+ * - systemd-nspawn(1): https://manpages.debian.org/bookworm/systemd-container/systemd-nspawn.1.en.html
+ */
+export const multipass: MultipassPins = {
+  image: "24.04",
+  standinRootfs: {
+    suite: "bookworm",
+    variant: "minbase",
+    arch: "amd64",
+    include: ["systemd", "systemd-sysv", "dbus", "iproute2", "sudo", "ca-certificates"],
+    install: ["cloud-init", "python3"],
+  },
+  hostPackages: [
+    { program: "systemd-nspawn", package: "systemd-container" },
+    { program: "ip", package: "iproute2" },
+    { program: "debootstrap", package: "debootstrap" },
+    { program: "nsenter", package: "util-linux" },
+  ],
+};
