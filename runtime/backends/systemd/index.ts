@@ -35,6 +35,24 @@ export const SYSTEMD_BACKEND = "systemd";
 const RING_LINES = 50;
 /** Replacement for a secret in member output (same text as the ledger's). */
 const REDACTED = "[redacted]";
+/** How long `close()` waits at each step for a journal stream's `multipass exec` to exit. */
+const CLOSE_GRACE_MS = 3000;
+
+/**
+ * The instance-side wrapper of the journal stream (`sh -c JOURNAL_SCRIPT cohort-journal <journalctl args>`): runs
+ * journalctl in the background and kills it when the stream's stdin reaches EOF (the runtime closes it in `close()`,
+ * or the runtime died). Without it, ending the local `multipass exec` may leave `journalctl --follow` running on the
+ * instance (measured on the stand-in: reparented to PID 1, holding the pipe open) until a matching entry that never
+ * comes. The watcher's output goes to /dev/null so that it never holds the stream open itself.
+ */
+export const JOURNAL_SCRIPT = [
+  "exec 3<&0",
+  'journalctl "$@" </dev/null &',
+  "j=$!",
+  '{ cat <&3 >/dev/null 2>&1; kill "$j" 2>/dev/null; } >/dev/null 2>&1 &',
+  "exec 3<&-",
+  'wait "$j"',
+].join("\n");
 
 interface MemberState {
   readonly id: string;
@@ -184,7 +202,7 @@ export class SystemdBackend implements Backend {
   }
 
   async #openJournal(at: SystemdInstance, units: readonly string[]): Promise<void> {
-    const argv = ["journalctl", "--follow", "--no-tail", "--no-pager", "--output=json", ...units.flatMap((u) => ["-u", u])];
+    const argv = ["sh", "-c", JOURNAL_SCRIPT, "cohort-journal", "--follow", "--no-tail", "--no-pager", "--output=json", ...units.flatMap((u) => ["-u", u])];
     const { child } = await this.#cli.stream("journal", at.instance, this.#become(argv));
     const unitSet = new Set(units);
     const byUnit = new Map([...this.#members.values()].filter((m) => unitSet.has(m.unit)).map((m) => [m.unit, m]));
@@ -241,6 +259,7 @@ export class SystemdBackend implements Backend {
         kind: "exited",
         member: member.id,
         reason: `${described.reason} on ${member.at.instance}`,
+        cause: `${described.reason} on ${member.at.instance}`,
         exitCode: described.exitCode,
         signal: described.signal,
         outputTail: member.ring.join("\n"),
@@ -325,15 +344,25 @@ export class SystemdBackend implements Backend {
     }
   }
 
-  /** Ends the journal streams (SIGTERM to each `multipass exec`, SIGKILL after 5 s) and waits for them. */
+  /**
+   * Ends the journal streams: closes each stream's stdin (the instance-side script then kills its journalctl, see
+   * {@link JOURNAL_SCRIPT}), and if the `multipass exec` has not exited after {@link CLOSE_GRACE_MS}, SIGTERM, then
+   * SIGKILL and its pipes destroyed {@link CLOSE_GRACE_MS} later (a process on the far side may still hold them).
+   */
   async close(): Promise<void> {
     this.#closing = true;
     await Promise.all(
       [...this.#streams.values()].map(async (stream) => {
-        const timer = setTimeout(() => stream.child.kill("SIGKILL"), 5000);
-        stream.child.kill("SIGTERM");
-        await stream.done;
-        clearTimeout(timer);
+        const { child } = stream;
+        child.stdin?.end();
+        const exited = (ms: number) => Promise.race([stream.done.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+        if (await exited(CLOSE_GRACE_MS)) return;
+        child.kill("SIGTERM");
+        if (await exited(CLOSE_GRACE_MS)) return;
+        child.kill("SIGKILL");
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        await exited(CLOSE_GRACE_MS);
       }),
     );
     this.#streams.clear();

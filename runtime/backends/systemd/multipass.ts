@@ -64,7 +64,7 @@ export class MultipassCli {
   }
 
   /**
-   * Starts a long-lived `exec` (e.g. `journalctl -f`): stdout/stderr piped, not buffered. The subprocess
+   * Starts a long-lived `exec` (e.g. `journalctl -f`): stdin, stdout and stderr piped, not buffered. The subprocess
    * is wrapped (`{ child }`) because it is a thenable that an `await` would otherwise wait out.
    */
   async stream(purpose: string, instance: string, command: readonly string[]): Promise<{ readonly child: ResultPromise }> {
@@ -72,7 +72,7 @@ export class MultipassCli {
     const { execa } = await loadExeca();
     const child = execa(this.#bin, MultipassCli.execArgs(instance, command), {
       env: this.#env,
-      stdin: "ignore",
+      stdin: "pipe",
       stdout: "pipe",
       stderr: "pipe",
       buffer: false,
