@@ -199,7 +199,7 @@ describe("systemd backend: env file and set-up script", () => {
     const plan = plans().find((p) => p.id === "agent-0")!;
     const unit = unitName(RUN_ID, plan.id);
     const argv = systemdRunArgv(plan, unit, 7000);
-    expect(argv.slice(0, 4)).toEqual(["systemd-run", "--quiet", "--collect", `--unit=${unit}`]);
+    expect(argv.slice(0, 3)).toEqual(["systemd-run", "--collect", `--unit=${unit}`]);
     expect(argv).toContain(`EnvironmentFile=/run/cohort/${unit}.env`);
     expect(argv).toContain("TimeoutStopSec=7s");
     expect(argv).toContain("KillMode=control-group");

@@ -35,6 +35,8 @@ export const SYSTEMD_BACKEND = "systemd";
 const RING_LINES = 50;
 /** Replacement for a secret in member output (same text as the ledger's). */
 const REDACTED = "[redacted]";
+/** How long a failed `systemd-run` waits for the journal to say whether the unit ran and ended (see start()). */
+const END_WAIT_MS = 3000;
 /** How long `close()` waits at each step for a journal stream's `multipass exec` to exit. */
 const CLOSE_GRACE_MS = 3000;
 
@@ -63,6 +65,8 @@ interface MemberState {
   listeners: Set<(line: string) => void>;
   lastExit?: { code: string; status: number };
   end?: { result: string };
+  /** Called once when the journal says the unit ended (see start()). */
+  onEnd?: () => void;
   /** start() resolved with a handle. */
   started: boolean;
   /** stop() was called: no more events. */
@@ -230,6 +234,7 @@ export class SystemdBackend implements Backend {
       if (fact.kind === "manager" && fact.exit !== undefined) member.lastExit = fact.exit;
       if (fact.kind === "manager" && fact.end !== undefined && member.end === undefined) {
         member.end = fact.end;
+        member.onEnd?.();
         if (member.started) this.#reportEnd(member);
       }
     });
@@ -301,12 +306,15 @@ export class SystemdBackend implements Backend {
       );
     }
     const run = await this.#cli.run("systemd-run", at.instance, this.#become(systemdRunArgv(plan, unit, this.#context.spec.stopGraceMs)), { timeoutMs, signal });
-    if (run.exitCode !== 0) {
+    // A command that exits at once can fail systemd-run's start job (Type=exec) although it ran: when the journal
+    // reports the unit's end within END_WAIT_MS, the member started and its exit is reported as an `exited` event
+    // with its journal lines (e.g. "status=203/EXEC" for a command that does not exist), like any other exit.
+    if (run.exitCode !== 0 && !(await this.#endWithin(member, END_WAIT_MS))) {
       const tail = member.ring.join("\n");
       throw new MemberStartError(
         plan.id,
         SYSTEMD_BACKEND,
-        `member ${plan.id}: systemd-run ${unit} on ${at.instance} failed (exit ${run.exitCode}): ${redact(run.stderr.trim(), member.secrets) || "no output"}${tail === "" ? "" : `\n${tail}`}`,
+        `member ${plan.id}: systemd-run ${unit} on ${at.instance} failed (exit ${run.exitCode}): ${redact(systemdRunError(run.stderr), member.secrets) || "no output"}${tail === "" ? "" : `\n${tail}`}`,
       );
     }
     member.started = true;
@@ -321,6 +329,22 @@ export class SystemdBackend implements Backend {
       },
       outputTail: async (lines) => member.ring.slice(-lines).join("\n"),
     };
+  }
+
+  /** Resolves true once the journal reported the unit's end, false after `ms`. */
+  #endWithin(member: MemberState, ms: number): Promise<boolean> {
+    if (member.end !== undefined) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        member.onEnd = undefined;
+        resolve(false);
+      }, ms);
+      member.onEnd = () => {
+        clearTimeout(timer);
+        member.onEnd = undefined;
+        resolve(true);
+      };
+    });
   }
 
   /**
@@ -379,6 +403,15 @@ export class SystemdBackend implements Backend {
       stopFailures: this.#stopFailures,
     };
   }
+}
+
+/** systemd-run's stderr without its `Running as unit: ...` line, on one line. */
+function systemdRunError(stderr: string): string {
+  return stderr
+    .split("\n")
+    .map((l) => l.trim())
+    .filter((l) => l !== "" && !l.startsWith("Running as unit"))
+    .join(" ");
 }
 
 function lastLine(text: string): string {

@@ -122,7 +122,6 @@ export function systemdRunArgv(plan: MemberPlan, unit: string, stopGraceMs: numb
   const graceSec = Math.max(1, Math.ceil(stopGraceMs / 1000));
   return [
     "systemd-run",
-    "--quiet",
     "--collect",
     `--unit=${unit}`,
     `--description=cohort member ${plan.id} of ${plan.runId}`,
