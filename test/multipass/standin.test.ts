@@ -142,7 +142,8 @@ describe.skipIf(skip !== undefined)(`multipass stand-in${skip !== undefined ? ` 
       expect(sr.stdout.trim(), (await mpx(["exec", name, "--", "systemctl", "--failed", "--no-pager"])).stdout).toMatch(/^(running|degraded)$/);
       // exec runs as `ubuntu` (Multipass's SSH user) with a login-like environment; sudo works without a password.
       expect((await mpx(["exec", name, "--", "id", "-un"])).stdout).toBe("ubuntu");
-      expect((await mpx(["exec", name, "--", "sudo", "-n", "id", "-un"])).stdout).toBe("root");
+      // cloud-init put the hostname in /etc/hosts (manage_etc_hosts, as Multipass's vendor-data): sudo resolves it.
+      expect(await mpx(["exec", name, "--", "sudo", "-n", "id", "-un"])).toEqual({ exitCode: 0, stdout: "root", stderr: "" });
       expect((await mpx(["exec", name, "--", "sh", "-c", "echo $PATH; hostname"])).stdout).toBe(`/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n${name}`);
     }
     expect(new Set(addrs).size).toBe(2);

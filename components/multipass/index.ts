@@ -1,0 +1,2 @@
+/** Package components/multipass: Multipass VMs through command resources (MultipassFleet). */
+export * from "./MultipassFleet.js";

@@ -1,0 +1,123 @@
+/**
+ * MultipassFleet's resource graph under Pulumi mocks: one `command:local:Command` per machine under the component,
+ * the steps' command lines (no user-data in them), the user-data on stdin with the owner marker added, the CLI's
+ * environment, the identity triggers, the IPv4 outputs parsed from the steps' stdout, and the refusals of bad
+ * arguments before any resource exists. The steps themselves run for real in test/multipass/fleet-steps.test.ts.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { multipass } from "../../common/pins.js";
+import { find, installMocks, settle, valueOf, type Registration } from "./local-harness.js";
+
+type Fleet = typeof import("../../components/multipass/index.js");
+let regs: Registration[];
+let mod: Fleet;
+
+const USER_DATA = `#cloud-config
+users:
+  - default
+write_files:
+  - path: /etc/app.conf
+    content: "secret-ish: 1\\n"
+`;
+
+beforeAll(async () => {
+  regs = await installMocks({
+    preview: false,
+    stack: "multipass",
+    stdoutFor: (name) => ({ "fleet-a": '{"instance":"cl-a","ipv4":"10.9.0.2","adopted":false}\n', "fleet-b": '{"instance":"cl-b","ipv4":"10.9.0.3","adopted":true}\n' })[name],
+  });
+  mod = await import("../../components/multipass/index.js");
+});
+
+describe("MultipassFleet (mocks)", () => {
+  it("one launch Command per machine, user-data on stdin with the owner marker, IPv4s from the steps' stdout", async () => {
+    const fleet = new mod.MultipassFleet("fleet", {
+      prefix: "cl",
+      image: multipass.image,
+      machines: [
+        { name: "a", cpus: 2, memory: "2G", disk: "10G" },
+        { name: "b", cpus: 1, memory: "512M", disk: "5G" },
+      ],
+      userData: USER_DATA,
+      multipass: "/opt/multipass/bin/multipass",
+      environment: { MULTIPASS_STANDIN_STATE: "/var/tmp/state" },
+      launchTimeoutSeconds: 120,
+      nodePath: "/opt/node/bin/node",
+      projectDir: "/repo",
+    });
+    expect(await valueOf(fleet.instances)).toEqual([
+      { machine: "a", instance: "cl-a", ipv4: "10.9.0.2" },
+      { machine: "b", instance: "cl-b", ipv4: "10.9.0.3" },
+    ]);
+    await settle(regs, 3);
+    const component = find(regs, "cohortlab:multipass:MultipassFleet", "fleet");
+    const a = find(regs, "command:local:Command", "fleet-a");
+    const b = find(regs, "command:local:Command", "fleet-b");
+    expect(fleet.ready).toHaveLength(2);
+    for (const r of [a, b]) expect(r.parent).toBe(component.urn);
+    expect(a.inputs.create).toBe("'/opt/node/bin/node' components/multipass/steps.cjs launch");
+    expect(a.inputs.delete).toBe("'/opt/node/bin/node' components/multipass/steps.cjs delete");
+    expect(a.inputs.dir).toBe("/repo");
+    expect(a.inputs.logging).toBe("stderr");
+    expect(a.inputs.environment).toEqual({
+      MULTIPASS_STANDIN_STATE: "/var/tmp/state",
+      COHORT_MULTIPASS: "/opt/multipass/bin/multipass",
+      COHORT_MP_INSTANCE: "cl-a",
+      COHORT_MP_OWNER: "cohort-lab/cohort-lab/multipass",
+      COHORT_MP_IMAGE: "24.04",
+      COHORT_MP_CPUS: "2",
+      COHORT_MP_MEMORY: "2G",
+      COHORT_MP_DISK: "10G",
+      COHORT_MP_LAUNCH_TIMEOUT: "120",
+      COHORT_MP_READY_TIMEOUT: "600",
+    });
+    expect((b.inputs.environment as Record<string, string>).COHORT_MP_INSTANCE).toBe("cl-b");
+    // The user-data reaches the step on stdin only, with the owner marker appended to its write_files.
+    const stdin = a.inputs.stdin as string;
+    expect(stdin.startsWith("#cloud-config\n")).toBe(true);
+    expect(parse(stdin)).toEqual({
+      users: ["default"],
+      write_files: [
+        { path: "/etc/app.conf", content: "secret-ish: 1\n" },
+        { path: "/etc/cohort-lab/multipass-owner", content: "cohort-lab/cohort-lab/multipass\n", permissions: "0644", owner: "root:root" },
+      ],
+    });
+    expect(`${String(a.inputs.create)} ${String(a.inputs.delete)}`).not.toMatch(/secret-ish|cloud-config/);
+    const triggers = a.inputs.triggers as unknown[];
+    expect(triggers.slice(0, 5)).toEqual(["cl-a", "24.04", 2, "2G", "10G"]);
+    expect(triggers[5]).toMatch(/^[0-9a-f]{64}$/);
+  });
+
+  it("refuses bad arguments naming the field, before any resource exists", () => {
+    const base = { prefix: "cl", image: "24.04", machines: [{ name: "a", cpus: 1, memory: "1G", disk: "5G" }], userData: USER_DATA, multipass: "/usr/bin/multipass" };
+    const cases: [Record<string, unknown>, RegExp][] = [
+      [{ prefix: "1cl" }, /prefix must start with a letter/],
+      [{ multipass: "multipass" }, /multipass must be an absolute path/],
+      [{ machines: [] }, /machines must name at least one machine/],
+      [{ machines: [{ name: "a", cpus: 1.5, memory: "1G", disk: "5G" }] }, /machines\[0\]\.cpus must be a positive integer \(got 1\.5\)/],
+      [{ machines: [{ name: "a", cpus: 1, memory: "lots", disk: "5G" }] }, /machines\[0\]\.memory must be a size such as 2G/],
+      [{ machines: [{ name: "a-", cpus: 1, memory: "1G", disk: "5G" }] }, /machines\[0\]\.name gives the instance name "cl-a-"/],
+      [
+        {
+          machines: [
+            { name: "a", cpus: 1, memory: "1G", disk: "5G" },
+            { name: "a", cpus: 1, memory: "1G", disk: "5G" },
+          ],
+        },
+        /machines\[1\]\.name repeats "a"/,
+      ],
+      [{ launchTimeoutSeconds: 0 }, /launchTimeoutSeconds must be a positive integer/],
+    ];
+    const before = regs.length;
+    for (const [change, message] of cases) expect(() => new mod.MultipassFleet("bad", { ...base, ...change } as never)).toThrow(message);
+    expect(regs.length).toBe(before);
+  });
+
+  it("withOwnerMarker: adds write_files to user-data without any, and refuses what is not a cloud-config mapping", () => {
+    expect(parse(mod.withOwnerMarker("#cloud-config\n", "me"))).toEqual({ write_files: [{ path: mod.OWNER_FILE, content: "me\n", permissions: "0644", owner: "root:root" }] });
+    expect(() => mod.withOwnerMarker("- a\n- b\n", "me")).toThrow(/userData must be a #cloud-config mapping/);
+    expect(() => mod.withOwnerMarker("write_files: 3\n", "me")).toThrow(/userData write_files must be a list/);
+    expect(() => mod.withOwnerMarker("a: [\n", "me")).toThrow(/userData is not YAML/);
+  });
+});

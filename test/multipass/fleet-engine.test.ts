@@ -1,0 +1,96 @@
+/**
+ * MultipassFleet through the real Pulumi engine (the pinned CLI through the launcher, a file backend, a temp project
+ * whose program is test/multipass/fleet-program.ts) against the Multipass stand-in: `up` launches two VMs and
+ * exports their IPv4s, a second `preview --expect-no-changes` passes, a VM deleted by hand does not block `destroy`,
+ * and `destroy` purges the rest.
+ *
+ * Needs root and `npm run toolchain -- multipass`. Run: `npm run test:multipass -- test/multipass/fleet-engine.test.ts`.
+ */
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { execa } from "execa";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { repoRoot } from "../../common/paths";
+import { multipass } from "../../common/pins";
+import { standinUnavailableReason, startStandin, type Standin } from "../tools/multipass/harness";
+
+const skip = standinUnavailableReason();
+
+describe.skipIf(skip !== undefined)(`MultipassFleet with the real engine against the stand-in${skip !== undefined ? ` (skipped: ${skip})` : ""}`, () => {
+  let mp: Standin;
+  let tmp: string;
+  let env: NodeJS.ProcessEnv;
+  const projectDir = () => path.join(tmp, "project");
+  const pulumi = async (args: readonly string[]) => {
+    const started = performance.now();
+    const r = await execa("npm", ["run", "-s", "pulumi", "--", "-C", projectDir(), ...args], { cwd: repoRoot, env, reject: false, all: true, stdin: "ignore" });
+    const out = { exitCode: r.exitCode ?? -1, stdout: String(r.stdout), all: String(r.all), s: (performance.now() - started) / 1000 };
+    if (out.exitCode !== 0) throw new Error(`pulumi ${args.join(" ")} exited ${out.exitCode}:\n${out.all.slice(-6000)}`);
+    return out;
+  };
+  const list = async () => {
+    const r = await execa(mp.bin, ["list", "--format", "json"], { env: { ...process.env, ...mp.env } });
+    return (JSON.parse(String(r.stdout)) as { list: { name: string; state: string }[] }).list.map((i) => `${i.name}:${i.state}`);
+  };
+
+  beforeAll(async () => {
+    mp = await startStandin();
+    tmp = mkdtempSync(path.join(os.tmpdir(), "mpfleet-engine-"));
+    mkdirSync(projectDir(), { recursive: true });
+    mkdirSync(path.join(tmp, "state"));
+    writeFileSync(
+      path.join(projectDir(), "Pulumi.yaml"),
+      `name: mpfleet-test\nruntime:\n  name: nodejs\n  options:\n    typescript: true\nmain: ${path.join(repoRoot, "test/multipass/fleet-program.ts")}\n`,
+    );
+    symlinkSync(path.join(repoRoot, "node_modules"), path.join(projectDir(), "node_modules"));
+    const args = {
+      prefix: "eng",
+      image: multipass.image,
+      machines: [
+        { name: "a", cpus: 1, memory: "1G", disk: "5G" },
+        { name: "b", cpus: 2, memory: "1G", disk: "5G" },
+      ],
+      userData: "#cloud-config\nusers:\n  - default\n",
+      multipass: mp.bin,
+      environment: mp.env,
+      launchTimeoutSeconds: 120,
+    };
+    env = {
+      ...process.env,
+      COHORT_PULUMI_BACKEND_URL: `file://${path.join(tmp, "state")}`,
+      PULUMI_CONFIG_PASSPHRASE: "cohort-lab-local",
+      NO_COLOR: "1",
+      MPFLEET_ARGS: JSON.stringify(args),
+    };
+    await pulumi(["stack", "select", "--create", "dev"]);
+  });
+  afterAll(async () => {
+    if (tmp !== undefined) {
+      await pulumi(["destroy", "--yes", "--skip-preview", "--stack", "dev"]).catch(() => undefined);
+      rmSync(tmp, { recursive: true, force: true });
+    }
+    await mp?.stop();
+  });
+
+  it("up: two VMs with their IPv4s; a second preview changes nothing; a VM deleted by hand, then destroy purges the rest", async () => {
+    const up = await pulumi(["up", "--yes", "--skip-preview", "--stack", "dev"]);
+    process.stderr.write(`pulumi up (2 VMs): ${up.s.toFixed(1)} s\n`);
+    const out = JSON.parse((await pulumi(["stack", "output", "--json", "--stack", "dev"])).stdout) as { instances: { machine: string; instance: string; ipv4: string }[] };
+    expect(out.instances.map((i) => [i.machine, i.instance])).toEqual([
+      ["a", "eng-a"],
+      ["b", "eng-b"],
+    ]);
+    for (const i of out.instances) expect(i.ipv4.split(".").slice(0, 3)).toEqual(mp.hostAddress.split(".").slice(0, 3));
+    expect(await list()).toEqual(["eng-a:Running", "eng-b:Running"]);
+
+    const preview = await pulumi(["preview", "--expect-no-changes", "--stack", "dev"]);
+    process.stderr.write(`pulumi preview --expect-no-changes: ${preview.s.toFixed(1)} s\n`);
+
+    await execa(mp.bin, ["delete", "--purge", "eng-a"], { env: { ...process.env, ...mp.env } });
+    const destroy = await pulumi(["destroy", "--yes", "--skip-preview", "--stack", "dev"]);
+    process.stderr.write(`pulumi destroy: ${destroy.s.toFixed(1)} s\n`);
+    expect(destroy.all).toMatch(/eng-a: does not exist \(deleted out of band\)/);
+    expect(await list()).toEqual([]);
+  });
+});
