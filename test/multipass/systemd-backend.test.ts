@@ -280,4 +280,37 @@ roles:
     expect(`${String(failed.reason)}\n${String(failed.outputTail)}`).toMatch(/203|EXEC|No such file/);
     for (const m of MACHINES) expect(await loadedUnits(m, result.summary.runId)).toEqual([]);
   });
+
+  // Last: it stops an instance (afterAll purges them all).
+  // On the stand-in the journal stream outlives `multipass stop` (its exec's journalctl is not in the container's
+  // cgroup), so the member's failed liveness probe reports it; over a real Multipass's SSH the stream ends too.
+  it("fails the member of a VM that stops during the hold, naming it", async (ctx) => {
+    if (skip !== undefined) return ctx.skip(skip);
+    const spec = `${SPEC_HEAD}hold: 60s
+roles:
+  - name: api
+    app:
+      command: ["python3", "-m", "http.server", "--bind", "0.0.0.0", "$(COHORT_PORT)"]
+    readiness: { tcp: {} }
+  - name: victim
+    app:
+      command: ["python3", "-m", "http.server", "--bind", "0.0.0.0", "$(COHORT_PORT)"]
+    readiness: { tcp: {} }
+`;
+    let stoppedAt = 0;
+    const result = await runCohort("stopped-vm", spec, { api: "m1", victim: "m3" }, async (runId) => {
+      const deadline = Date.now() + 60_000;
+      while ((await isActive("m3", `cohort-${runId}-victim-0.service`)) !== "active" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 300));
+      // Let the roster reach its hold (both ready), then stop the VM behind the run's back.
+      await new Promise((r) => setTimeout(r, 3000));
+      stoppedAt = performance.now();
+      const stop = await multipass(["stop", instance("m3")]);
+      expect(stop.code, stop.stderr).toBe(0);
+    });
+    const failedAfterMs = performance.now() - stoppedAt;
+    process.stderr.write(`stopped VM -> run ended in ${Math.round(failedAfterMs)} ms: ${result.summary.firstFailure?.reason ?? ""}\n`);
+    expect(result.code).toBe(1);
+    expect(result.summary.firstFailure?.member).toBe("victim-0");
+    expect(result.summary.firstFailure?.reason).toMatch(new RegExp(`journal stream of instance ${instance("m3")} ended|^member victim-0 failed its liveness probe during hold`));
+  });
 });

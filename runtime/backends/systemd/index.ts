@@ -246,7 +246,15 @@ export class SystemdBackend implements Backend {
       for (const member of byUnit.values()) {
         if (!member.started || member.stopping || member.reported) continue;
         member.reported = true;
-        this.#events({ kind: "exited", member: member.id, reason: `${why}; the member's state is unknown`, exitCode: null, signal: null, outputTail: member.ring.join("\n") });
+        this.#events({
+          kind: "exited",
+          member: member.id,
+          reason: `${why}; the member's state is unknown`,
+          cause: why,
+          exitCode: null,
+          signal: null,
+          outputTail: member.ring.join("\n"),
+        });
       }
     })();
     this.#streams.set(at.instance, stream);
