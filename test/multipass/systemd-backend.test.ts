@@ -282,8 +282,9 @@ roles:
   });
 
   // Last: it stops an instance (afterAll purges them all).
-  // On the stand-in the journal stream outlives `multipass stop` (its exec's journalctl is not in the container's
-  // cgroup), so the member's failed liveness probe reports it; over a real Multipass's SSH the stream ends too.
+  // Seen two ways on the stand-in (a race with the instance's shutdown): the journal reports the unit stopped by the
+  // instance's systemd ("exited during hold ... on <instance>"), or the member's liveness probe fails first. The
+  // journal stream itself outlives `multipass stop` there (its exec's journalctl is not in the container's cgroup).
   it("fails the member of a VM that stops during the hold, naming it", async (ctx) => {
     if (skip !== undefined) return ctx.skip(skip);
     const spec = `${SPEC_HEAD}hold: 60s
@@ -311,6 +312,10 @@ roles:
     process.stderr.write(`stopped VM -> run ended in ${Math.round(failedAfterMs)} ms: ${result.summary.firstFailure?.reason ?? ""}\n`);
     expect(result.code).toBe(1);
     expect(result.summary.firstFailure?.member).toBe("victim-0");
-    expect(result.summary.firstFailure?.reason).toMatch(new RegExp(`journal stream of instance ${instance("m3")} ended|^member victim-0 failed its liveness probe during hold`));
+    expect(result.summary.firstFailure?.reason).toMatch(
+      new RegExp(
+        `journal stream of instance ${instance("m3")} ended|^member victim-0 failed its liveness probe during hold|^member victim-0 exited during hold .* on ${instance("m3")}$`,
+      ),
+    );
   });
 });
