@@ -17,6 +17,9 @@
  * - Identity: `triggers` are the instance name, image, cpus, memory, disk and the SHA-256 of the user-data, so any of
  *   them changing replaces the VM (deleted first: the name is reused).
  * - Output: the IPv4 of each VM from `multipass info --format json` (the step's stdout, JSON).
+ * - A VM deleted by hand stays deleted on the next `up` (a Command's create runs once; refresh cannot see it,
+ *   pulumi-command #104): `pulumi up --replace <urn of <name>-<machine>>` launches it again (the delete step finds it
+ *   gone, the launch step makes it); `destroy` needs nothing.
  *
  * @see https://multipass.run/docs/launch-command (Multipass 1.16 CLI)
  * @see https://www.pulumi.com/registry/packages/command/api-docs/local/command/
@@ -160,7 +163,8 @@ export class MultipassFleet extends pulumi.ComponentResource {
           create: step("launch"),
           delete: step("delete"),
           dir: args.projectDir ?? repoRoot,
-          stdin: userData,
+          // User-data often carries keys or tokens: a secret in state (pulumi-command #260, #401).
+          stdin: pulumi.secret(userData),
           environment: {
             ...(args.environment ?? {}),
             COHORT_MULTIPASS: args.multipass,

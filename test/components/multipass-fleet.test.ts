@@ -74,7 +74,10 @@ describe("MultipassFleet (mocks)", () => {
     });
     expect((b.inputs.environment as Record<string, string>).COHORT_MP_INSTANCE).toBe("cl-b");
     // The user-data reaches the step on stdin only, with the owner marker appended to its write_files.
-    const stdin = a.inputs.stdin as string;
+    // A secret input: the mock monitor sees the SDK's secret envelope.
+    const envelope = a.inputs.stdin as Record<string, unknown>;
+    expect(envelope["4dabf18193072939515e22adb298388d"]).toBe("1b47061264138c4ac30d75fd1eb44270");
+    const stdin = envelope.value as string;
     expect(stdin.startsWith("#cloud-config\n")).toBe(true);
     expect(parse(stdin)).toEqual({
       users: ["default"],

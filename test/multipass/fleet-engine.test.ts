@@ -16,6 +16,8 @@ import { multipass } from "../../common/pins";
 import { standinUnavailableReason, startStandin, type Standin } from "../tools/multipass/harness";
 
 const skip = standinUnavailableReason();
+/** A stand-in secret in the user-data: it must reach the VM and never the state in clear text. */
+const SENTINEL = "sentinel-token-5f1c2a";
 
 describe.skipIf(skip !== undefined)(`MultipassFleet with the real engine against the stand-in${skip !== undefined ? ` (skipped: ${skip})` : ""}`, () => {
   let mp: Standin;
@@ -51,7 +53,7 @@ describe.skipIf(skip !== undefined)(`MultipassFleet with the real engine against
         { name: "a", cpus: 1, memory: "1G", disk: "5G" },
         { name: "b", cpus: 2, memory: "1G", disk: "5G" },
       ],
-      userData: "#cloud-config\nusers:\n  - default\n",
+      userData: `#cloud-config\nusers:\n  - default\nwrite_files:\n  - path: /etc/app-token\n    content: ${SENTINEL}\n`,
       multipass: mp.bin,
       environment: mp.env,
       launchTimeoutSeconds: 120,
@@ -73,7 +75,7 @@ describe.skipIf(skip !== undefined)(`MultipassFleet with the real engine against
     await mp?.stop();
   });
 
-  it("up: two VMs with their IPv4s; a second preview changes nothing; a VM deleted by hand, then destroy purges the rest", async () => {
+  it("up: two VMs with their IPv4s; a second preview changes nothing; a VM deleted by hand: up --replace relaunches it; deleted again, destroy purges the rest", async () => {
     const up = await pulumi(["up", "--yes", "--skip-preview", "--stack", "dev"]);
     process.stderr.write(`pulumi up (2 VMs): ${up.s.toFixed(1)} s\n`);
     const out = JSON.parse((await pulumi(["stack", "output", "--json", "--stack", "dev"])).stdout) as { instances: { machine: string; instance: string; ipv4: string }[] };
@@ -83,9 +85,22 @@ describe.skipIf(skip !== undefined)(`MultipassFleet with the real engine against
     ]);
     for (const i of out.instances) expect(i.ipv4.split(".").slice(0, 3)).toEqual(mp.hostAddress.split(".").slice(0, 3));
     expect(await list()).toEqual(["eng-a:Running", "eng-b:Running"]);
+    const token = await execa(mp.bin, ["exec", "eng-b", "--", "cat", "/etc/app-token"], { env: { ...process.env, ...mp.env } });
+    expect(String(token.stdout)).toBe(SENTINEL);
+    expect((await pulumi(["stack", "export", "--stack", "dev"])).stdout).not.toContain(SENTINEL);
 
     const preview = await pulumi(["preview", "--expect-no-changes", "--stack", "dev"]);
     process.stderr.write(`pulumi preview --expect-no-changes: ${preview.s.toFixed(1)} s\n`);
+
+    // Deleted by hand: `up --replace` of its Command launches it again (the delete step finds it gone).
+    await execa(mp.bin, ["delete", "--purge", "eng-a"], { env: { ...process.env, ...mp.env } });
+    expect(await list()).toEqual(["eng-b:Running"]);
+    const urn = "urn:pulumi:dev::mpfleet-test::cohortlab:multipass:MultipassFleet$command:local:Command::fleet-a";
+    const replaced = await pulumi(["up", "--yes", "--skip-preview", "--stack", "dev", "--replace", urn]);
+    expect(replaced.all).toMatch(/eng-a: does not exist \(deleted out of band\)/);
+    expect(await list()).toEqual(["eng-a:Running", "eng-b:Running"]);
+    const again = JSON.parse((await pulumi(["stack", "output", "--json", "--stack", "dev"])).stdout) as typeof out;
+    expect(again.instances[1]).toEqual(out.instances[1]);
 
     await execa(mp.bin, ["delete", "--purge", "eng-a"], { env: { ...process.env, ...mp.env } });
     const destroy = await pulumi(["destroy", "--yes", "--skip-preview", "--stack", "dev"]);

@@ -278,15 +278,14 @@ function claimAddress(name: string, bridge: string): { ipv4: string; prefixLengt
   throw new CliError(`launch failed: no free address on bridge "${bridge}"`, ReturnCode.CommandFail);
 }
 
-function rootfsDir(): string {
+/** The root filesystem: `MULTIPASS_STANDIN_ROOTFS`, else the `multipass` tool set's directory in the tool cache. */
+async function rootfsDir(): Promise<string> {
   const fromEnv = process.env.MULTIPASS_STANDIN_ROOTFS;
   if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
-  const file = path.join(stateDir(), "rootfs-path");
-  if (fs.existsSync(file)) return fs.readFileSync(file, "utf8").trim();
-  throw new CliError(
-    "launch failed: stand-in root filesystem unknown: set MULTIPASS_STANDIN_ROOTFS (the harness does; build it with `npm run toolchain -- multipass`)",
-    ReturnCode.CommandFail,
-  );
+  const { standinRootfsId, STANDIN_ROOTFS_DIR } = await import("../../../scripts/toolchain-multipass.js");
+  const { cacheRoot, toolDir } = await import("../../../common/paths.js");
+  const id = standinRootfsId();
+  return path.join(toolDir(cacheRoot(), id.name, id.version), STANDIN_ROOTFS_DIR);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -508,7 +507,7 @@ async function launch(args: readonly string[]): Promise<void> {
   const userData = cloudInit === undefined ? "#cloud-config\n{}\n" : await readCloudInit(cloudInit);
   const bridge = process.env.MULTIPASS_STANDIN_BRIDGE;
   if (bridge === undefined || bridge === "") throw new CliError("launch failed: stand-in: MULTIPASS_STANDIN_BRIDGE is not set", ReturnCode.CommandFail);
-  const lower = rootfsDir();
+  const lower = await rootfsDir();
   if (!fs.existsSync(path.join(lower, "usr/lib/systemd/systemd")))
     throw new CliError(`launch failed: stand-in root filesystem ${lower} has no systemd (build it with \`npm run toolchain -- multipass\`)`, ReturnCode.CommandFail);
 
