@@ -74,7 +74,11 @@ describe("multipass profile (mocks)", () => {
     expect(vm1.parent).toBe(fleet.urn);
     const vmEnv = vm1.inputs.environment as Record<string, string>;
     expect(vmEnv.MULTIPASS_STANDIN_STATE).toBe("/var/tmp/s");
-    expect(String(vm1.inputs.stdin)).toContain(MULTIPASS_USER_DATA.trim().split("\n")[2]!);
+    // The user-data is a secret stdin input of the launch step (components/multipass): the profile's keeps the default user and manages /etc/hosts.
+    const stdin = (vm1.inputs.stdin as { value: string }).value;
+    expect(MULTIPASS_USER_DATA).toContain("manage_etc_hosts: true");
+    expect(stdin).toContain("manage_etc_hosts: true");
+    expect(stdin).toContain("- default");
     expect(JSON.stringify(vm1.inputs)).toContain(pins.image);
 
     const file = path.join(projectDir, ".multipass", "multipass", "backend.json");
