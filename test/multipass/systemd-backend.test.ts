@@ -65,7 +65,13 @@ interface RunResult {
 }
 
 /** Runs `spec` with the bundled runtime; `during` runs once the run id is known (from the artifacts directory). */
-async function runCohort(name: string, spec: string, placement: Record<string, string>, during?: (runId: string) => Promise<void>): Promise<RunResult> {
+async function runCohort(
+  name: string,
+  spec: string,
+  placement: Record<string, string>,
+  during?: (runId: string) => Promise<void>,
+  extraInstances: readonly { machine: string; instance: string; ipv4: string }[] = [],
+): Promise<RunResult> {
   const dir = path.join(work, name);
   fs.mkdirSync(dir, { recursive: true });
   const specFile = path.join(dir, "spec.yaml");
@@ -76,7 +82,7 @@ async function runCohort(name: string, spec: string, placement: Record<string, s
     JSON.stringify({
       multipass: mp!.bin,
       environment: mp!.env,
-      instances: MACHINES.map((m) => ({ machine: m, instance: instance(m), ipv4: ips[m] })),
+      instances: [...MACHINES.map((m) => ({ machine: m, instance: instance(m), ipv4: ips[m] })), ...extraInstances],
       placement,
     }),
   );
@@ -279,6 +285,22 @@ roles:
     const failed = ledgerRecords(result.summary.ledgerPath).find((r) => r.kind === "member-failed" && r.member === "ghost-0")!;
     expect(`${String(failed.reason)}\n${String(failed.outputTail)}`).toMatch(/203|EXEC|No such file/);
     for (const m of MACHINES) expect(await loadedUnits(m, result.summary.runId)).toEqual([]);
+  });
+
+  it("refuses to run (backend unavailable) when a placed instance does not exist, naming it and its machine", async (ctx) => {
+    if (skip !== undefined) return ctx.skip(skip);
+    const spec = `${SPEC_HEAD}roles:
+  - name: api
+    app:
+      command: ["python3", "-m", "http.server", "--bind", "0.0.0.0", "$(COHORT_PORT)"]
+    readiness: { tcp: {} }
+`;
+    const ghost = { machine: "m9", instance: `${prefix}-m9`, ipv4: "10.255.255.9" };
+    const result = await runCohort("unavailable", spec, { api: "m9" }, undefined, [ghost]).catch((e: unknown) => e as Error);
+    const text = result instanceof Error ? result.message : result.stderr;
+    expect(text).toMatch(
+      new RegExp(`instance ${ghost.instance} \\(machine m9\\) is not reachable with .*multipass exec \\(exit 2\\): exec failed: instance "${ghost.instance}" does not exist`),
+    );
   });
 
   // Last: it stops an instance (afterAll purges them all).
