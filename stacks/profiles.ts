@@ -11,6 +11,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { gkeProfile } from "./gke.js";
 import { host } from "./host.js";
 import { localProfile } from "./local.js";
+import { multipassProfile } from "./multipass.js";
 import { simProfile } from "./sim.js";
 import { PROJECT_DIR, StackConfigError, artifactRootProblem, configCommand, configKey, parseStackConfig, readRawConfig, type RawConfig } from "./config.js";
 import type { ProfileDefinition, StackOutputs } from "./profile.js";
@@ -23,6 +24,7 @@ export const PROFILES: Readonly<Record<string, ProfileDefinition>> = {
   local: localProfile,
   sim: simProfile,
   gke: gkeProfile,
+  multipass: multipassProfile,
 };
 
 /** Inputs of {@link buildStack}; defaults read the Pulumi runtime. */

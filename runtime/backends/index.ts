@@ -17,6 +17,7 @@ export type { BackendContext, BackendFactory } from "../core/backend";
 const BACKENDS: Readonly<Record<string, () => Promise<BackendFactory>>> = {
   process: async () => (await import("./process/index.js")).createProcessBackend,
   kubernetes: async () => (await import("./kubernetes/index.js")).createKubernetesBackend,
+  systemd: async () => (await import("./systemd/index.js")).createSystemdBackend,
 };
 
 /** Names of the registered backends, sorted. */

@@ -70,7 +70,8 @@ Flags:
   --artifacts DIR           the artifact root: the run directory DIR/<run id> is created in it (DIR is
                             created if missing); required
   --backend NAME            where members run: process (child processes of this runtime, each in its
-                            own process group; the default) or kubernetes (Pods)
+                            own process group; the default), kubernetes (Pods) or systemd (transient
+                            units on Multipass VMs; needs --backend-config, runtime/README.md)
   --profile NAME            the profile recorded in the ledger manifest (default: host)
   --run-id ID               the run id (a Kubernetes label value; default: <name>-<UTC time>-<6 hex>);
                             DIR/ID must not exist

@@ -433,7 +433,9 @@ describe("cohort CLI (bundled)", () => {
 
   it("usage errors exit 2", async () => {
     expect(await cohort(["run", "--spec", "x.yaml"])).toMatchObject({ code: 2 });
-    expect((await cohort(["run", "--spec", "x", "--artifacts", "y", "--backend", "nope"])).stderr).toMatch(/^cohort: run: unknown backend "nope" \(known: kubernetes, process\)\n/);
+    expect((await cohort(["run", "--spec", "x", "--artifacts", "y", "--backend", "nope"])).stderr).toMatch(
+      /^cohort: run: unknown backend "nope" \(known: kubernetes, process, systemd\)\n/,
+    );
     expect((await cohort(["frobnicate"])).code).toBe(2);
   });
 });
