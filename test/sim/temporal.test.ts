@@ -1,21 +1,37 @@
 /**
  * The Temporal side of the sim profile against a real control plane and a real `temporal server start-dev`
- * (simctl starts it with the control plane; docs/temporal.md): the dev server is ready when simctl returns, a
- * restart of the server keeps the history (SQLite file in the state dir), and stop takes it down.
+ * (simctl starts it with the control plane; docs/temporal.md):
+ *
+ * - the dev server is ready when simctl returns, and a restart of the server keeps the history (SQLite file);
+ * - `cohort submit` runs a cohort through a real `cohort worker` (the built `dist/` bundles, the Kubernetes
+ *   backend against the sim with Kueue and Agent Sandbox): the summary line, the ledger, the cleanup;
+ * - two submitters with one workflow id: one workflow, one ledger, the same summary line;
+ * - the submitter SIGKILLed mid-run, then submitted again: the same run id, the outcome read from the finished run.
  */
-import { execFile } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { controlPlaneBinaries } from "../../simctl/binaries.js";
+import { simQueueNames } from "../../components/sim/queue.js";
+import { cleanupKubernetesRun } from "../../runtime/backends/kubernetes/index.js";
+import { HttpMethod, type KubeClient } from "../../runtime/backends/kubernetes/client.js";
+import type { ApiCallKey } from "../../runtime/backends/kubernetes/counters.js";
+import { runLabelValue } from "../../runtime/backends/kubernetes/render.js";
+import { controlPlaneBinaries, findSimBinaries } from "../../simctl/binaries.js";
 import { startController, stopController } from "../../simctl/cluster.js";
-import { findSimBinaries } from "../../simctl/binaries.js";
 import { isRunning } from "../../simctl/procs.js";
 import { startSim, simUnavailableReason, type SimHarness } from "./harness.js";
+import { FAKE_IMAGE, adminClient, eventually, list, namespaceWithQueue } from "./k8s-backend-helpers.js";
 
 const execFileP = promisify(execFile);
 const unavailable = simUnavailableReason(controlPlaneBinaries);
+const projectDir = path.resolve(__dirname, "..", "..");
+const runtimeBundle = path.join(projectDir, "dist", "cohort.cjs");
+const bundlesMissing = ["cohort.cjs", "cohort-temporal.cjs", "cohort-temporal-workflows.js"].filter((f) => !fs.existsSync(path.join(projectDir, "dist", f)));
+const workflowUnavailable = simUnavailableReason() ?? (bundlesMissing.length > 0 ? `dist/${bundlesMissing.join(", dist/")} missing: npm run build` : undefined);
+if (workflowUnavailable !== undefined) console.warn(`temporal workflow sim tests skipped: ${workflowUnavailable}`);
 
 async function temporalCli(sim: SimHarness, args: readonly string[]): Promise<string> {
   const binary = sim.state.processes.find((p) => p.component === "temporal")?.binary;
@@ -57,4 +73,206 @@ describe.skipIf(unavailable !== undefined)("the sim's Temporal dev server", () =
     expect(described.workflowExecutionInfo.execution.runId).toBe(out.runId);
     expect(described.workflowExecutionInfo.type.name).toBe("probe");
   }, 120_000);
+});
+
+function cohort(name: string, replicas: number, hold: string): string {
+  return `apiVersion: cohort-lab/v1
+kind: Cohort
+name: ${name}
+startupTimeout: 2m
+memberTimeout: 90s
+admissionTimeout: 2m
+stopGracePeriod: 2s
+hold: ${hold}
+roles:
+  - name: agent
+    replicas: ${replicas}
+    app: { image: "${FAKE_IMAGE}", command: ["serve"] }
+    readiness: { tcp: {} }
+    resources: { cpu: 10m, memory: 16Mi }
+`;
+}
+
+interface Exited {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** A `node dist/cohort.cjs <args>` child with its output collected. */
+function cohortProcess(args: readonly string[]): { child: ChildProcess; exited: Promise<Exited>; stderr: () => string } {
+  const child = spawn(process.execPath, [runtimeBundle, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const exited = new Promise<Exited>((resolve) => child.once("close", (code, signal) => resolve({ code, signal, stdout, stderr })));
+  return { child, exited, stderr: () => stderr };
+}
+
+describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow through cohort submit and cohort worker", () => {
+  let sim: SimHarness;
+  let admin: KubeClient;
+  let worker: ReturnType<typeof cohortProcess>;
+  let artifacts: string;
+  let specDir: string;
+  const ns = `temporal-${Math.random().toString(16).slice(2, 6)}`;
+  const taskQueue = "cohort-test-runs";
+
+  beforeAll(async () => {
+    sim = await startSim({ nodes: 2, controllers: true });
+    admin = adminClient(sim.kubeconfigPath);
+    await namespaceWithQueue(admin, ns, simQueueNames.clusterQueue);
+    artifacts = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-temporal-ledgers-"));
+    specDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-temporal-specs-"));
+    const backendConfig = path.join(specDir, "backend.json");
+    fs.writeFileSync(backendConfig, JSON.stringify({ kubeconfig: sim.kubeconfigPath, namespace: ns, queue: "cohort" }));
+    worker = cohortProcess(["worker", "--temporal-address", sim.temporalAddress, "--namespace", "default", "--task-queue", taskQueue, "--backend-config", backendConfig]);
+    await eventually("the worker to poll", 60_000, async () => (worker.stderr().includes("worker polling task queue") ? true : undefined));
+  }, 600_000);
+
+  afterAll(async () => {
+    worker?.child.kill("SIGTERM");
+    await worker?.exited;
+    await admin?.dispose();
+    await sim?.stop();
+    for (const d of [artifacts, specDir]) if (d !== undefined) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  function specFile(name: string, replicas: number, hold: string): string {
+    const file = path.join(specDir, `${name}.yaml`);
+    fs.writeFileSync(file, cohort(name, replicas, hold));
+    return file;
+  }
+
+  const submitArgs = (workflowId: string, spec: string): string[] => [
+    "submit",
+    "--temporal-address",
+    sim.temporalAddress,
+    "--task-queue",
+    taskQueue,
+    "--workflow-id",
+    workflowId,
+    "--artifacts",
+    artifacts,
+    "--spec",
+    spec,
+  ];
+
+  async function workflowsWithId(workflowId: string): Promise<unknown[]> {
+    const binary = sim.state.processes.find((p) => p.component === "temporal")!.binary;
+    const r = await execFileP(binary, [
+      "workflow",
+      "list",
+      "--address",
+      sim.temporalAddress,
+      "--namespace",
+      "default",
+      "--query",
+      `WorkflowId="${workflowId}"`,
+      "--output",
+      "json",
+    ]);
+    const text = r.stdout.trim();
+    return text === "" ? [] : (JSON.parse(text) as unknown[]);
+  }
+
+  const runDirsOf = (name: string): string[] => fs.readdirSync(artifacts).filter((d) => d.startsWith(`${name}-`));
+
+  async function verifyLedger(dir: string): Promise<void> {
+    const r = await execFileP(process.execPath, [runtimeBundle, "ledger", "verify", dir]);
+    expect(r.stdout).toMatch(/^ok: .*outcome succeeded/);
+  }
+
+  it("cleanupRun's cleanup deletes a run's Sandboxes (and so their pods) by the run label and waits until they are gone", async () => {
+    const runId = "leftover-20261202T000000Z-abcdef";
+    // The label value the backend writes (lower-cased, label-safe), which cleanup selects by.
+    const labels = { "cohort-lab.dev/run": runLabelValue(runId) };
+    expect(labels["cohort-lab.dev/run"]).not.toBe(runId);
+    for (const name of ["leftover-a", "leftover-b"]) {
+      await admin.request("admin create" as ApiCallKey, HttpMethod.POST, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`, {
+        body: {
+          apiVersion: "agents.x-k8s.io/v1beta1",
+          kind: "Sandbox",
+          metadata: { name, namespace: ns, labels },
+          spec: { podTemplate: { metadata: { labels }, spec: { containers: [{ name: "m", image: FAKE_IMAGE }] } } },
+        },
+      });
+    }
+    const other = { "cohort-lab.dev/run": "another-run" };
+    await admin.request("admin create" as ApiCallKey, HttpMethod.POST, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`, {
+      body: {
+        apiVersion: "agents.x-k8s.io/v1beta1",
+        kind: "Sandbox",
+        metadata: { name: "not-this-run", namespace: ns, labels: other },
+        spec: { podTemplate: { metadata: { labels: other }, spec: { containers: [{ name: "m", image: FAKE_IMAGE }] } } },
+      },
+    });
+    await eventually("the Sandboxes' pods", 60_000, async () => ((await list(admin, `/api/v1/namespaces/${ns}/pods`)).length === 3 ? true : undefined));
+    const report = await cleanupKubernetesRun({ kubeconfig: sim.kubeconfigPath, namespace: ns }, runId);
+    expect(report.found).toEqual(expect.arrayContaining(["sandbox/leftover-a", "sandbox/leftover-b"]));
+    const names = async (p: string) => (await list(admin, p)).map((o) => (o.metadata as { name: string }).name);
+    expect(await names(`/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`)).toEqual(["not-this-run"]);
+    expect(await names(`/api/v1/namespaces/${ns}/pods`)).toEqual(["not-this-run"]);
+    // Idempotent: nothing left is success.
+    expect((await cleanupKubernetesRun({ kubeconfig: sim.kubeconfigPath, namespace: ns }, runId)).found).toEqual([]);
+    await admin.request("admin delete" as ApiCallKey, HttpMethod.DELETE, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes/not-this-run`);
+    await eventually("the other run's pod to go", 60_000, async () => ((await list(admin, `/api/v1/namespaces/${ns}/pods`)).length === 0 ? true : undefined));
+  }, 180_000);
+
+  it("a submit runs the cohort through the worker: the summary line, a verified ledger, the run's objects gone", async () => {
+    const submit = cohortProcess(submitArgs("wf-basic", specFile("basic", 3, "1s")));
+    const r = await submit.exited;
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    const summary = JSON.parse(lines[0]!) as { runId: string; outcome: string; size: number; readyCount: number; ledgerPath: string };
+    expect(summary).toMatchObject({ outcome: "succeeded", size: 3, readyCount: 3 });
+    expect(summary.ledgerPath).toBe(path.join(artifacts, summary.runId));
+    expect(runDirsOf("basic")).toEqual([summary.runId]);
+    await verifyLedger(summary.ledgerPath);
+    const completion = JSON.parse(fs.readFileSync(path.join(summary.ledgerPath, "completion.json"), "utf8")) as { outcome: string };
+    expect(completion.outcome).toBe("succeeded");
+    expect(await list(admin, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`)).toEqual([]);
+    expect(await list(admin, `/api/v1/namespaces/${ns}/pods`)).toEqual([]);
+    const wf = await workflowsWithId("wf-basic");
+    expect(wf).toHaveLength(1);
+  }, 300_000);
+
+  it("two submitters with one workflow id: one workflow, one ledger, the same summary line", async () => {
+    const spec = specFile("twice", 2, "3s");
+    const [a, b] = await Promise.all([cohortProcess(submitArgs("wf-twice", spec)).exited, cohortProcess(submitArgs("wf-twice", spec)).exited]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    expect(a.stdout).toBe(b.stdout);
+    const summary = JSON.parse(a.stdout) as { runId: string; outcome: string };
+    expect(summary.outcome).toBe("succeeded");
+    expect(runDirsOf("twice")).toEqual([summary.runId]);
+    await verifyLedger(path.join(artifacts, summary.runId));
+    expect(await workflowsWithId("wf-twice")).toHaveLength(1);
+  }, 300_000);
+
+  it("the submitter SIGKILLed mid-run, then submitted again: the same run, its outcome read from the finished workflow", async () => {
+    const spec = specFile("killed", 2, "8s");
+    const first = cohortProcess(submitArgs("wf-killed", spec));
+    // Mid-run: the worker's `cohort run` has opened the ledger.
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("killed")[0]);
+    first.child.kill("SIGKILL");
+    const killed = await first.exited;
+    expect(killed.signal).toBe("SIGKILL");
+    expect(fs.existsSync(path.join(artifacts, runId, "completion.json"))).toBe(false);
+    const again = await cohortProcess(submitArgs("wf-killed", spec)).exited;
+    expect(again.code, again.stderr).toBe(0);
+    const summary = JSON.parse(again.stdout) as { runId: string; outcome: string };
+    expect(summary).toMatchObject({ runId, outcome: "succeeded" });
+    expect(runDirsOf("killed")).toEqual([runId]);
+    await verifyLedger(path.join(artifacts, runId));
+    // Once closed, a third submit reads the result instead of starting again.
+    const third = await cohortProcess(submitArgs("wf-killed", spec)).exited;
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stdout).toBe(again.stdout);
+    expect(third.stderr).toContain("is closed: reading its result");
+    expect(await workflowsWithId("wf-killed")).toHaveLength(1);
+  }, 300_000);
 });
