@@ -12,8 +12,10 @@
  * - `cleanupRun({ runId })`: deletes the run's Kubernetes objects and waits until they are gone
  *   (runtime/backends/kubernetes/cleanup.ts), with the worker's backend config.
  */
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
 import { ApplicationFailure, Context } from "@temporalio/activity";
 import { parse as parseYaml } from "yaml";
 import { cleanupKubernetesRun, type KubernetesCleanupReport } from "../backends/kubernetes/index.js";
@@ -82,15 +84,22 @@ export function createActivities(config: WorkerActivityConfig) {
           "--watch-pid",
           String(process.pid),
         ];
-        const child = spawn(config.nodePath ?? process.execPath, args, { stdio: ["pipe", "pipe", "pipe"] });
-        let stdout = "";
-        let stderrTail = "";
-        child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
-        child.stderr.setEncoding("utf8").on("data", (d: string) => {
-          process.stderr.write(d);
-          stderrTail = (stderrTail + d).slice(-4000);
-        });
-        child.stdin.end(input.specText);
+        // The run's output goes to files, not pipes: when the worker dies, a pipe would break under the run
+        // (EPIPE on its next progress line) before it completes its ledger; a file does not.
+        const outDir = fs.mkdtempSync(path.join(os.tmpdir(), `cohort-worker-${input.runId}-`));
+        const outFile = path.join(outDir, "stdout");
+        const errFile = path.join(outDir, "stderr");
+        const out = fs.openSync(outFile, "w");
+        const err = fs.openSync(errFile, "w");
+        let child: ChildProcess;
+        try {
+          child = spawn(config.nodePath ?? process.execPath, args, { stdio: ["pipe", out, err] });
+        } finally {
+          fs.closeSync(out);
+          fs.closeSync(err);
+        }
+        process.stderr.write(`cohort: worker: run ${input.runId} started (pid ${child.pid}); its output in ${outDir}\n`);
+        child.stdin!.end(input.specText);
         const exited = new Promise<number>((resolve, reject) => {
           child.once("error", reject);
           child.once("close", (code, signal) => resolve(code ?? 128 + (signal === "SIGKILL" ? 9 : 15)));
@@ -101,10 +110,12 @@ export function createActivities(config: WorkerActivityConfig) {
           if (child.exitCode === null) child.kill("SIGTERM");
         });
         const exitCode = await exited;
-        const summary = summaryLine(stdout);
+        const summary = summaryLine(fs.readFileSync(outFile, "utf8"));
+        const stderrTail = fs.readFileSync(errFile, "utf8").slice(-4000).trim();
         if (summary === undefined) {
-          throw ApplicationFailure.nonRetryable(`cohort run exited ${exitCode} without a summary line; its last output:\n${stderrTail.trim()}`, "CohortRunNoSummary");
+          throw ApplicationFailure.nonRetryable(`cohort run exited ${exitCode} without a summary line; its last output (${errFile}):\n${stderrTail}`, "CohortRunNoSummary");
         }
+        fs.rmSync(outDir, { recursive: true, force: true });
         return { summary, exitCode };
       } finally {
         clearInterval(beat);

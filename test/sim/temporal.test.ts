@@ -19,6 +19,7 @@ import { cleanupKubernetesRun } from "../../runtime/backends/kubernetes/index.js
 import { HttpMethod, type KubeClient } from "../../runtime/backends/kubernetes/client.js";
 import type { ApiCallKey } from "../../runtime/backends/kubernetes/counters.js";
 import { runLabelValue } from "../../runtime/backends/kubernetes/render.js";
+import { HEARTBEAT_TIMEOUT_S } from "../../runtime/temporal/contract.js";
 import { controlPlaneBinaries, findSimBinaries } from "../../simctl/binaries.js";
 import { startController, stopController } from "../../simctl/cluster.js";
 import { isRunning } from "../../simctl/procs.js";
@@ -117,6 +118,7 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
   let worker: ReturnType<typeof cohortProcess>;
   let artifacts: string;
   let specDir: string;
+  let backendConfigFile: string;
   const ns = `temporal-${Math.random().toString(16).slice(2, 6)}`;
   const taskQueue = "cohort-test-runs";
 
@@ -128,9 +130,15 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     specDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-temporal-specs-"));
     const backendConfig = path.join(specDir, "backend.json");
     fs.writeFileSync(backendConfig, JSON.stringify({ kubeconfig: sim.kubeconfigPath, namespace: ns, queue: "cohort" }));
-    worker = cohortProcess(["worker", "--temporal-address", sim.temporalAddress, "--namespace", "default", "--task-queue", taskQueue, "--backend-config", backendConfig]);
-    await eventually("the worker to poll", 60_000, async () => (worker.stderr().includes("worker polling task queue") ? true : undefined));
+    backendConfigFile = backendConfig;
+    worker = await startWorker();
   }, 600_000);
+
+  async function startWorker(): Promise<ReturnType<typeof cohortProcess>> {
+    const w = cohortProcess(["worker", "--temporal-address", sim.temporalAddress, "--namespace", "default", "--task-queue", taskQueue, "--backend-config", backendConfigFile]);
+    await eventually("the worker to poll", 60_000, async () => (w.stderr().includes("worker polling task queue") ? true : undefined));
+    return w;
+  }
 
   afterAll(async () => {
     worker?.child.kill("SIGTERM");
@@ -180,9 +188,9 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
 
   const runDirsOf = (name: string): string[] => fs.readdirSync(artifacts).filter((d) => d.startsWith(`${name}-`));
 
-  async function verifyLedger(dir: string): Promise<void> {
+  async function verifyLedger(dir: string, outcome = "succeeded"): Promise<void> {
     const r = await execFileP(process.execPath, [runtimeBundle, "ledger", "verify", dir]);
-    expect(r.stdout).toMatch(/^ok: .*outcome succeeded/);
+    expect(r.stdout).toMatch(new RegExp(`^ok: .*outcome ${outcome}`));
   }
 
   it("cleanupRun's cleanup deletes a run's Sandboxes (and so their pods) by the run label and waits until they are gone", async () => {
@@ -275,4 +283,44 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(third.stderr).toContain("is closed: reading its result");
     expect(await workflowsWithId("wf-killed")).toHaveLength(1);
   }, 300_000);
+
+  it("the Temporal server restarted mid-run of a run longer than the heartbeat timeout: history kept, the run finishes", async () => {
+    // hold 40 s > HEARTBEAT_TIMEOUT_S: the activity lives only because its own timer keeps heartbeating.
+    const spec = specFile("restart", 2, "40s");
+    const submit = cohortProcess(submitArgs("wf-restart", spec));
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("restart")[0]);
+    await stopController("temporal", sim.stateDir, 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await startController("temporal", { stateDir: sim.stateDir, binaries: findSimBinaries(process.env, ["temporal"]) });
+    const r = await submit.exited;
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ runId, outcome: "succeeded" });
+    await verifyLedger(path.join(artifacts, runId));
+    expect(await workflowsWithId("wf-restart")).toHaveLength(1);
+    expect(HEARTBEAT_TIMEOUT_S).toBeLessThan(40);
+  }, 300_000);
+
+  it("the worker killed mid-run: the run ends interrupted with its ledger completed, a new worker cleans up, the submitter names the cause", async () => {
+    const spec = specFile("lost", 2, "5m");
+    const submit = cohortProcess(submitArgs("wf-lost", spec));
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("lost")[0]);
+    const runDir = path.join(artifacts, runId);
+    await eventually("the members to be ready", 120_000, async () => (fs.readFileSync(path.join(runDir, "records.ndjson"), "utf8").includes('"member-ready"') ? true : undefined));
+    worker.child.kill("SIGKILL");
+    await worker.exited;
+    // The run watches its worker (--watch-pid): it stops its members and completes its ledger on its own.
+    await eventually("the ledger's completion", 120_000, async () => (fs.existsSync(path.join(runDir, "completion.json")) ? true : undefined));
+    expect((JSON.parse(fs.readFileSync(path.join(runDir, "completion.json"), "utf8")) as { outcome: string }).outcome).toBe("interrupted");
+    await verifyLedger(runDir, "interrupted");
+    // Nothing heartbeats runCohort any more: after the heartbeat timeout the workflow runs cleanupRun on a worker.
+    worker = await startWorker();
+    const r = await submit.exited;
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toMatch(/workflow wf-lost lost the run: .*heartbeat/i);
+    const runLabel = runLabelValue(runId);
+    expect(await list(admin, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
+    expect(await list(admin, `/api/v1/namespaces/${ns}/pods?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
+    expect(await workflowsWithId("wf-lost")).toHaveLength(1);
+  }, 400_000);
 });
