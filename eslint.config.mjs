@@ -29,7 +29,8 @@ const message = {
   npmInCommon: "common/ is floor 0: Node built-ins only (write them as node:*), no npm package (docs/architecture.md).",
   leavesRuntime: "runtime/ is floor 1: it imports nothing from the repository outside runtime/ (docs/architecture.md).",
   coreBackends: "runtime/core/ must not import runtime/backends/* (docs/architecture.md).",
-  corePackages: "runtime/core/ must not import @kubernetes/client-node, execa or @pulumi/* (docs/architecture.md).",
+  corePackages: "runtime/core/ must not import @kubernetes/client-node, execa, @pulumi/* or @temporalio/* (docs/architecture.md).",
+  coreTemporal: "runtime/core/ must not import runtime/temporal/* (docs/architecture.md).",
   runtimeDoor: "Import the runtime only through runtime/index.ts, never runtime/core/* or runtime/backends/* (docs/architecture.md).",
   upward: "Upward import: a file may import only from its own floor or lower ones (docs/architecture.md).",
 };
@@ -87,7 +88,8 @@ const floorRules = [
           patterns: [
             { regex: upThen(k + 2, ""), message: message.leavesRuntime },
             { regex: upThen(k + 1, "backends(/|$)"), message: message.coreBackends },
-            { regex: "^((@kubernetes/client-node|execa)(/|$)|@pulumi/)", message: message.corePackages },
+            { regex: upThen(k + 1, "temporal(/|$)"), message: message.coreTemporal },
+            { regex: "^((@kubernetes/client-node|execa)(/|$)|@pulumi/|@temporalio/)", message: message.corePackages },
           ],
         },
       ],

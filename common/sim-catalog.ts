@@ -3,7 +3,7 @@
  * `common/pins.ts`; shared by the builders (`scripts/toolchain-sim.ts`) and the binary lookup (`binaries.ts`).
  * Kueue and Agent Sandbox use the `local` profile's pins: both profiles run the same versions.
  */
-import { local, sim as pins, type SimGoProgramPin } from "./pins";
+import { local, localBuild, sim as pins, type SimGoProgramPin } from "./pins";
 
 /** Where one sim tool lives in the cache. */
 export interface SimToolId {
@@ -61,4 +61,6 @@ export const simToolIds: readonly SimToolId[] = [
   id("kwok", pins.kwok),
   id("kueue", kueueProgram),
   id("agent-sandbox", agentSandboxProgram),
+  // The Temporal CLI of the `local` set (same pin, same cache directory): the sim runs its dev server as a process.
+  id("temporal", localBuild.temporal),
 ];

@@ -122,6 +122,9 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
         return await ledgerCommand(rest, io);
       case "reap":
         return await reapCommand(rest, io);
+      case "worker":
+      case "submit":
+        return await temporalCommand(command, rest, io);
       case "--version":
       case "version":
         io.stdout.write(`${COHORT_VERSION}\n`);
@@ -169,6 +172,23 @@ function parse<T extends Record<string, { type: "string" | "boolean"; multiple?:
     throw new UsageError(positionals === 0 ? `unexpected argument "${parsed.positionals[0]}"` : `expected ${positionals} argument(s), got ${parsed.positionals.length}`);
   }
   return parsed;
+}
+
+// ---- worker, submit ----
+
+/** The Temporal bundle `cohort worker` and `cohort submit` load, next to this file (scripts/bundle.mjs). */
+export const TEMPORAL_BUNDLE_FILE = "cohort-temporal.cjs";
+
+/**
+ * `cohort worker`, `cohort submit` (runtime/temporal/cli.ts, docs/temporal.md): loaded from
+ * `<dir of this bundle>/cohort-temporal.cjs` at run time, never bundled here, so this file needs no node_modules.
+ */
+async function temporalCommand(command: string, rest: readonly string[], io: CliIo): Promise<number> {
+  const file = path.join(__dirname, TEMPORAL_BUNDLE_FILE);
+  if (!fs.existsSync(file)) throw new UsageError(`${command}: ${file} is missing: the Temporal commands run from dist/ (npm run build) with node_modules/@temporalio next to it`);
+  // A computed path: esbuild leaves this require alone, so the Temporal SDK never enters dist/cohort.cjs.
+  const load = require as (id: string) => { main(argv: readonly string[], io: CliIo): Promise<number> };
+  return load(file).main([command, ...rest], io);
 }
 
 // ---- run --------------------------------------------------------------------------------------

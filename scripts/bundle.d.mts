@@ -5,4 +5,11 @@ export interface BuiltLauncher {
   readonly version: string;
 }
 export declare function buildLauncher(outDir: string): BuiltLauncher;
-export declare function bundle(options?: { outfile?: string }): Promise<{ outfile: string; bytes: number; warnings: number; launcher: BuiltLauncher }>;
+/** The Temporal half: `cohort-temporal.cjs` and the pre-bundled workflow code `cohort-temporal-workflows.js`. */
+export interface BuiltTemporal {
+  readonly cli: string;
+  readonly workflows: string;
+  readonly workflowBytes: number;
+}
+export declare function bundleTemporal(outDir: string): Promise<BuiltTemporal>;
+export declare function bundle(options?: { outfile?: string }): Promise<{ outfile: string; bytes: number; warnings: number; launcher: BuiltLauncher; temporal: BuiltTemporal }>;

@@ -86,16 +86,64 @@ export async function bundle(options = {}) {
   await chmod(outfile, 0o755);
   const bytes = result.metafile.outputs[path.relative(root, outfile)]?.bytes ?? 0;
   const launcher = buildLauncher(path.dirname(outfile));
+  const temporal = await bundleTemporal(path.dirname(outfile));
   // The Node that built the bundle (>= 22: the toolchain's pinned Node 24 under `npm run build`), for bin/cohort.cjs
   // to re-execute with when `npx cohort` starts under an older Node.
   if (Number(process.versions.node.split(".")[0]) >= 22) writeFileSync(path.join(path.dirname(outfile), "cohort.node"), `${process.execPath}\n`);
-  return { outfile, bytes, warnings: result.warnings.length, launcher };
+  return { outfile, bytes, warnings: result.warnings.length, launcher, temporal };
+}
+
+/**
+ * Builds the Temporal half of the runtime next to the bundle (docs/temporal.md):
+ *
+ * - `cohort-temporal.cjs`: runtime/temporal/cli.ts (`cohort worker`, `cohort submit`), with every `@temporalio/*`
+ *   package left external: they, and the native `@temporalio/core-bridge` (its prebuilt
+ *   `releases/x86_64-unknown-linux-gnu/index.node` ships in the npm tarball), resolve from the `node_modules` next
+ *   to `dist/`. `dist/cohort.cjs` loads it for those two commands only.
+ * - `cohort-temporal-workflows.js`: the workflow code (runtime/temporal/workflows.ts) pre-bundled by the SDK's
+ *   `bundleWorkflowCode` (webpack), so the worker does not bundle at start
+ *   (https://docs.temporal.io/develop/typescript/core-application#bundle-workflow-code).
+ *
+ * @param {string} outDir
+ * @returns {Promise<{ cli: string, workflows: string, workflowBytes: number }>}
+ */
+export async function bundleTemporal(outDir) {
+  const cli = path.join(outDir, "cohort-temporal.cjs");
+  await build({
+    absWorkingDir: root,
+    entryPoints: [path.join(root, "runtime", "temporal", "cli.ts")],
+    outfile: cli,
+    bundle: true,
+    platform: "node",
+    target: "node22",
+    format: "cjs",
+    external: ["@temporalio/*"],
+    sourcemap: "linked",
+    sourcesContent: false,
+    legalComments: "eof",
+    logLevel: "warning",
+  });
+  const { bundleWorkflowCode } = await import("@temporalio/worker");
+  const { code } = await bundleWorkflowCode({ workflowsPath: path.join(root, "runtime", "temporal", "workflows.ts"), logger: quietLogger() });
+  const workflows = path.join(outDir, "cohort-temporal-workflows.js");
+  writeFileSync(`${workflows}.tmp`, code);
+  renameSync(`${workflows}.tmp`, workflows);
+  return { cli, workflows, workflowBytes: Buffer.byteLength(code) };
+}
+
+/** A Temporal SDK logger that prints only warnings and errors. */
+function quietLogger() {
+  const say = (level) => (message) => process.stderr.write(`bundleWorkflowCode ${level}: ${message}\n`);
+  return { trace() {}, debug() {}, info() {}, log() {}, warn: say("warn"), error: say("error") };
 }
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const at = process.argv.indexOf("--outfile");
   const outfile = at === -1 ? undefined : process.argv[at + 1];
-  const { outfile: written, bytes, launcher } = await bundle(outfile === undefined ? {} : { outfile });
+  const { outfile: written, bytes, launcher, temporal } = await bundle(outfile === undefined ? {} : { outfile });
   process.stdout.write(`wrote ${path.relative(process.cwd(), written)} (${(bytes / 1024).toFixed(0)} KiB)\n`);
   process.stdout.write(`wrote ${path.relative(process.cwd(), launcher.file)} (${(launcher.bytes / 1024).toFixed(0)} KiB, ${launcher.version})\n`);
+  process.stdout.write(
+    `wrote ${path.relative(process.cwd(), temporal.cli)} and ${path.relative(process.cwd(), temporal.workflows)} (${(temporal.workflowBytes / 1024).toFixed(0)} KiB)\n`,
+  );
 }

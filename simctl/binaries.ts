@@ -6,14 +6,17 @@ import { simToolIds } from "../common/sim-catalog";
 import { findToolBinaries, type BinaryLocation } from "../common/find-binaries";
 
 /** Logical names of the sim executables. */
-export const simBinaryNames = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kueue", "agent-sandbox-controller"] as const;
+export const simBinaryNames = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kueue", "agent-sandbox-controller", "temporal"] as const;
 export type SimBinaryName = (typeof simBinaryNames)[number];
 
 /** Absolute paths of every sim executable. */
 export type SimBinaries = Readonly<Record<SimBinaryName, string>>;
 
-/** The control plane's executables (what `simctl start` needs). */
-export const controlPlaneBinaries: readonly SimBinaryName[] = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"];
+/**
+ * The control plane's executables (what `simctl start` needs): the Kubernetes control plane, kwok and the Temporal
+ * dev server (`temporal server start-dev`, started with the control plane; docs/temporal.md).
+ */
+export const controlPlaneBinaries: readonly SimBinaryName[] = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "temporal"];
 
 /** Raised when sim executables are missing; the message says how to build them. */
 export class SimBinariesMissingError extends Error {

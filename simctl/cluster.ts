@@ -157,8 +157,9 @@ function claimStateDir(l: SimLayout, log: (line: string) => void): void {
 
 /**
  * Starts the control plane: etcd, kube-apiserver, then kube-controller-manager, kube-scheduler and kwok in
- * parallel. Resolves when the API server is ready, the `default` ServiceAccount exists (the controller manager
- * works), the scheduler and kwok report healthy.
+ * parallel, then the Temporal dev server (SQLite file `<stateDir>/temporal.db`, frontend on the `temporal` port).
+ * Resolves when the API server is ready, the `default` ServiceAccount exists (the controller manager works), the
+ * scheduler and kwok report healthy and Temporal answers SERVING with its `default` namespace.
  *
  * @returns the state (also in `<stateDir>/sim-state.json`); the admin kubeconfig is at `state.kubeconfig`.
  * @throws SimStartError (after rolling back: every started process stopped, the state dir removed unless
@@ -266,6 +267,10 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
       }).then((ms) => markReady(st, l, kwok, ms)),
     ]);
     log(`kube-controller-manager, kube-scheduler and kwok ready (${Date.now() - t0} ms)`);
+    const temporalSpec = controllerSpecs.temporal;
+    const temporal = await spawnComponent(st, l, "temporal", o.binaries.temporal, temporalSpec.prepare(l, st, {}).args);
+    markReady(st, l, temporal, await waitUntil(() => temporalSpec.ready(l, st, { ca: caPem, adminToken }), { component: "temporal", timeoutMs, dead: () => deadReason(temporal) }));
+    log(`temporal dev server ready at 127.0.0.1:${ports.temporal} (${Date.now() - t0} ms)`);
     return st;
   } catch (err) {
     const stopped = state !== undefined ? await stopProcesses(state.processes, 3_000) : [];

@@ -9,8 +9,10 @@
  * in `controller: "external"` mode (docs/sim.md "What runs"). The Agent Sandbox controller runs with its webhook off;
  * its CRDs are applied with `conversion.strategy: None` (docs/sim.md "What runs").
  */
+import { execFile } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { promisify } from "node:util";
 import { parse, stringify } from "yaml";
 import { KUEUE_MANIFESTS, loadManifests } from "../components/k8s/manifests/cache.js";
 import { KUEUE_NAMESPACE, KUEUE_WEBHOOK_SECRET, kueueConfiguration, renderKueueConfiguration } from "../components/k8s/manifests/kueue.js";
@@ -21,7 +23,7 @@ import { controllerClientQps, type ComponentName, type SimLayout } from "./rende
 import type { SimState } from "./state";
 
 /** Names accepted by `simctl start-controller`. */
-export const controllerNames = ["kueue", "agent-sandbox"] as const;
+export const controllerNames = ["kueue", "agent-sandbox", "temporal"] as const;
 export type ControllerName = (typeof controllerNames)[number];
 
 /**
@@ -151,6 +153,62 @@ async function syncKueueCerts(l: SimLayout, state: SimState, c: ReadyContext): P
   return true;
 }
 
+/** The Temporal dev server's SQLite file in a sim state dir: kept across a stop/start of the server (not of the sim). */
+export function temporalDbFile(l: SimLayout): string {
+  return path.join(l.stateDir, "temporal.db");
+}
+
+/** The Temporal frontend's address (`host:port`) of a sim, or `undefined` for a sim started without it. */
+export function temporalAddress(state: SimState): string | undefined {
+  return state.ports.temporal > 0 ? `127.0.0.1:${state.ports.temporal}` : undefined;
+}
+
+/**
+ * The arguments of `temporal server start-dev` on a sim: frontend gRPC on the sim's `temporal` port on loopback,
+ * no Web UI, the SQLite file in the state dir (a restart of the server keeps every workflow's history), the
+ * `default` namespace. The HTTP API and metrics ports are left to the server (it picks free ones).
+ *
+ * @see https://github.com/temporalio/cli/blob/v1.5.1/temporalcli/commands.server.go
+ */
+export function temporalServerArgs(l: SimLayout, state: SimState): string[] {
+  return [
+    "server",
+    "start-dev",
+    "--headless",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(state.ports.temporal),
+    "--db-filename",
+    temporalDbFile(l),
+    "--namespace",
+    "default",
+    "--log-level",
+    "warn",
+  ];
+}
+
+const execFileP = promisify(execFile);
+
+/**
+ * The Temporal dev server is ready when `temporal operator cluster health` answers SERVING and the `default`
+ * namespace can be described (the server registers it at launch; a worker polling before that fails).
+ */
+async function temporalReady(_l: SimLayout, state: SimState): Promise<true | string> {
+  const rec = state.processes.find((p) => p.component === "temporal");
+  if (rec === undefined) return "no temporal process recorded";
+  const address = `127.0.0.1:${state.ports.temporal}`;
+  try {
+    const h = await execFileP(rec.binary, ["operator", "cluster", "health", "--address", address, "--command-timeout", "5s"], { timeout: 10_000 });
+    if (!h.stdout.includes("SERVING")) return `cluster health: ${h.stdout.trim().slice(0, 200)}`;
+    await execFileP(rec.binary, ["operator", "namespace", "describe", "--address", address, "--namespace", "default", "--command-timeout", "5s"], { timeout: 10_000 });
+    return true;
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    return `temporal at ${address}: ${(e.stderr ?? e.message).trim().split("\n").slice(-2).join(" ").slice(0, 300)}`;
+  }
+}
+
 /** Every controller the sim can run. */
 export const controllerSpecs: Readonly<Record<ControllerName, ControllerSpec>> = {
   kueue: {
@@ -188,5 +246,15 @@ export const controllerSpecs: Readonly<Record<ControllerName, ControllerSpec>> =
       const r = await httpGet(`http://127.0.0.1:${state.ports.sandboxHealth}/readyz`);
       return r.status === 200 ? true : `/readyz answered ${r.status}: ${r.body.trim().slice(0, 200)}`;
     },
+  },
+  // Not a controller, but supervised the same way: started by startSim with the control plane, and restartable
+  // alone (`simctl stop-controller temporal`, `simctl start-controller temporal`) with its history kept.
+  temporal: {
+    component: "temporal",
+    ports: ["temporal"],
+    prepare(l, state) {
+      return { args: temporalServerArgs(l, state), env: {} };
+    },
+    ready: temporalReady,
   },
 };

@@ -3,9 +3,10 @@
  *
  *   simctl start --state-dir DIR [--port-base N | --ports name=port,...] [--nodes N]
  *                [--pod-ready-delay-ms MS] [--pod-ready-jitter-ms MS] [--timeout-ms MS] [--keep-on-failure]
- *   simctl start-controller kueue|agent-sandbox --state-dir DIR [--configuration FILE] [--timeout-ms MS]
- *                (kueue: FILE is the base Configuration YAML; the process fields are replaced)
- *   simctl stop-controller kueue|agent-sandbox --state-dir DIR
+ *   simctl start-controller kueue|agent-sandbox|temporal --state-dir DIR [--configuration FILE] [--timeout-ms MS]
+ *                (kueue: FILE is the base Configuration YAML; the process fields are replaced; temporal: the dev
+ *                server `start` already started, restarted after a stop-controller with its history file kept)
+ *   simctl stop-controller kueue|agent-sandbox|temporal --state-dir DIR
  *   simctl nodes --state-dir DIR --count N [--pool NAME]          register N e2-standard-16 agent nodes, wait Ready
  *   simctl wait-nodes --state-dir DIR --count N [--pool NAME]     wait until <pool>-0000.. are Ready
  *   simctl run-credentials --state-dir DIR --namespace NS --service-account SA [--queue LQ]
@@ -16,17 +17,17 @@
  *                           the reason and exit 1
  *
  * `start` and `start-controller` print one JSON line on stdout (state dir, kubeconfig path, API server URL,
- * ports, context name; with `--print-kubeconfig` also the kubeconfig itself, which holds a token: treat that
+ * ports, context name, `temporalAddress`; with `--print-kubeconfig` also the kubeconfig itself, which holds a token: treat that
  * output as a secret); progress goes to stderr. Run with Node >= 22 and tsx:
  * `node --import tsx simctl/main.ts ...` (or `npm run simctl -- ...`).
  */
 import { parseArgs } from "node:util";
 import { AGENT_SANDBOX_MANIFESTS, KUEUE_MANIFESTS, loadManifests } from "../components/k8s/manifests/cache";
-import { controlPlaneBinaries, findSimBinaries } from "./binaries";
+import { controlPlaneBinaries, findSimBinaries, type SimBinaryName } from "./binaries";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { startController, startSim, simStatus, stopController, stopSim } from "./cluster";
-import { controllerNames, type ControllerName } from "./controllers";
+import { controllerNames, controllerSpecs, temporalAddress, type ControllerName } from "./controllers";
 import { fakeNodeName } from "../components/sim/fakeNode";
 import { writeRunCredentials } from "./credentials";
 import { registerFakeNodes, waitNodesReady } from "./nodes";
@@ -61,6 +62,7 @@ function summary(state: SimState, withKubeconfig = false): string {
     apiserverUrl: state.apiserverUrl,
     contextName: state.contextName,
     ports: state.ports,
+    temporalAddress: temporalAddress(state),
     processes: state.processes.map((p) => ({ component: p.component, pid: p.pid, readyAfterMs: p.readyAfterMs })),
   });
 }
@@ -149,7 +151,7 @@ async function main(argv: string[]): Promise<number> {
       }
       const state = await startController(name as ControllerName, {
         stateDir: needDir(),
-        binaries: findSimBinaries(process.env, [name === "kueue" ? "kueue" : "agent-sandbox-controller"]),
+        binaries: findSimBinaries(process.env, [controllerSpecs[name as ControllerName].component as SimBinaryName]),
         readyTimeoutMs: intFlag("timeout-ms", values["timeout-ms"], 180_000),
         ...(values.configuration !== undefined ? { configurationFile: configurationFile(values.configuration, needDir()) } : {}),
         log,

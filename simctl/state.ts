@@ -28,7 +28,12 @@ export const simStateSchema = z.object({
   schema: z.literal(1),
   stateDir: z.string(),
   createdAt: z.string(),
-  ports: z.object(Object.fromEntries(portNames.map((n) => [n, z.number().int()])) as Record<(typeof portNames)[number], z.ZodNumber>),
+  // `temporal` defaults to 0 (none) so the state of a sim started before the Temporal dev server joined it still
+  // reads (and `simctl stop` still stops it).
+  ports: z.object({
+    ...(Object.fromEntries(portNames.map((n) => [n, z.number().int()])) as Record<(typeof portNames)[number], z.ZodNumber>),
+    temporal: z.number().int().default(0),
+  }),
   podReadyDelayMs: z.number().int().nonnegative(),
   podReadyJitterMs: z.number().int().nonnegative(),
   apiserverUrl: z.string(),

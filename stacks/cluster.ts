@@ -203,8 +203,12 @@ export function kueueWaitTimeout(spec: Pick<RunSpec, "startupTimeout">, override
 }
 
 /** The `queues` stack output of a cluster profile. */
-export function queueOutputs(names: Pick<QueueNames, "clusterQueue" | "localQueue">): pulumi.Output<QueueNames> {
-  return pulumi.output({ clusterQueue: names.clusterQueue, localQueue: names.localQueue });
+export function queueOutputs(names: Pick<QueueNames, "clusterQueue" | "localQueue" | "temporalTaskQueue">): pulumi.Output<QueueNames> {
+  return pulumi.output({
+    clusterQueue: names.clusterQueue,
+    localQueue: names.localQueue,
+    ...(names.temporalTaskQueue !== undefined ? { temporalTaskQueue: names.temporalTaskQueue } : {}),
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------------

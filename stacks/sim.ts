@@ -275,6 +275,12 @@ function planGkeShape(input: SimPlanInput, sim: SimConfig, resolved: ResolvedRun
 }
 
 /**
+ * The Temporal task queue of the sim's run worker (docs/temporal.md): the `queues.temporalTaskQueue` output, the
+ * `--task-queue` of `cohort worker` and `cohort submit` on this profile.
+ */
+export const SIM_TEMPORAL_TASK_QUEUE = "cohort-lab-sim-runs";
+
+/**
  * Builds the `sim` profile.
  *
  * @param inject - tests only: the manifests and bundle (default: the tool cache and `dist/cohort.cjs`)
@@ -366,7 +372,8 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     run: runOutputs,
     kubeContext: cluster.kubeContext,
     kubeconfig: cluster.kubeconfig,
-    queues: queueOutputs(names),
+    temporalAddress: cluster.temporalAddress,
+    queues: queueOutputs({ ...names, temporalTaskQueue: SIM_TEMPORAL_TASK_QUEUE }),
   };
 }
 

@@ -28,6 +28,7 @@ import { shellQuote } from "../../common/shell.js";
 import { jsonDigest } from "../digest.js";
 import { RUNTIME_NAMES } from "../run/manifests.js";
 import type { RunNamespace } from "../run/RunNamespace.js";
+import { SIM_PORT_BLOCK } from "./ports.js";
 
 /** Arguments of {@link SimCluster}. Plain values: all are checked before any resource exists. */
 export interface SimClusterArgs {
@@ -37,7 +38,7 @@ export interface SimClusterArgs {
   readonly projectDir: string;
   /** Node binary (>= 22) that runs simctl. @default process.execPath */
   readonly nodePath?: string;
-  /** First port of the block of 11 loopback ports the sim uses; `undefined` = free ports picked at start. */
+  /** First port of the block of {@link SIM_PORT_BLOCK} (12) loopback ports the sim uses; `undefined` = free ports picked at start. */
   readonly portBase?: number;
   /** Simulated pod start-up: minimum delay from bind to Ready, milliseconds. @default 0 */
   readonly podReadyDelayMs?: number;
@@ -55,6 +56,8 @@ export interface SimStartSummary {
   readonly apiserverUrl: string;
   readonly contextName: string;
   readonly ports: Readonly<Record<string, number>>;
+  /** `host:port` of the Temporal dev server's frontend; absent from a sim started before Temporal was part of it. */
+  readonly temporalAddress?: string;
 }
 
 /**
@@ -118,6 +121,11 @@ export class SimCluster extends pulumi.ComponentResource {
   public readonly kubeContext: pulumi.Output<string>;
   /** The loopback ports by name (`kueueWebhook` is what the Kueue webhook Service points at). */
   public readonly ports: pulumi.Output<Readonly<Record<string, number>>>;
+  /**
+   * `host:port` (loopback) of the Temporal dev server simctl supervises with the control plane (docs/temporal.md);
+   * `""` for a sim started by a simctl that had no Temporal (recreate the stack to get one).
+   */
+  public readonly temporalAddress: pulumi.Output<string>;
   /** Absolute path of the state dir (pids, logs, PKI, etcd data, kubeconfig). */
   public readonly stateDir: string;
   /** Node binary and project directory of the simctl commands. */
@@ -130,10 +138,10 @@ export class SimCluster extends pulumi.ComponentResource {
       if (!path.isAbsolute(args[field]))
         throw new pulumi.InputPropertyError({ propertyPath: field, reason: `SimCluster ${name}: ${field} must be absolute (got ${JSON.stringify(args[field])})` });
     }
-    if (args.portBase !== undefined && (!Number.isInteger(args.portBase) || args.portBase < 1024 || args.portBase > 65535 - 11)) {
+    if (args.portBase !== undefined && (!Number.isInteger(args.portBase) || args.portBase < 1024 || args.portBase > 65535 - SIM_PORT_BLOCK)) {
       throw new pulumi.InputPropertyError({
         propertyPath: "portBase",
-        reason: `SimCluster ${name}: portBase must be an integer from 1024 to ${65535 - 11} (got ${args.portBase})`,
+        reason: `SimCluster ${name}: portBase must be an integer from 1024 to ${65535 - SIM_PORT_BLOCK} (got ${args.portBase})`,
       });
     }
     for (const [field, v] of [
@@ -175,6 +183,7 @@ export class SimCluster extends pulumi.ComponentResource {
     this.apiserverUrl = pulumi.unsecret(summary.apply((s) => s.apiserverUrl));
     this.kubeContext = pulumi.unsecret(summary.apply((s) => s.contextName));
     this.ports = pulumi.unsecret(summary.apply((s) => s.ports));
+    this.temporalAddress = pulumi.unsecret(summary.apply((s) => s.temporalAddress ?? ""));
     this.provider = new k8s.Provider(
       `${name}-provider`,
       {
@@ -197,6 +206,7 @@ export class SimCluster extends pulumi.ComponentResource {
       apiserverUrl: this.apiserverUrl,
       kubeContext: this.kubeContext,
       ports: this.ports,
+      temporalAddress: this.temporalAddress,
       stateDir: this.stateDir,
     });
   }

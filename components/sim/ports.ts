@@ -16,6 +16,7 @@ export const portNames = [
   "kueueMetrics",
   "sandboxHealth",
   "sandboxMetrics",
+  "temporal",
 ] as const;
 
 /** Name of one sim port. */

@@ -34,6 +34,11 @@ Commands:
   cohort ledger junit DIR [--out FILE]              write the run as JUnit XML for CI (DIR/junit.xml)
   cohort reap DIR [--grace MS]                      stop anything a run left running
   cohort reap --artifacts ROOT                      the same for the run ROOT's run lock names
+  cohort worker --temporal-address A --task-queue Q --backend-config FILE
+                                                    run cohortRun workflows (docs/temporal.md; needs
+                                                    dist/cohort-temporal.cjs and node_modules/@temporalio)
+  cohort submit --temporal-address A --task-queue Q --workflow-id ID --artifacts DIR SPEC
+                                                    start or attach to the run's workflow, print its summary
   cohort version                                    print the runtime's version (also --version)
   cohort help [<command>]                           this text, or a command's help
 

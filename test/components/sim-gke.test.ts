@@ -118,7 +118,7 @@ describe("sim profile graph, sim.shape gke", () => {
 
   it("exports the same queues as every cluster profile", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
-    expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });
+    expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort", temporalTaskQueue: "cohort-lab-sim-runs" });
     expect(await valueOf(outputs.run)).toMatchObject({ outcome: "succeeded", size: 6, readyCount: 6 });
   });
 });

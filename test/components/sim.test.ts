@@ -42,6 +42,7 @@ const simSummary = {
   apiserverUrl: "https://127.0.0.1:36502",
   contextName: "cohort-lab-sim",
   ports: {},
+  temporalAddress: "127.0.0.1:36513",
 };
 const roles = [
   { name: "router", app: { command: ["router"] }, resources: { cpu: "250m", memory: "256Mi" } },
@@ -204,7 +205,7 @@ describe("sim profile graph", () => {
     expect(cohortComponent.dependencies).toEqual(expect.arrayContaining([creds.urn, command("sim-kueue").urn, command("sim-agent-sandbox").urn, command("agents-ready").urn]));
   });
 
-  it("exports the CI contract: run, kube context, kubeconfig (secret), queues", async (ctx) => {
+  it("exports the CI contract: run, kube context, kubeconfig (secret), Temporal address, queues", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(outputs.profile).toBe("sim");
     expect(await valueOf(outputs.run)).toEqual({
@@ -220,7 +221,8 @@ describe("sim profile graph", () => {
     });
     expect(await valueOf(outputs.kubeContext)).toBe("cohort-lab-sim");
     expect(await pulumi.isSecret(outputs.kubeconfig!)).toBe(true);
-    expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });
+    expect(await valueOf(outputs.temporalAddress)).toBe("127.0.0.1:36513");
+    expect(await valueOf(outputs.queues)).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort", temporalTaskQueue: "cohort-lab-sim-runs" });
   });
 });
 

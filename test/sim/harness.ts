@@ -54,6 +54,8 @@ export interface SimHarness {
   readonly kubeconfigPath: string;
   readonly stateDir: string;
   readonly apiserverUrl: string;
+  /** `127.0.0.1:<port>` of the Temporal dev server simctl started with the control plane. */
+  readonly temporalAddress: string;
   readonly state: SimState;
   /** Node names registered. */
   readonly nodes: readonly string[];
@@ -145,6 +147,7 @@ export async function startSim(o: SimHarnessOptions = {}): Promise<SimHarness> {
       kubeconfigPath: state.kubeconfig,
       stateDir,
       apiserverUrl: state.apiserverUrl,
+      temporalAddress: `127.0.0.1:${state.ports.temporal}`,
       state: current,
       nodes,
       ...(queue !== undefined ? { queue } : {}),

@@ -95,6 +95,7 @@ describe.skipIf(unavailable !== undefined)("simctl", () => {
       ["kube-controller-manager", true],
       ["kube-scheduler", true],
       ["kwok", true],
+      ["temporal", true],
     ]);
   });
 

@@ -35,7 +35,8 @@ interface Outputs {
   profile: string;
   run: { id: string; outcome: string; size: number; readyCount: number; timeToReadyMs: number; ledgerPath: string };
   kubeContext: string;
-  queues: { clusterQueue: string; localQueue: string };
+  queues: { clusterQueue: string; localQueue: string; temporalTaskQueue?: string };
+  temporalAddress: string;
 }
 
 const outputs = () => project.outputs<Outputs>();
@@ -84,7 +85,9 @@ describe.skipIf(unavailable !== undefined)("sim stack, real engine", () => {
     expect(o.profile).toBe("sim");
     expect(o.run).toMatchObject({ outcome: "succeeded", size: 100, readyCount: 100 });
     expect(o.kubeContext).toBe("cohort-lab-sim");
-    expect(o.queues).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });
+    expect(o.queues).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort", temporalTaskQueue: "cohort-lab-sim-runs" });
+    // The Temporal dev server simctl started with the control plane (docs/temporal.md).
+    expect(o.temporalAddress).toMatch(/^127\.0\.0\.1:\d+$/);
     // Live progress (issue #16): the runtime's progress lines on the cohort-run row (process executor, status pipe).
     const progressRows = up.all.split("\n").filter((l) => /command:local:Command\s+cohort-run\s+creating.*startup: started \d+\/100/.test(l));
     console.log(`[e2e sim] ${progressRows.length} progress rows, e.g.\n${progressRows.slice(0, 5).join("\n")}`);

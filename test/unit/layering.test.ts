@@ -10,7 +10,7 @@
  * - a file may import only from its own floor or lower ones, and stacks/ and simctl/ not from each other;
  * - common/ imports nothing outside common/ and no npm package (Node built-ins only);
  * - runtime/ imports nothing outside runtime/; runtime/core/ not runtime/backends/, @kubernetes/client-node,
- *   execa or @pulumi/*;
+ *   execa, @pulumi/* or @temporalio/*, nor runtime/temporal/;
  * - components/, stacks/, simctl/, scripts/ and bench/ import the runtime only through runtime/index.ts;
  * - no import cycle between files;
  * - no source file in a top-level folder that is on no floor, no relative import that resolves to nothing.
@@ -66,7 +66,7 @@ function resolveWith(exists: (file: string) => boolean, from: string, spec: stri
 }
 
 const isBuiltin = (spec: string): boolean => spec.startsWith("node:") || builtinModules.includes(spec.split("/")[0]!);
-const CORE_FORBIDDEN_PACKAGES = /^((@kubernetes\/client-node|execa)(\/|$)|@pulumi\/)/;
+const CORE_FORBIDDEN_PACKAGES = /^((@kubernetes\/client-node|execa)(\/|$)|@pulumi\/|@temporalio\/)/;
 
 /** Every layering problem of `sources` (one line each), then every import cycle between them. */
 function checkLayering(sources: readonly Source[], exists: (file: string) => boolean): string[] {
@@ -84,7 +84,8 @@ function checkLayering(sources: readonly Source[], exists: (file: string) => boo
       const at = `${file}:${line} imports "${spec}"`;
       if (!spec.startsWith(".")) {
         if (top === "common" && !isBuiltin(spec)) problems.push(`${at}: common/ may import Node built-ins only, no npm package`);
-        if (under(file, "runtime/core") && CORE_FORBIDDEN_PACKAGES.test(spec)) problems.push(`${at}: runtime/core/ may not import @kubernetes/client-node, execa or @pulumi/*`);
+        if (under(file, "runtime/core") && CORE_FORBIDDEN_PACKAGES.test(spec))
+          problems.push(`${at}: runtime/core/ may not import @kubernetes/client-node, execa, @pulumi/* or @temporalio/*`);
         continue;
       }
       const target = resolveWith(exists, file, spec);
@@ -103,6 +104,7 @@ function checkLayering(sources: readonly Source[], exists: (file: string) => boo
       } else if (to > from) why.push(`upward: floor ${from} (${top}/) -> floor ${to} (${topFolder(target) ?? target})`);
       else if ((top === "stacks" && under(target, "simctl")) || (top === "simctl" && under(target, "stacks"))) why.push("stacks/ and simctl/ do not import each other");
       if (under(file, "runtime/core") && under(target, "runtime/backends")) why.push("runtime/core/ may not import runtime/backends/");
+      if (under(file, "runtime/core") && under(target, "runtime/temporal")) why.push("runtime/core/ may not import runtime/temporal/");
       if (RUNTIME_CLIENTS.has(top) && under(target, "runtime") && target !== "runtime/index.ts") why.push("the runtime is imported only through runtime/index.ts");
       if (why.length > 0) problems.push(`${at} (${target}): ${why.join("; ")}`);
     }
@@ -188,10 +190,11 @@ describe("layering checker (synthetic tree)", () => {
     "common/paths.ts": [],
     "runtime/index.ts": ["./core/spec", "./backends/index.js"],
     "runtime/core/spec.ts": ["zod", "../../common/pins"],
-    "runtime/core/lock.ts": ["../backends/process/status", "execa"],
+    "runtime/core/lock.ts": ["../backends/process/status", "execa", "@temporalio/worker", "../temporal/cli"],
     "runtime/backends/index.ts": ["./kubernetes/index", "@kubernetes/client-node"],
     "runtime/backends/kubernetes/index.ts": ["../index"],
     "runtime/backends/process/status.ts": [],
+    "runtime/temporal/cli.ts": ["@temporalio/worker", "../core/spec"],
     "components/kind/index.ts": ["../../common/pins.js", "../../runtime", "../sim/index", "@pulumi/pulumi"],
     "components/sim/index.ts": ["../../scripts/sim/ports", "../../runtime/core/spec.js"],
     "stacks/sim.ts": ["../components/sim", "../simctl/main"],
@@ -209,7 +212,9 @@ describe("layering checker (synthetic tree)", () => {
     expect(problems).toEqual([
       `runtime/core/spec.ts:2 imports "../../common/pins" (common/pins.ts): runtime/ imports nothing outside runtime/`,
       `runtime/core/lock.ts:1 imports "../backends/process/status" (runtime/backends/process/status.ts): runtime/core/ may not import runtime/backends/`,
-      `runtime/core/lock.ts:2 imports "execa": runtime/core/ may not import @kubernetes/client-node, execa or @pulumi/*`,
+      `runtime/core/lock.ts:2 imports "execa": runtime/core/ may not import @kubernetes/client-node, execa, @pulumi/* or @temporalio/*`,
+      `runtime/core/lock.ts:3 imports "@temporalio/worker": runtime/core/ may not import @kubernetes/client-node, execa, @pulumi/* or @temporalio/*`,
+      `runtime/core/lock.ts:4 imports "../temporal/cli" (runtime/temporal/cli.ts): runtime/core/ may not import runtime/temporal/`,
       `components/sim/index.ts:1 imports "../../scripts/sim/ports" (scripts/sim/ports.ts): upward: floor 2 (components/) -> floor 4 (scripts)`,
       `components/sim/index.ts:2 imports "../../runtime/core/spec.js" (runtime/core/spec.ts): the runtime is imported only through runtime/index.ts`,
       `stacks/sim.ts:2 imports "../simctl/main" (simctl/main.ts): stacks/ and simctl/ do not import each other`,

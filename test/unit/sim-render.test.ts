@@ -174,7 +174,7 @@ describe("ports", () => {
 
   it("refuses unknown names with the list of known ones", () => {
     expect(() => parsePortOverrides("api=1")).toThrow(
-      '--ports: "api=1" is not <name>=<port> with a name among etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kwok, kueueWebhook, kueueHealth, kueueMetrics, sandboxHealth, sandboxMetrics',
+      '--ports: "api=1" is not <name>=<port> with a name among etcdClient, etcdPeer, apiserver, controllerManager, scheduler, kwok, kueueWebhook, kueueHealth, kueueMetrics, sandboxHealth, sandboxMetrics, temporal',
     );
   });
 });

@@ -22,6 +22,7 @@ export { AdmissionError } from "./admit.js";
 export { KubeApiError } from "./client.js";
 export { API_CALLS, ApiCounters, apiCallKey, type ApiCallStats } from "./counters.js";
 export { RUNTIME_POLICY_RULES, policyRulesFor, rulesAllow, type PolicyRule } from "./rbac.js";
+export { cleanupKubernetesRun, KubernetesCleanupError, type KubernetesCleanupReport } from "./cleanup.js";
 
 /** Registry name of this backend. */
 export const KUBERNETES_BACKEND = "kubernetes";

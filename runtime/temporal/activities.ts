@@ -1,0 +1,132 @@
+/**
+ * The activities of the `cohortRun` workflow (docs/temporal.md), run by `cohort worker`:
+ *
+ * - `runCohort(input)`: runs the cohort exactly as `cohort run` does, as a child process of the worker
+ *   (`node <dist>/cohort.cjs run --spec - --artifacts A --run-id R --profile P --backend kubernetes
+ *   --backend-config F --watch-pid <worker pid>`): the same code path, the ledger where `cohort run` puts it, and
+ *   when the worker dies the run notices (`--watch-pid`) and ends `interrupted` with its members stopped and its
+ *   ledger completed. It heartbeats on its own timer from its first line, every {@link HEARTBEAT_INTERVAL_MS},
+ *   whatever the cohort is doing (the cohort runs in another process, so nothing it does can delay the timer).
+ *   A cancellation (workflow cancelled, worker shutting down) sends SIGTERM to the run, which stops its members
+ *   and completes the ledger; the activity returns what the run printed.
+ * - `cleanupRun({ runId })`: deletes the run's Kubernetes objects and waits until they are gone
+ *   (runtime/backends/kubernetes/cleanup.ts), with the worker's backend config.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { ApplicationFailure, Context } from "@temporalio/activity";
+import { parse as parseYaml } from "yaml";
+import { cleanupKubernetesRun, type KubernetesCleanupReport } from "../backends/kubernetes/index.js";
+import type { RunSummary } from "../core/summary.js";
+import { HEARTBEAT_INTERVAL_MS, type CohortRunInput, type CohortRunResult } from "./contract.js";
+
+/** What the worker gives its activities. */
+export interface WorkerActivityConfig {
+  /** The runtime bundle `runCohort` runs (`dist/cohort.cjs`, next to the worker's bundle). */
+  readonly runtimeBundle: string;
+  /** The Node binary that runs it. @default process.execPath */
+  readonly nodePath?: string;
+  /** The kubernetes backend's `--backend-config` file (kubeconfig path, namespace, queue, ...). */
+  readonly backendConfigFile: string;
+}
+
+/** Reads a `--backend-config` mapping (YAML or JSON). @throws Error naming the file when it is not a mapping */
+export function readBackendConfig(file: string): Record<string, unknown> {
+  const doc: unknown = parseYaml(fs.readFileSync(file, "utf8"));
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error(`--backend-config ${file}: expected a mapping`);
+  return doc as Record<string, unknown>;
+}
+
+/** The last non-empty line of `text` parsed as a run summary, or `undefined`. */
+function summaryLine(text: string): RunSummary | undefined {
+  const last = text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .at(-1);
+  if (last === undefined) return undefined;
+  try {
+    const v = JSON.parse(last) as RunSummary;
+    return typeof v === "object" && v !== null && typeof v.runId === "string" && typeof v.outcome === "string" ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The activities bound to one worker's configuration.
+ *
+ * @returns `{ runCohort, cleanupRun }` (register with `Worker.create({ activities })`)
+ */
+export function createActivities(config: WorkerActivityConfig) {
+  return {
+    async runCohort(input: CohortRunInput): Promise<CohortRunResult> {
+      const ctx = Context.current();
+      ctx.heartbeat({ phase: "starting", runId: input.runId });
+      const beat = setInterval(() => ctx.heartbeat({ phase: "running", runId: input.runId }), HEARTBEAT_INTERVAL_MS);
+      try {
+        const args = [
+          config.runtimeBundle,
+          "run",
+          "--spec",
+          "-",
+          "--artifacts",
+          input.artifacts,
+          "--run-id",
+          input.runId,
+          "--profile",
+          input.profile ?? "sim",
+          "--backend",
+          "kubernetes",
+          "--backend-config",
+          config.backendConfigFile,
+          "--watch-pid",
+          String(process.pid),
+        ];
+        // The run's output goes to files, not pipes: when the worker dies, a pipe would break under the run
+        // (EPIPE on its next progress line) before it completes its ledger; a file does not.
+        const outDir = fs.mkdtempSync(path.join(os.tmpdir(), `cohort-worker-${input.runId}-`));
+        const outFile = path.join(outDir, "stdout");
+        const errFile = path.join(outDir, "stderr");
+        const out = fs.openSync(outFile, "w");
+        const err = fs.openSync(errFile, "w");
+        let child: ChildProcess;
+        try {
+          child = spawn(config.nodePath ?? process.execPath, args, { stdio: ["pipe", out, err] });
+        } finally {
+          fs.closeSync(out);
+          fs.closeSync(err);
+        }
+        process.stderr.write(`cohort: worker: run ${input.runId} started (pid ${child.pid}); its output in ${outDir}\n`);
+        child.stdin!.end(input.specText);
+        const exited = new Promise<number>((resolve, reject) => {
+          child.once("error", reject);
+          child.once("close", (code, signal) => resolve(code ?? 128 + (signal === "SIGKILL" ? 9 : 15)));
+        });
+        // Cancellation (the workflow was cancelled, the heartbeat timed out, the worker shuts down): stop the run
+        // the way a signal stops `cohort run`; it completes its ledger and prints its summary.
+        ctx.cancelled.catch(() => {
+          if (child.exitCode === null) child.kill("SIGTERM");
+        });
+        const exitCode = await exited;
+        const summary = summaryLine(fs.readFileSync(outFile, "utf8"));
+        const stderrTail = fs.readFileSync(errFile, "utf8").slice(-4000).trim();
+        if (summary === undefined) {
+          throw ApplicationFailure.nonRetryable(`cohort run exited ${exitCode} without a summary line; its last output (${errFile}):\n${stderrTail}`, "CohortRunNoSummary");
+        }
+        fs.rmSync(outDir, { recursive: true, force: true });
+        return { summary, exitCode };
+      } finally {
+        clearInterval(beat);
+      }
+    },
+
+    async cleanupRun(input: { readonly runId: string }): Promise<KubernetesCleanupReport> {
+      return cleanupKubernetesRun(readBackendConfig(config.backendConfigFile), input.runId);
+    },
+  };
+}
+
+/** The activity functions' type (what the workflow proxies). */
+export type CohortActivities = ReturnType<typeof createActivities>;

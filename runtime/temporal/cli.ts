@@ -1,0 +1,237 @@
+/**
+ * `cohort worker` and `cohort submit` (docs/temporal.md): the entry of `dist/cohort-temporal.cjs`, which
+ * `dist/cohort.cjs` loads for these two commands only (so the host profile's one-file runtime needs no
+ * `node_modules`). The `@temporalio/*` packages are not bundled: they (and the native `@temporalio/core-bridge`)
+ * resolve from the `node_modules` next to `dist/`.
+ *
+ *   cohort worker --temporal-address HOST:PORT [--namespace default] --task-queue Q --backend-config FILE
+ *   cohort submit --temporal-address HOST:PORT [--namespace default] --task-queue Q --workflow-id ID
+ *                 --artifacts DIR [--profile P] [--run-id R] (--spec FILE | SPEC)
+ *
+ * `submit` starts the `cohortRun` workflow with `workflowIdConflictPolicy: USE_EXISTING` (a running workflow of
+ * that id is attached to, not started twice) and `workflowIdReusePolicy: REJECT_DUPLICATE` (a closed one is never
+ * started again: its result is read instead). It waits for the result, retrying a lost connection to Temporal
+ * for as long as it takes (a dropped connection is never reported as a failed run), prints the run summary line
+ * `cohort run` prints and exits with `cohort run`'s exit code. A workflow that ended without a result (the run
+ * was lost) prints `cohort: run <id> lost: <cause>` and exits 1.
+ */
+import * as path from "node:path";
+import { parseArgs } from "node:util";
+import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from "@temporalio/client";
+import { WorkflowExecutionAlreadyStartedError } from "@temporalio/common";
+import { NativeConnection, Worker } from "@temporalio/worker";
+import * as fs from "node:fs";
+import { SpecError } from "../core/errors.js";
+import { loadRunSpec } from "../core/spec.js";
+import { wellFormedValue } from "../core/text.js";
+import { createActivities, readBackendConfig } from "./activities.js";
+import { runBudgetSeconds, WORKFLOW_TYPE, type CohortRunInput, type CohortRunResult } from "./contract.js";
+
+/** Where the commands write. */
+export interface TemporalCliIo {
+  readonly stdout: NodeJS.WritableStream;
+  readonly stderr: NodeJS.WritableStream;
+  readonly stdin: () => string;
+}
+
+/** A usage error: exit 2 with the message. */
+export class TemporalUsageError extends Error {}
+
+/** The pre-bundled workflow code, next to this bundle (scripts/bundle.mjs). */
+export const WORKFLOW_BUNDLE_FILE = "cohort-temporal-workflows.js";
+
+const RUN_ID = /^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+
+function need(values: Record<string, unknown>, name: string, command: string): string {
+  const v = values[name];
+  if (typeof v !== "string" || v === "") throw new TemporalUsageError(`${command}: --${name} is required`);
+  return v;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Errors of the transport (Temporal unreachable, connection dropped), which are retried, never a run's failure. */
+function isTransient(error: unknown): boolean {
+  if (error instanceof WorkflowFailedError || error instanceof WorkflowExecutionAlreadyStartedError) return false;
+  const e = error as { name?: string; code?: number; cause?: unknown; message?: string };
+  // gRPC UNAVAILABLE 14, DEADLINE_EXCEEDED 4, CANCELLED 1, UNKNOWN 2 on a torn stream, RESOURCE_EXHAUSTED 8.
+  if (typeof e.code === "number" && [1, 2, 4, 8, 14].includes(e.code)) return true;
+  if (e.name === "ServiceError" || e.name === "TransportError" || e.name === "ConnectionError") return true;
+  if (/ECONNREFUSED|ECONNRESET|UNAVAILABLE|DEADLINE_EXCEEDED|Failed to connect|connection/i.test(e.message ?? "")) return true;
+  return e.cause !== undefined && e.cause !== error && isTransient(e.cause);
+}
+
+/**
+ * Runs `what` until it succeeds or fails with a non-transient error; transient failures are logged and retried
+ * every `intervalMs` (1 s, doubling to 10 s).
+ */
+async function retrying<T>(what: string, io: TemporalCliIo, fn: () => Promise<T>): Promise<T> {
+  let delay = 1_000;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (error) {
+      if (!isTransient(error)) throw error;
+      io.stderr.write(`cohort: ${what}: Temporal unreachable (${(error as Error).message.split("\n")[0]}); retrying in ${delay} ms (attempt ${attempt})\n`);
+      await sleep(delay);
+      delay = Math.min(delay * 2, 10_000);
+    }
+  }
+}
+
+async function workerCommand(args: readonly string[], io: TemporalCliIo): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: {
+      "temporal-address": { type: "string" },
+      namespace: { type: "string" },
+      "task-queue": { type: "string" },
+      "backend-config": { type: "string" },
+      identity: { type: "string" },
+    },
+    strict: true,
+  });
+  const address = need(values, "temporal-address", "worker");
+  const taskQueue = need(values, "task-queue", "worker");
+  const backendConfigFile = path.resolve(need(values, "backend-config", "worker"));
+  readBackendConfig(backendConfigFile);
+  const here = __dirname;
+  const runtimeBundle = path.join(here, "cohort.cjs");
+  const workflowBundle = path.join(here, WORKFLOW_BUNDLE_FILE);
+  for (const f of [runtimeBundle, workflowBundle]) if (!fs.existsSync(f)) throw new TemporalUsageError(`worker: ${f} is missing (npm run build writes it)`);
+  const connection = await retrying("worker connect", io, () => NativeConnection.connect({ address }));
+  const worker = await Worker.create({
+    connection,
+    namespace: values.namespace ?? "default",
+    taskQueue,
+    workflowBundle: { codePath: workflowBundle },
+    activities: createActivities({ runtimeBundle, backendConfigFile }),
+    ...(values.identity !== undefined ? { identity: values.identity } : {}),
+    // Cancel running activities at shutdown at once: runCohort then stops its run (SIGTERM), which completes the ledger.
+    shutdownGraceTime: "1s",
+  });
+  io.stderr.write(`cohort: worker polling task queue ${taskQueue} at ${address} (pid ${process.pid})\n`);
+  try {
+    await worker.run();
+  } finally {
+    await connection.close();
+  }
+  return 0;
+}
+
+async function submitCommand(args: readonly string[], io: TemporalCliIo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: [...args],
+    options: {
+      "temporal-address": { type: "string" },
+      namespace: { type: "string" },
+      "task-queue": { type: "string" },
+      "workflow-id": { type: "string" },
+      spec: { type: "string" },
+      artifacts: { type: "string" },
+      profile: { type: "string" },
+      "run-id": { type: "string" },
+    },
+    allowPositionals: true,
+    strict: true,
+  });
+  const address = need(values, "temporal-address", "submit");
+  const taskQueue = need(values, "task-queue", "submit");
+  const workflowId = need(values, "workflow-id", "submit");
+  const artifacts = path.resolve(need(values, "artifacts", "submit"));
+  if (positionals.length > 1 || (positionals.length === 1 && values.spec !== undefined))
+    throw new TemporalUsageError("submit: give the spec once (--spec FILE or one SPEC argument)");
+  const specFile = values.spec ?? positionals[0];
+  if (specFile === undefined) throw new TemporalUsageError("submit: the spec is required (--spec FILE, - for stdin, or one SPEC argument)");
+  let specText: string;
+  try {
+    specText = specFile === "-" ? io.stdin() : fs.readFileSync(specFile, "utf8");
+  } catch (error) {
+    throw new TemporalUsageError(`submit: cannot read the spec ${specFile}: ${(error as Error).message}`);
+  }
+  // Refused before anything is submitted (SpecError names the field).
+  const spec = loadRunSpec(specText);
+  const runId = values["run-id"] ?? newRunId(spec.name);
+  if (!RUN_ID.test(runId)) throw new TemporalUsageError(`submit: --run-id must be a Kubernetes label value; got "${runId}"`);
+  const input: CohortRunInput = { specText, runId, artifacts, profile: values.profile ?? "sim", runTimeoutS: runBudgetSeconds(spec) };
+
+  const connection = await retrying("submit connect", io, () => Connection.connect({ address }));
+  try {
+    const client = new Client({ connection, namespace: values.namespace ?? "default" });
+    const handle: WorkflowHandle = await retrying("start", io, async () => {
+      try {
+        const h = await client.workflow.start(WORKFLOW_TYPE, {
+          taskQueue,
+          workflowId,
+          args: [input],
+          workflowIdConflictPolicy: "USE_EXISTING",
+          workflowIdReusePolicy: "REJECT_DUPLICATE",
+        });
+        io.stderr.write(`cohort: workflow ${workflowId} (run ${h.firstExecutionRunId}) started or attached\n`);
+        return h;
+      } catch (error) {
+        if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+        io.stderr.write(`cohort: workflow ${workflowId} is closed: reading its result\n`);
+        return client.workflow.getHandle(workflowId);
+      }
+    });
+    let result: CohortRunResult;
+    try {
+      result = (await retrying("wait for the result", io, () => handle.result())) as CohortRunResult;
+    } catch (error) {
+      if (error instanceof WorkflowFailedError) {
+        const cause = error.cause?.message ?? error.message;
+        io.stderr.write(`cohort: workflow ${workflowId} lost the run: ${cause}\n`);
+        return 1;
+      }
+      throw error;
+    }
+    io.stdout.write(`${JSON.stringify(wellFormedValue(result.summary))}\n`);
+    io.stderr.write(`cohort: run ${result.summary.runId} ${result.summary.outcome}; ledger ${result.summary.ledgerPath} (workflow ${workflowId})\n`);
+    return result.exitCode;
+  } finally {
+    await connection.close();
+  }
+}
+
+/** `<name>-<yyyymmddThhmmssZ>-<6 hex>` (as runtime/cli.ts newRunId). */
+function newRunId(name: string): string {
+  const stamp = new Date()
+    .toISOString()
+    .replace(/[-:]/g, "")
+    .replace(/\.\d{3}Z$/, "Z");
+  return `${name}-${stamp}-${Math.floor(Math.random() * 0xffffff)
+    .toString(16)
+    .padStart(6, "0")}`;
+}
+
+/**
+ * Runs `worker` or `submit`.
+ *
+ * @returns the exit code (2 on a usage error)
+ */
+export async function main(argv: readonly string[], io: TemporalCliIo): Promise<number> {
+  const [command, ...rest] = argv;
+  try {
+    if (command === "worker") return await workerCommand(rest, io);
+    if (command === "submit") return await submitCommand(rest, io);
+    throw new TemporalUsageError(`expected worker or submit, got ${JSON.stringify(command ?? "")}`);
+  } catch (error) {
+    if (error instanceof TemporalUsageError || (error as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+      io.stderr.write(`cohort: ${(error as Error).message}\n`);
+      return 2;
+    }
+    if (error instanceof SpecError) {
+      for (const issue of error.issues) io.stderr.write(`spec error: ${issue.path === "" ? "" : `${issue.path}: `}${issue.reason}\n`);
+      return 2;
+    }
+    io.stderr.write(`cohort: ${command ?? ""}: ${(error as Error).stack ?? String(error)}\n`);
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  void main(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr, stdin: () => fs.readFileSync(0, "utf8") }).then((code) => {
+    process.exitCode = code;
+  });
+}

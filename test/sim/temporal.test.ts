@@ -1,0 +1,326 @@
+/**
+ * The Temporal side of the sim profile against a real control plane and a real `temporal server start-dev`
+ * (simctl starts it with the control plane; docs/temporal.md):
+ *
+ * - the dev server is ready when simctl returns, and a restart of the server keeps the history (SQLite file);
+ * - `cohort submit` runs a cohort through a real `cohort worker` (the built `dist/` bundles, the Kubernetes
+ *   backend against the sim with Kueue and Agent Sandbox): the summary line, the ledger, the cleanup;
+ * - two submitters with one workflow id: one workflow, one ledger, the same summary line;
+ * - the submitter SIGKILLed mid-run, then submitted again: the same run id, the outcome read from the finished run.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { simQueueNames } from "../../components/sim/queue.js";
+import { cleanupKubernetesRun } from "../../runtime/backends/kubernetes/index.js";
+import { HttpMethod, type KubeClient } from "../../runtime/backends/kubernetes/client.js";
+import type { ApiCallKey } from "../../runtime/backends/kubernetes/counters.js";
+import { runLabelValue } from "../../runtime/backends/kubernetes/render.js";
+import { HEARTBEAT_TIMEOUT_S } from "../../runtime/temporal/contract.js";
+import { controlPlaneBinaries, findSimBinaries } from "../../simctl/binaries.js";
+import { startController, stopController } from "../../simctl/cluster.js";
+import { isRunning } from "../../simctl/procs.js";
+import { startSim, simUnavailableReason, type SimHarness } from "./harness.js";
+import { FAKE_IMAGE, adminClient, eventually, list, namespaceWithQueue } from "./k8s-backend-helpers.js";
+
+const execFileP = promisify(execFile);
+const unavailable = simUnavailableReason(controlPlaneBinaries);
+const projectDir = path.resolve(__dirname, "..", "..");
+const runtimeBundle = path.join(projectDir, "dist", "cohort.cjs");
+const bundlesMissing = ["cohort.cjs", "cohort-temporal.cjs", "cohort-temporal-workflows.js"].filter((f) => !fs.existsSync(path.join(projectDir, "dist", f)));
+const workflowUnavailable = simUnavailableReason() ?? (bundlesMissing.length > 0 ? `dist/${bundlesMissing.join(", dist/")} missing: npm run build` : undefined);
+if (workflowUnavailable !== undefined) console.warn(`temporal workflow sim tests skipped: ${workflowUnavailable}`);
+
+async function temporalCli(sim: SimHarness, args: readonly string[]): Promise<string> {
+  const binary = sim.state.processes.find((p) => p.component === "temporal")?.binary;
+  if (binary === undefined) throw new Error("no temporal process in the sim state");
+  const r = await execFileP(binary, [...args, "--address", sim.temporalAddress, "--namespace", "default"], { timeout: 30_000 });
+  return r.stdout;
+}
+
+describe.skipIf(unavailable !== undefined)("the sim's Temporal dev server", () => {
+  let sim: SimHarness;
+  beforeAll(async () => {
+    sim = await startSim();
+  }, 300_000);
+  afterAll(async () => {
+    await sim?.stop();
+  });
+
+  it("is serving on the sim's temporal port when simctl start returns, with its database in the state dir", async () => {
+    expect(sim.temporalAddress).toMatch(/^127\.0\.0\.1:\d+$/);
+    expect(await temporalCli(sim, ["operator", "cluster", "health"])).toContain("SERVING");
+    expect(fs.existsSync(path.join(sim.stateDir, "temporal.db"))).toBe(true);
+    const rec = sim.state.processes.find((p) => p.component === "temporal");
+    expect(rec?.args).toEqual(expect.arrayContaining(["--headless", "--ip", "127.0.0.1", "--db-filename", path.join(sim.stateDir, "temporal.db")]));
+  });
+
+  it("keeps a workflow's history across a restart of the server (stop-controller, start-controller)", async () => {
+    const out = JSON.parse(await temporalCli(sim, ["workflow", "start", "--type", "probe", "--task-queue", "probe-q", "--workflow-id", "history-probe", "--output", "json"])) as {
+      runId: string;
+    };
+    expect(out.runId).toMatch(/\S/);
+    const before = sim.state.processes.find((p) => p.component === "temporal")!;
+    expect(await stopController("temporal", sim.stateDir, 5_000)).toMatch(/temporal \(pid \d+\): /);
+    expect(isRunning(before)).toBe(false);
+    await expect(temporalCli(sim, ["operator", "cluster", "health", "--command-timeout", "2s"])).rejects.toThrow();
+    await startController("temporal", { stateDir: sim.stateDir, binaries: findSimBinaries(process.env, ["temporal"]) });
+    const described = JSON.parse(await temporalCli(sim, ["workflow", "describe", "--workflow-id", "history-probe", "--output", "json"])) as {
+      workflowExecutionInfo: { execution: { runId: string }; type: { name: string } };
+    };
+    expect(described.workflowExecutionInfo.execution.runId).toBe(out.runId);
+    expect(described.workflowExecutionInfo.type.name).toBe("probe");
+  }, 120_000);
+});
+
+function cohort(name: string, replicas: number, hold: string): string {
+  return `apiVersion: cohort-lab/v1
+kind: Cohort
+name: ${name}
+startupTimeout: 2m
+memberTimeout: 90s
+admissionTimeout: 2m
+stopGracePeriod: 2s
+hold: ${hold}
+roles:
+  - name: agent
+    replicas: ${replicas}
+    app: { image: "${FAKE_IMAGE}", command: ["serve"] }
+    readiness: { tcp: {} }
+    resources: { cpu: 10m, memory: 16Mi }
+`;
+}
+
+interface Exited {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** A `node dist/cohort.cjs <args>` child with its output collected. */
+function cohortProcess(args: readonly string[]): { child: ChildProcess; exited: Promise<Exited>; stderr: () => string } {
+  const child = spawn(process.execPath, [runtimeBundle, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+  child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const exited = new Promise<Exited>((resolve) => child.once("close", (code, signal) => resolve({ code, signal, stdout, stderr })));
+  return { child, exited, stderr: () => stderr };
+}
+
+describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow through cohort submit and cohort worker", () => {
+  let sim: SimHarness;
+  let admin: KubeClient;
+  let worker: ReturnType<typeof cohortProcess>;
+  let artifacts: string;
+  let specDir: string;
+  let backendConfigFile: string;
+  const ns = `temporal-${Math.random().toString(16).slice(2, 6)}`;
+  const taskQueue = "cohort-test-runs";
+
+  beforeAll(async () => {
+    sim = await startSim({ nodes: 2, controllers: true });
+    admin = adminClient(sim.kubeconfigPath);
+    await namespaceWithQueue(admin, ns, simQueueNames.clusterQueue);
+    artifacts = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-temporal-ledgers-"));
+    specDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-temporal-specs-"));
+    const backendConfig = path.join(specDir, "backend.json");
+    fs.writeFileSync(backendConfig, JSON.stringify({ kubeconfig: sim.kubeconfigPath, namespace: ns, queue: "cohort" }));
+    backendConfigFile = backendConfig;
+    worker = await startWorker();
+  }, 600_000);
+
+  async function startWorker(): Promise<ReturnType<typeof cohortProcess>> {
+    const w = cohortProcess(["worker", "--temporal-address", sim.temporalAddress, "--namespace", "default", "--task-queue", taskQueue, "--backend-config", backendConfigFile]);
+    await eventually("the worker to poll", 60_000, async () => (w.stderr().includes("worker polling task queue") ? true : undefined));
+    return w;
+  }
+
+  afterAll(async () => {
+    worker?.child.kill("SIGTERM");
+    await worker?.exited;
+    await admin?.dispose();
+    await sim?.stop();
+    for (const d of [artifacts, specDir]) if (d !== undefined) fs.rmSync(d, { recursive: true, force: true });
+  });
+
+  function specFile(name: string, replicas: number, hold: string): string {
+    const file = path.join(specDir, `${name}.yaml`);
+    fs.writeFileSync(file, cohort(name, replicas, hold));
+    return file;
+  }
+
+  const submitArgs = (workflowId: string, spec: string): string[] => [
+    "submit",
+    "--temporal-address",
+    sim.temporalAddress,
+    "--task-queue",
+    taskQueue,
+    "--workflow-id",
+    workflowId,
+    "--artifacts",
+    artifacts,
+    "--spec",
+    spec,
+  ];
+
+  async function workflowsWithId(workflowId: string): Promise<unknown[]> {
+    const binary = sim.state.processes.find((p) => p.component === "temporal")!.binary;
+    const r = await execFileP(binary, [
+      "workflow",
+      "list",
+      "--address",
+      sim.temporalAddress,
+      "--namespace",
+      "default",
+      "--query",
+      `WorkflowId="${workflowId}"`,
+      "--output",
+      "json",
+    ]);
+    const text = r.stdout.trim();
+    return text === "" ? [] : (JSON.parse(text) as unknown[]);
+  }
+
+  const runDirsOf = (name: string): string[] => fs.readdirSync(artifacts).filter((d) => d.startsWith(`${name}-`));
+
+  async function verifyLedger(dir: string, outcome = "succeeded"): Promise<void> {
+    const r = await execFileP(process.execPath, [runtimeBundle, "ledger", "verify", dir]);
+    expect(r.stdout).toMatch(new RegExp(`^ok: .*outcome ${outcome}`));
+  }
+
+  it("cleanupRun's cleanup deletes a run's Sandboxes (and so their pods) by the run label and waits until they are gone", async () => {
+    const runId = "leftover-20261202T000000Z-abcdef";
+    // The label value the backend writes (lower-cased, label-safe), which cleanup selects by.
+    const labels = { "cohort-lab.dev/run": runLabelValue(runId) };
+    expect(labels["cohort-lab.dev/run"]).not.toBe(runId);
+    for (const name of ["leftover-a", "leftover-b"]) {
+      await admin.request("admin create" as ApiCallKey, HttpMethod.POST, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`, {
+        body: {
+          apiVersion: "agents.x-k8s.io/v1beta1",
+          kind: "Sandbox",
+          metadata: { name, namespace: ns, labels },
+          spec: { podTemplate: { metadata: { labels }, spec: { containers: [{ name: "m", image: FAKE_IMAGE }] } } },
+        },
+      });
+    }
+    const other = { "cohort-lab.dev/run": "another-run" };
+    await admin.request("admin create" as ApiCallKey, HttpMethod.POST, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`, {
+      body: {
+        apiVersion: "agents.x-k8s.io/v1beta1",
+        kind: "Sandbox",
+        metadata: { name: "not-this-run", namespace: ns, labels: other },
+        spec: { podTemplate: { metadata: { labels: other }, spec: { containers: [{ name: "m", image: FAKE_IMAGE }] } } },
+      },
+    });
+    await eventually("the Sandboxes' pods", 60_000, async () => ((await list(admin, `/api/v1/namespaces/${ns}/pods`)).length === 3 ? true : undefined));
+    const report = await cleanupKubernetesRun({ kubeconfig: sim.kubeconfigPath, namespace: ns }, runId);
+    expect(report.found).toEqual(expect.arrayContaining(["sandbox/leftover-a", "sandbox/leftover-b"]));
+    const names = async (p: string) => (await list(admin, p)).map((o) => (o.metadata as { name: string }).name);
+    expect(await names(`/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`)).toEqual(["not-this-run"]);
+    expect(await names(`/api/v1/namespaces/${ns}/pods`)).toEqual(["not-this-run"]);
+    // Idempotent: nothing left is success.
+    expect((await cleanupKubernetesRun({ kubeconfig: sim.kubeconfigPath, namespace: ns }, runId)).found).toEqual([]);
+    await admin.request("admin delete" as ApiCallKey, HttpMethod.DELETE, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes/not-this-run`);
+    await eventually("the other run's pod to go", 60_000, async () => ((await list(admin, `/api/v1/namespaces/${ns}/pods`)).length === 0 ? true : undefined));
+  }, 180_000);
+
+  it("a submit runs the cohort through the worker: the summary line, a verified ledger, the run's objects gone", async () => {
+    const submit = cohortProcess(submitArgs("wf-basic", specFile("basic", 3, "1s")));
+    const r = await submit.exited;
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines).toHaveLength(1);
+    const summary = JSON.parse(lines[0]!) as { runId: string; outcome: string; size: number; readyCount: number; ledgerPath: string };
+    expect(summary).toMatchObject({ outcome: "succeeded", size: 3, readyCount: 3 });
+    expect(summary.ledgerPath).toBe(path.join(artifacts, summary.runId));
+    expect(runDirsOf("basic")).toEqual([summary.runId]);
+    await verifyLedger(summary.ledgerPath);
+    const completion = JSON.parse(fs.readFileSync(path.join(summary.ledgerPath, "completion.json"), "utf8")) as { outcome: string };
+    expect(completion.outcome).toBe("succeeded");
+    expect(await list(admin, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes`)).toEqual([]);
+    expect(await list(admin, `/api/v1/namespaces/${ns}/pods`)).toEqual([]);
+    const wf = await workflowsWithId("wf-basic");
+    expect(wf).toHaveLength(1);
+  }, 300_000);
+
+  it("two submitters with one workflow id: one workflow, one ledger, the same summary line", async () => {
+    const spec = specFile("twice", 2, "3s");
+    const [a, b] = await Promise.all([cohortProcess(submitArgs("wf-twice", spec)).exited, cohortProcess(submitArgs("wf-twice", spec)).exited]);
+    expect(a.code, a.stderr).toBe(0);
+    expect(b.code, b.stderr).toBe(0);
+    expect(a.stdout).toBe(b.stdout);
+    const summary = JSON.parse(a.stdout) as { runId: string; outcome: string };
+    expect(summary.outcome).toBe("succeeded");
+    expect(runDirsOf("twice")).toEqual([summary.runId]);
+    await verifyLedger(path.join(artifacts, summary.runId));
+    expect(await workflowsWithId("wf-twice")).toHaveLength(1);
+  }, 300_000);
+
+  it("the submitter SIGKILLed mid-run, then submitted again: the same run, its outcome read from the finished workflow", async () => {
+    const spec = specFile("killed", 2, "8s");
+    const first = cohortProcess(submitArgs("wf-killed", spec));
+    // Mid-run: the worker's `cohort run` has opened the ledger.
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("killed")[0]);
+    first.child.kill("SIGKILL");
+    const killed = await first.exited;
+    expect(killed.signal).toBe("SIGKILL");
+    expect(fs.existsSync(path.join(artifacts, runId, "completion.json"))).toBe(false);
+    const again = await cohortProcess(submitArgs("wf-killed", spec)).exited;
+    expect(again.code, again.stderr).toBe(0);
+    const summary = JSON.parse(again.stdout) as { runId: string; outcome: string };
+    expect(summary).toMatchObject({ runId, outcome: "succeeded" });
+    expect(runDirsOf("killed")).toEqual([runId]);
+    await verifyLedger(path.join(artifacts, runId));
+    // Once closed, a third submit reads the result instead of starting again.
+    const third = await cohortProcess(submitArgs("wf-killed", spec)).exited;
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stdout).toBe(again.stdout);
+    expect(third.stderr).toContain("is closed: reading its result");
+    expect(await workflowsWithId("wf-killed")).toHaveLength(1);
+  }, 300_000);
+
+  it("the Temporal server restarted mid-run of a run longer than the heartbeat timeout: history kept, the run finishes", async () => {
+    // hold 40 s > HEARTBEAT_TIMEOUT_S: the activity lives only because its own timer keeps heartbeating.
+    const spec = specFile("restart", 2, "40s");
+    const submit = cohortProcess(submitArgs("wf-restart", spec));
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("restart")[0]);
+    await stopController("temporal", sim.stateDir, 5_000);
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    await startController("temporal", { stateDir: sim.stateDir, binaries: findSimBinaries(process.env, ["temporal"]) });
+    const r = await submit.exited;
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ runId, outcome: "succeeded" });
+    await verifyLedger(path.join(artifacts, runId));
+    expect(await workflowsWithId("wf-restart")).toHaveLength(1);
+    expect(HEARTBEAT_TIMEOUT_S).toBeLessThan(40);
+  }, 300_000);
+
+  it("the worker killed mid-run: the run ends interrupted with its ledger completed, a new worker cleans up, the submitter names the cause", async () => {
+    const spec = specFile("lost", 2, "5m");
+    const submit = cohortProcess(submitArgs("wf-lost", spec));
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("lost")[0]);
+    const runDir = path.join(artifacts, runId);
+    await eventually("the members to be ready", 120_000, async () => (fs.readFileSync(path.join(runDir, "records.ndjson"), "utf8").includes('"member-ready"') ? true : undefined));
+    worker.child.kill("SIGKILL");
+    await worker.exited;
+    // The run watches its worker (--watch-pid): it stops its members and completes its ledger on its own.
+    await eventually("the ledger's completion", 120_000, async () => (fs.existsSync(path.join(runDir, "completion.json")) ? true : undefined));
+    expect((JSON.parse(fs.readFileSync(path.join(runDir, "completion.json"), "utf8")) as { outcome: string }).outcome).toBe("interrupted");
+    await verifyLedger(runDir, "interrupted");
+    // Nothing heartbeats runCohort any more: after the heartbeat timeout the workflow runs cleanupRun on a worker.
+    worker = await startWorker();
+    const r = await submit.exited;
+    expect(r.code).toBe(1);
+    expect(r.stdout).toBe("");
+    expect(r.stderr).toMatch(/workflow wf-lost lost the run: .*heartbeat/i);
+    const runLabel = runLabelValue(runId);
+    expect(await list(admin, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
+    expect(await list(admin, `/api/v1/namespaces/${ns}/pods?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
+    expect(await workflowsWithId("wf-lost")).toHaveLength(1);
+  }, 400_000);
+});
