@@ -28,9 +28,18 @@ export interface RunCredentialsOptions {
    * or `"podGroup"` (Kueue's pod integration, the `local`/`gke` default). @default "workload"
    */
   readonly admission?: "workload" | "podGroup";
+  /**
+   * With `admission: "workload"`, each ResourceFlavor the roster may be admitted to, by name, with the placement the
+   * runtime renders into member pods (the flavors are cluster-scoped, so the run's namespaced Role cannot read
+   * them). @default the sim flavor only (`components/sim/queue.ts` `simFlavor()`); `sim.shape: gke` passes gke's
+   */
+  readonly flavors?: FlavorPlacements;
   /** Token lifetime in seconds. @default 86400 */
   readonly ttlSeconds?: number;
 }
+
+/** ResourceFlavor name → its `nodeLabels` and `tolerations` (Kueue `ResourceFlavor.spec`). */
+export type FlavorPlacements = Readonly<Record<string, { readonly nodeLabels?: Readonly<Record<string, string>>; readonly tolerations?: readonly object[] }>>;
 
 /** What {@link writeRunCredentials} wrote. */
 export interface RunCredentials {
@@ -67,7 +76,7 @@ export async function writeRunCredentials(o: RunCredentialsOptions): Promise<Run
   const kubeconfig = path.join(dir, "kubeconfig");
   fs.writeFileSync(kubeconfig, kubeconfigYaml(`${state.contextName}-${o.namespace}`, state.apiserverUrl, ca, token), { mode: 0o600 });
   const backendConfig = path.join(dir, "backend.json");
-  const kueue = o.queue !== undefined ? { queue: o.queue, admission: o.admission ?? "workload", flavors: { [simQueueNames.resourceFlavor]: simFlavor() } } : {};
+  const kueue = o.queue !== undefined ? { queue: o.queue, admission: o.admission ?? "workload", flavors: o.flavors ?? { [simQueueNames.resourceFlavor]: simFlavor() } } : {};
   fs.writeFileSync(backendConfig, `${JSON.stringify({ kubeconfig, namespace: o.namespace, ...kueue }, null, 2)}\n`, { mode: 0o600 });
   return { kubeconfig, backendConfig };
 }

@@ -9,8 +9,9 @@
  *   simctl stop-controller kueue|agent-sandbox|temporal --state-dir DIR
  *   simctl nodes --state-dir DIR --count N [--pool NAME]          register N e2-standard-16 agent nodes, wait Ready
  *   simctl wait-nodes --state-dir DIR --count N [--pool NAME]     wait until <pool>-0000.. are Ready
- *   simctl run-credentials --state-dir DIR --namespace NS --service-account SA [--queue LQ]
- *                kubeconfig of a ServiceAccount token + backend config for the out-of-cluster runtime
+ *   simctl run-credentials --state-dir DIR --namespace NS --service-account SA [--queue LQ] [--flavors JSON]
+ *                kubeconfig of a ServiceAccount token + backend config for the out-of-cluster runtime; JSON is
+ *                `{"<ResourceFlavor>": {"nodeLabels": {...}, "tolerations": [...]}}` (default: the sim flavor)
  *   simctl status --state-dir DIR [--json]
  *   simctl stop --state-dir DIR [--grace-ms MS]
  *   simctl check            exit 0 when every sim binary and the pinned manifests are in the cache, else print
@@ -29,7 +30,7 @@ import * as path from "node:path";
 import { startController, startSim, simStatus, stopController, stopSim } from "./cluster";
 import { controllerNames, controllerSpecs, temporalAddress, type ControllerName } from "./controllers";
 import { fakeNodeName } from "../components/sim/fakeNode";
-import { writeRunCredentials } from "./credentials";
+import { writeRunCredentials, type FlavorPlacements } from "./credentials";
 import { registerFakeNodes, waitNodesReady } from "./nodes";
 import { parsePortOverrides } from "./ports";
 import type { SimState } from "./state";
@@ -67,6 +68,25 @@ function summary(state: SimState, withKubeconfig = false): string {
   });
 }
 
+/**
+ * `--flavors` of `run-credentials`: a JSON object of ResourceFlavor name → `{ nodeLabels?, tolerations? }` (the
+ * placement the runtime renders into member pods on the `workload` admission path; credentials.ts).
+ *
+ * @throws Error naming `--flavors` when the text is not such an object
+ */
+function parseFlavors(text: string): FlavorPlacements {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`run-credentials: --flavors must be JSON (${(error as Error).message})`, { cause: error });
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value) || Object.values(value).some((f) => typeof f !== "object" || f === null || Array.isArray(f))) {
+    throw new Error(`run-credentials: --flavors must be an object of ResourceFlavor name -> { nodeLabels, tolerations } (got ${text.slice(0, 200)})`);
+  }
+  return value as FlavorPlacements;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const { values, positionals } = parseArgs({
@@ -91,6 +111,7 @@ async function main(argv: string[]): Promise<number> {
       namespace: { type: "string" },
       "service-account": { type: "string" },
       queue: { type: "string" },
+      flavors: { type: "string" },
     },
   });
   const stateDir = values["state-dir"];
@@ -187,6 +208,7 @@ async function main(argv: string[]): Promise<number> {
         namespace: values.namespace,
         serviceAccount: values["service-account"],
         ...(values.queue !== undefined ? { queue: values.queue } : {}),
+        ...(values.flavors !== undefined ? { flavors: parseFlavors(values.flavors) } : {}),
       });
       process.stdout.write(`${JSON.stringify(c)}\n`);
       return 0;

@@ -345,7 +345,9 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     waitFor: [...kueue.webhookReady, ...sandbox.install],
     childAliases: [atRoot],
   });
-  const credentials = cluster.runCredentials(runNamespace, { aliases: [{ ...atRoot, name: "run-credentials" }] });
+  // The flavor the roster is admitted to (the sim's, or gke's with `sim.shape: gke`): the runtime renders its placement
+  // into member pods on the workload admission path.
+  const credentials = cluster.runCredentials(runNamespace, { aliases: [{ ...atRoot, name: "run-credentials" }] }, { [names.resourceFlavor]: plan.flavor });
   const backendConfigFile = credentials.stdout.apply((s) => (JSON.parse(s.trim().split("\n").at(-1) ?? "{}") as { backendConfig: string }).backendConfig);
 
   const cohort = new CohortRun(

@@ -251,8 +251,15 @@ export class SimCluster extends pulumi.ComponentResource {
    * run namespace replaces it.
    *
    * @param opts - e.g. `aliases` for a stack whose Command existed under another name or parent
+   * @param flavors - the ResourceFlavors the roster may be admitted to (name → `nodeLabels`, `tolerations`), written
+   *   into the backend config for the `workload` admission path (`simctl run-credentials --flavors`); omitted = the
+   *   sim flavor (docs/sim.md "Admission paths")
    */
-  public runCredentials(run: RunNamespace, opts: Pick<pulumi.CustomResourceOptions, "aliases"> = {}): command.local.Command {
+  public runCredentials(
+    run: RunNamespace,
+    opts: Pick<pulumi.CustomResourceOptions, "aliases"> = {},
+    flavors?: Readonly<Record<string, { readonly nodeLabels?: Readonly<Record<string, string>>; readonly tolerations?: readonly object[] }>>,
+  ): command.local.Command {
     return new command.local.Command(
       `${this.baseName}-run-credentials`,
       {
@@ -266,6 +273,7 @@ export class SimCluster extends pulumi.ComponentResource {
           RUNTIME_NAMES.serviceAccount,
           "--queue",
           run.localQueueName,
+          ...(flavors !== undefined ? ["--flavors", JSON.stringify(flavors)] : []),
         ]),
         dir: this.projectDir,
         triggers: [run.namespaceName],
