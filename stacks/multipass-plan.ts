@@ -85,7 +85,11 @@ const multipassSchema = z.strictObject({
     .refine((p) => path.isAbsolute(p), "must be the absolute path of the multipass CLI")
     .optional(),
   environment: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be an environment variable name"), z.string()).optional(),
-  image: z.string().min(1, "must be a Multipass image (a release such as 24.04)").optional(),
+  image: z
+    .string()
+    .min(1, "must be a Multipass image (a release such as 24.04)")
+    .refine((i) => !["lts", "devel", "daily"].includes(i) && !i.startsWith("daily:"), "must be a fixed release such as 24.04, not a moving alias (lts, devel, daily)")
+    .optional(),
   prefix: z
     .string()
     .regex(/^[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?$/, "must start with a letter and hold letters, digits and hyphens (it begins every instance name)")
@@ -195,6 +199,38 @@ export function checkMachineFit(spec: Pick<RunSpec, "roles">, machines: readonly
       issues.push({
         key: configKey(`multipass.machines[${i}].memory`),
         reason: `${on} = ${mib(bytes)} requested, more than its memory ${machine.memory} (${mib(memoryLimit)}); raise memory or place roles elsewhere`,
+      });
+    }
+  });
+  if (issues.length > 0) throw new StackConfigError(issues);
+}
+
+/**
+ * What the systemd backend cannot do, refused at preview instead of after the VMs launched:
+ * - more members on one machine than ports from `basePort` to 65535 (members on a VM take `basePort`,
+ *   `basePort + 1`, ...: runtime/backends/systemd/config.ts);
+ * - `exec` readiness: the probes run on the host across the network, and the backend runs no command on the VM
+ *   for a probe (tcp and http readiness work).
+ *
+ * @throws {StackConfigError} naming `cohort-lab:multipass.basePort` (with the machine and its member count) and
+ *   `cohort-lab:cohort.roles[<i>].readiness.exec`
+ */
+export function checkBackendLimits(spec: Pick<RunSpec, "roles">, machines: readonly MultipassMachinePlan[], placement: Readonly<Record<string, string>>, basePort: number): void {
+  const issues: ConfigIssue[] = [];
+  for (const machine of machines) {
+    const members = spec.roles.filter((r) => placement[r.name] === machine.name).reduce((n, r) => n + r.replicas, 0);
+    if (members > 0 && basePort + members - 1 > 65535) {
+      issues.push({
+        key: configKey("multipass.basePort"),
+        reason: `machine ${machine.name} holds ${members} members on ports ${basePort}..${basePort + members - 1}, past 65535; lower basePort to at most ${65536 - members}`,
+      });
+    }
+  }
+  spec.roles.forEach((role, i) => {
+    if ("exec" in role.readiness) {
+      issues.push({
+        key: configKey(`cohort.roles[${i}].readiness.exec`),
+        reason: "the multipass profile probes members from the host across the network and cannot run exec probes on the VM; use tcp or http readiness",
       });
     }
   });

@@ -23,6 +23,7 @@ import { readRuntimeBundle, RUNTIME_BUNDLE } from "./cluster.js";
 import { configKey, resolveRunSpec, StackConfigError, type ResolvedRunSpec } from "./config.js";
 import { refusing } from "./errors.js";
 import {
+  checkBackendLimits,
   checkMachineFit,
   defaultPrefix,
   instanceName,
@@ -89,6 +90,7 @@ export function planMultipass(input: MultipassPlanInput): MultipassPlan {
   const resolved = resolveRunSpec(config.cohort, { nodePath: process.execPath, projectDir });
   const placement = placeRoles(resolved.spec, multipass.machines, multipass.placement);
   checkMachineFit(resolved.spec, multipass.machines, placement);
+  checkBackendLimits(resolved.spec, multipass.machines, placement, multipass.basePort);
   const cli = resolveMultipassCli(multipass.cli, input.env);
   const prefix = multipass.prefix ?? defaultPrefix(stack);
   const tooLong = multipass.machines.filter((m) => instanceName(prefix, m.name).length > 63);

@@ -74,6 +74,20 @@ describe("multipass profile refusals before any resource", () => {
   it("no multipass CLI on PATH", async () => {
     expect(await refusal({ cohort: cohort() }, { PATH: path.join(projectDir, "empty") })).toMatch(/^cohort-lab:multipass\.cli: unset, and no multipass on PATH/);
   });
+  it("members that would take ports past 65535 on a machine, and exec readiness (found by the adversarial review: both failed only after the VMs launched)", async () => {
+    expect(await refusal({ multipass: mp({ basePort: 65535 }), cohort: cohort() })).toBe(
+      "cohort-lab:multipass.basePort: machine vm2 holds 3 members on ports 65535..65537, past 65535; lower basePort to at most 65533",
+    );
+    const probed = [{ name: "api", app: { command: ["api"] }, readiness: { exec: { command: ["true"] } } }];
+    expect(await refusal({ multipass: mp({}), cohort: cohort(probed) })).toBe(
+      "cohort-lab:cohort.roles[0].readiness.exec: the multipass profile probes members from the host across the network and cannot run exec probes on the VM; use tcp or http readiness",
+    );
+  });
+  it("a moving image alias", async () => {
+    expect(await refusal({ multipass: mp({ image: "lts" }), cohort: cohort() })).toBe(
+      "cohort-lab:multipass.image: must be a fixed release such as 24.04, not a moving alias (lts, devel, daily)",
+    );
+  });
   it("a bad field", async () => {
     expect(await refusal({ multipass: mp({ machines: [] }), cohort: cohort() })).toBe("cohort-lab:multipass.machines: must list at least one machine");
   });
