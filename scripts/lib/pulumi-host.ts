@@ -220,10 +220,18 @@ export function pendingCreateHints(backendUrl: string, project: string, stack: s
   }
   const creates = pending.filter((op) => op.type === "creating");
   if (creates.length === 0) return [];
-  return [
+  const hints = [
     `cohort-lab: stack ${stack} holds ${creates.length} pending create(s) left by an interrupted \`pulumi up\` (${creates.map((op) => op.resource?.urn ?? "?").join(", ")}); ` +
       `Pulumi keeps them until they are cleared. Clear them with \`npm run pulumi -- refresh --clear-pending-creates --stack ${stack} --yes\``,
   ];
+  // A cut-off VM launch may have made a VM that no state records: only the next `up` finds it (by its owner marker)
+  // and adopts it, so a `destroy` straight after clearing would leave it running (components/multipass/MultipassFleet.ts).
+  if (creates.some((op) => (op.resource?.urn ?? "").includes("cohortlab:multipass:MultipassFleet$"))) {
+    hints.push(
+      `cohort-lab: a pending create is a Multipass VM launch: the VM may exist. After clearing, run \`npm run pulumi -- up --yes --stack ${stack}\` (it adopts VMs with this stack's owner marker) before any \`destroy\`; a destroy straight after clearing leaves such VMs running`,
+    );
+  }
+  return hints;
 }
 
 function pidAlive(pid: number): boolean {

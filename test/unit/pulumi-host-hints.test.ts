@@ -61,6 +61,16 @@ describe("pendingCreateHints", () => {
     ]);
   });
 
+  it("a pending Multipass VM launch: run up (it adopts the VM) before destroy", () => {
+    const vm = "urn:pulumi:host::cohort-lab::cohortlab:multipass:MultipassFleet$command:local:Command::fleet-vm1";
+    state([{ resource: { urn: vm }, type: "creating" }]);
+    const hints = pendingCreateHints(`file://${backend}`, "cohort-lab", "host");
+    expect(hints).toHaveLength(2);
+    expect(hints[1]).toBe(
+      "cohort-lab: a pending create is a Multipass VM launch: the VM may exist. After clearing, run `npm run pulumi -- up --yes --stack host` (it adopts VMs with this stack's owner marker) before any `destroy`; a destroy straight after clearing leaves such VMs running",
+    );
+  });
+
   it("nothing for other pending operations, no state, another backend or no stack", () => {
     state([{ resource: { urn }, type: "updating" }]);
     expect(pendingCreateHints(`file://${backend}`, "cohort-lab", "host")).toEqual([]);
