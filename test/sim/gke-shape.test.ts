@@ -128,7 +128,7 @@ describe.skipIf(unavailable !== undefined)("sim.shape gke, real engine", () => {
     console.log(`[e2e gke-on-sim] ${SIZE} members: pulumi up ${(up.ms / 1000).toFixed(1)} s wall`);
     expect(o.profile).toBe("sim");
     expect(o.run).toMatchObject({ outcome: "succeeded", size: SIZE, readyCount: SIZE });
-    expect(o.queues).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort" });
+    expect(o.queues).toEqual({ clusterQueue: "cohort-lab", localQueue: "cohort", temporalTaskQueue: "cohort-lab-sim-runs" });
 
     // gke's own planner, on the same config: the quota and the allocatable the nodes must show.
     const gkeRaw = { cohort: JSON.stringify(cohort), gke: JSON.stringify(gke) };
