@@ -35,7 +35,7 @@ const ROLES = [
 
 beforeAll(async () => {
   fs.mkdirSync(path.dirname(cli));
-  fs.writeFileSync(cli, "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+  fs.writeFileSync(cli, `#!/bin/sh\necho '{"list": []}'\n`, { mode: 0o755 });
   regs = await installMocks({
     preview: false,
     stack: "multipass",
