@@ -233,6 +233,11 @@ export class MultipassFleet extends pulumi.ComponentResource {
   readonly instances: pulumi.Output<readonly MultipassInstance[]>;
   /** Depend on these: every VM launched (or adopted), owner marker checked, `cloud-init status --wait` done. */
   readonly ready: readonly pulumi.Resource[];
+  /**
+   * Each VM's launch id by machine name (see the module docs; `legacy` for a VM made before launch ids). A consumer
+   * that must run again when a VM is launched again (the cohort) puts these in its triggers.
+   */
+  readonly launchIds: pulumi.Output<Readonly<Record<string, string>>>;
   /** The launch Command of each machine, by machine name. */
   readonly vms: Readonly<Record<string, command.local.Command>>;
 
@@ -246,12 +251,14 @@ export class MultipassFleet extends pulumi.ComponentResource {
     const step = (s: "launch" | "delete") => `${shellQuote(nodePath)} ${MULTIPASS_STEPS_ENTRY} ${s}`;
     const vms: Record<string, command.local.Command> = {};
     const outputs: pulumi.Output<MultipassInstance>[] = [];
+    const launchIds: Record<string, pulumi.Output<string>> = {};
     for (const m of args.machines) {
       const instance = `${args.prefix}-${m.name}`;
       const launchId = observed.apply((o) => {
         const seen = o[instance];
         return seen?.kind === "ours" ? seen.launchId : crypto.randomBytes(8).toString("hex");
       });
+      launchIds[m.name] = launchId;
       const userData = pulumi.all([args.userData, launchId]).apply(([u, id]) => withOwnerMarker(u, ownerId, id));
       const userDataSha = userData.apply((u) => crypto.createHash("sha256").update(u).digest("hex"));
       const triggers = pulumi
@@ -302,6 +309,7 @@ export class MultipassFleet extends pulumi.ComponentResource {
     this.vms = vms;
     this.ready = Object.values(vms);
     this.instances = pulumi.all(outputs);
+    this.launchIds = pulumi.all(launchIds);
     this.registerOutputs({ instances: this.instances });
   }
 }
