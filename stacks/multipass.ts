@@ -16,7 +16,7 @@
 import * as path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
-import { MultipassFleet } from "../components/multipass/index.js";
+import { LEGACY_LAUNCH_ID, MultipassFleet } from "../components/multipass/index.js";
 import { CohortRun } from "../components/run/CohortRun.js";
 import { multipass as multipassPins } from "../common/pins.js";
 import { readRuntimeBundle, RUNTIME_BUNDLE } from "./cluster.js";
@@ -167,6 +167,15 @@ export function buildMultipass(ctx: ProfileContext, inject: Pick<MultipassPlanIn
         backend: "systemd",
         backendConfigFile: file,
         fallbackRuntimeBundlePath: bundlePath,
+        // A VM launched again (deleted by hand) runs the cohort again; a fleet of VMs made before launch ids adds
+        // nothing (existing stacks see no diff).
+        runAgainOn: fleet.launchIds.apply((ids) =>
+          Object.values(ids).every((id) => id === LEGACY_LAUNCH_ID)
+            ? ""
+            : `launch-ids:${Object.entries(ids)
+                .map(([m, id]) => `${m}=${id}`)
+                .join(",")}`,
+        ),
       },
     },
     { dependsOn: [backendConfig, ...fleet.ready] },

@@ -6,24 +6,35 @@
  *   user-data goes to the Command's stdin and from there to `multipass launch` on its stdin: never in a command line
  *   (a file under /tmp or a dot-directory is also invisible to the snap: canonical/multipass #1783, #3693).
  * - Owner marker (Multipass has no tags): the component adds a `write_files` entry to the user-data that makes
- *   cloud-init write the owner id (`cohort-lab/<project>/<stack>` unless `ownerId` is given) to
- *   `/etc/cohort-lab/multipass-owner`. An existing instance of the name is adopted only with that marker; a foreign
- *   one is refused and left untouched.
+ *   cloud-init write the owner id (`cohort-lab/<project>/<stack>` unless `ownerId` is given) and the VM's launch id to
+ *   `/etc/cohort-lab/multipass-owner` ({@link markerText}: line 1 the owner, line 2 `launch-id: <id>`; VMs made
+ *   before launch ids have line 1 only, read as launch id `legacy`). An existing instance of the name is adopted only
+ *   with that owner; a foreign one is refused and left untouched.
+ * - Launch id (drift of a VM deleted by hand): at program evaluation (`up` and `preview` alike, read-only) the
+ *   component asks the CLI what is there ({@link observeFleet}: `multipass list --format json` once, then `multipass
+ *   exec <vm> -- cat <marker>` for each Running VM of the fleet's names, in parallel). A Running VM whose marker
+ *   carries our owner keeps its launch id (no diff); a name with no VM gets a fresh random launch id, so its Command
+ *   is replaced (the delete step finds it gone, the launch step launches it with the new id in the marker); a foreign
+ *   VM also gets a fresh id, and the launch step refuses it untouched. A VM that exists but is not Running (Stopped,
+ *   Suspended, Deleted) fails the program, naming the instance: its marker cannot be read without changing it. A CLI
+ *   that cannot be run fails the program naming the CLI (no "no change" fallback: the program cannot know the launch
+ *   id in state, and guessing a fresh one would replace every VM).
  * - A launch that times out while the VM comes up (canonical/multipass #3485, #3536) is reconciled with `multipass
  *   info` once: adopted, never relaunched (#3200).
  * - Readiness: `multipass exec <vm> -- cloud-init status --wait`, then the marker. The launch Commands are {@link
  *   MultipassFleet.ready}.
  * - Delete: `multipass delete --purge`, done when the VM is already gone (deleted by hand, pulumi-command #104).
- * - Identity: `triggers` are the instance name, image, cpus, memory, disk and the SHA-256 of the user-data, so any of
+ * - Identity: `triggers` are the instance name, image, cpus, memory, disk, the SHA-256 of the user-data (marker
+ *   included) and `launch-id:<id>` (left out for `legacy`, so stacks made before launch ids see no diff), so any of
  *   them changing replaces the VM (deleted first: the name is reused).
  * - Output: the IPv4 of each VM from `multipass info --format json` (the step's stdout, JSON).
- * - A VM deleted by hand stays deleted on the next `up` (a Command's create runs once; refresh cannot see it,
- *   pulumi-command #104): `pulumi up --replace <urn of <name>-<machine>>` launches it again (the delete step finds it
- *   gone, the launch step makes it); `destroy` needs nothing.
+ * - A VM deleted by hand is launched again by a plain `pulumi up` (the launch id above; refresh alone cannot see it,
+ *   pulumi-command #104); the other VMs are untouched; `destroy` needs nothing.
  *
  * @see https://multipass.run/docs/launch-command (Multipass 1.16 CLI)
  * @see https://www.pulumi.com/registry/packages/command/api-docs/local/command/
  */
+import { execFile } from "node:child_process";
 import * as crypto from "node:crypto";
 import * as path from "node:path";
 import * as command from "@pulumi/command";
@@ -114,13 +125,93 @@ export function validateFleetArgs(args: MultipassFleetArgs): void {
   }
 }
 
+/** The launch id of a VM whose owner marker has no `launch-id:` line (made before launch ids existed). */
+export const LEGACY_LAUNCH_ID = "legacy";
+
 /**
- * The user-data with the owner marker added: a `write_files` entry for {@link OWNER_FILE} appended to the document's
- * `write_files` (created when absent), re-emitted as `#cloud-config`.
+ * The owner marker's text: `<ownerId>\n`, plus `launch-id: <launchId>\n` unless `launchId` is
+ * {@link LEGACY_LAUNCH_ID} or absent (the format of VMs made before launch ids, byte for byte).
+ */
+export function markerText(ownerId: string, launchId?: string): string {
+  return launchId === undefined || launchId === LEGACY_LAUNCH_ID ? `${ownerId}\n` : `${ownerId}\nlaunch-id: ${launchId}\n`;
+}
+
+/** A marker's owner (line 1) and launch id (`launch-id:` line; {@link LEGACY_LAUNCH_ID} when absent). */
+export function parseMarker(text: string): { owner: string; launchId: string } {
+  const lines = text.split("\n").map((l) => l.trim());
+  const id = lines
+    .find((l) => l.startsWith("launch-id:"))
+    ?.slice("launch-id:".length)
+    .trim();
+  return { owner: lines[0] ?? "", launchId: id === undefined || id === "" ? LEGACY_LAUNCH_ID : id };
+}
+
+/** What {@link observeFleet} found under one instance name. */
+export type ObservedVm =
+  | { readonly kind: "absent" }
+  /** Running, and the marker's owner is ours. */
+  | { readonly kind: "ours"; readonly launchId: string }
+  /** Running, with no marker or another owner's. */
+  | { readonly kind: "foreign"; readonly owner?: string };
+
+function runCli(cli: string, args: readonly string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(cli, args, { env: { ...process.env, ...env }, timeout: 60_000, maxBuffer: 16 * 1024 * 1024, encoding: "utf8" }, (err, stdout, stderr) => {
+      if (err === null) return resolve({ code: 0, stdout, stderr });
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === "number") return resolve({ code, stdout, stderr });
+      reject(new Error(`MultipassFleet: could not run the multipass CLI ${cli} (${args.slice(0, 2).join(" ")}): ${err.message}`));
+    });
+  });
+}
+
+/**
+ * Asks the CLI what exists under each of `instances` (read-only: `multipass list --format json` once, then
+ * `multipass exec <vm> -- cat` {@link OWNER_FILE} for the Running ones, in parallel; each call within 60 s).
+ *
+ * @returns instance name → {@link ObservedVm}
+ * @throws Error naming the CLI when it cannot be run, exits non-zero or prints no `{"list": [...]}`; naming the
+ *   instance when it exists but is not Running (its marker cannot be read without starting it).
+ */
+export async function observeFleet(cli: string, instances: readonly string[], ownerId: string, env: Record<string, string> = {}): Promise<Record<string, ObservedVm>> {
+  const listed = await runCli(cli, ["list", "--format", "json"], env);
+  if (listed.code !== 0) throw new Error(`MultipassFleet: ${cli} list --format json exited ${listed.code}: ${listed.stderr.trim().slice(-500)}`);
+  let states: Map<string, string>;
+  try {
+    const parsed = JSON.parse(listed.stdout) as { list?: { name?: unknown; state?: unknown }[] };
+    if (!Array.isArray(parsed.list)) throw new Error("no list");
+    states = new Map(parsed.list.map((e) => [String(e.name), String(e.state)]));
+  } catch {
+    throw new Error(`MultipassFleet: ${cli} list --format json printed no {"list": [...]}: ${listed.stdout.slice(0, 300)}`);
+  }
+  const entries = await Promise.all(
+    instances.map(async (name): Promise<[string, ObservedVm]> => {
+      const state = states.get(name);
+      if (state === undefined) return [name, { kind: "absent" }];
+      if (state !== "Running")
+        throw new Error(
+          `MultipassFleet: instance ${name} is ${state}, so its owner marker cannot be read without changing it: start it (multipass start ${name}) or remove it (multipass delete --purge ${name}), then run again`,
+        );
+      const r = await runCli(cli, ["exec", name, "--", "cat", OWNER_FILE], env);
+      if (r.code !== 0) {
+        // As steps.cjs: cat's exit 1 / "No such file" is no marker.
+        if (/No such file/.test(r.stderr) || r.code === 1) return [name, { kind: "foreign" }];
+        throw new Error(`MultipassFleet: ${cli} exec ${name} -- cat ${OWNER_FILE} exited ${r.code}: ${r.stderr.trim().slice(-500)}`);
+      }
+      const m = parseMarker(r.stdout);
+      return [name, m.owner === ownerId ? { kind: "ours", launchId: m.launchId } : { kind: "foreign", owner: m.owner }];
+    }),
+  );
+  return Object.fromEntries(entries);
+}
+
+/**
+ * The user-data with the owner marker added: a `write_files` entry for {@link OWNER_FILE} ({@link markerText})
+ * appended to the document's `write_files` (created when absent), re-emitted as `#cloud-config`.
  *
  * @throws Error naming `userData` when the text is not YAML or not a mapping, or `write_files` is not a list.
  */
-export function withOwnerMarker(userData: string, ownerId: string): string {
+export function withOwnerMarker(userData: string, ownerId: string, launchId?: string): string {
   const doc = parseDocument(userData);
   if (doc.errors.length > 0) throw new Error(`MultipassFleet: userData is not YAML: ${doc.errors[0]?.message ?? ""}`);
   const body: unknown = doc.toJS();
@@ -128,7 +219,7 @@ export function withOwnerMarker(userData: string, ownerId: string): string {
   const root = (body ?? {}) as Record<string, unknown>;
   const files = root.write_files ?? [];
   if (!Array.isArray(files)) throw new Error("MultipassFleet: userData write_files must be a list");
-  const marked = { ...root, write_files: [...(files as unknown[]), { path: OWNER_FILE, content: `${ownerId}\n`, permissions: "0644", owner: "root:root" }] };
+  const marked = { ...root, write_files: [...(files as unknown[]), { path: OWNER_FILE, content: markerText(ownerId, launchId), permissions: "0644", owner: "root:root" }] };
   return `#cloud-config\n${stringify(marked)}`;
 }
 
@@ -142,6 +233,11 @@ export class MultipassFleet extends pulumi.ComponentResource {
   readonly instances: pulumi.Output<readonly MultipassInstance[]>;
   /** Depend on these: every VM launched (or adopted), owner marker checked, `cloud-init status --wait` done. */
   readonly ready: readonly pulumi.Resource[];
+  /**
+   * Each VM's launch id by machine name (see the module docs; `legacy` for a VM made before launch ids). A consumer
+   * that must run again when a VM is launched again (the cohort) puts these in its triggers.
+   */
+  readonly launchIds: pulumi.Output<Readonly<Record<string, string>>>;
   /** The launch Command of each machine, by machine name. */
   readonly vms: Readonly<Record<string, command.local.Command>>;
 
@@ -150,13 +246,24 @@ export class MultipassFleet extends pulumi.ComponentResource {
     super("cohortlab:multipass:MultipassFleet", name, {}, opts);
     const nodePath = args.nodePath ?? process.execPath;
     const ownerId = args.ownerId ?? `cohort-lab/${pulumi.getProject()}/${pulumi.getStack()}`;
-    const userData = pulumi.output(args.userData).apply((u) => withOwnerMarker(u, ownerId));
-    const userDataSha = userData.apply((u) => crypto.createHash("sha256").update(u).digest("hex"));
+    const instanceNames = args.machines.map((m) => `${args.prefix}-${m.name}`);
+    const observed = pulumi.output(observeFleet(args.multipass, instanceNames, ownerId, args.environment ?? {}));
     const step = (s: "launch" | "delete") => `${shellQuote(nodePath)} ${MULTIPASS_STEPS_ENTRY} ${s}`;
     const vms: Record<string, command.local.Command> = {};
     const outputs: pulumi.Output<MultipassInstance>[] = [];
+    const launchIds: Record<string, pulumi.Output<string>> = {};
     for (const m of args.machines) {
       const instance = `${args.prefix}-${m.name}`;
+      const launchId = observed.apply((o) => {
+        const seen = o[instance];
+        return seen?.kind === "ours" ? seen.launchId : crypto.randomBytes(8).toString("hex");
+      });
+      launchIds[m.name] = launchId;
+      const userData = pulumi.all([args.userData, launchId]).apply(([u, id]) => withOwnerMarker(u, ownerId, id));
+      const userDataSha = userData.apply((u) => crypto.createHash("sha256").update(u).digest("hex"));
+      const triggers = pulumi
+        .all([userDataSha, launchId])
+        .apply(([sha, id]) => [instance, args.image, m.cpus, m.memory, m.disk, sha, ...(id === LEGACY_LAUNCH_ID ? [] : [`launch-id:${id}`])]);
       const vm = new command.local.Command(
         `${name}-${m.name}`,
         {
@@ -177,7 +284,7 @@ export class MultipassFleet extends pulumi.ComponentResource {
             COHORT_MP_LAUNCH_TIMEOUT: String(args.launchTimeoutSeconds ?? 300),
             COHORT_MP_READY_TIMEOUT: String(args.readyTimeoutSeconds ?? 600),
           },
-          triggers: [instance, args.image, m.cpus, m.memory, m.disk, userDataSha],
+          triggers,
           logging: "stderr",
           addPreviousOutputInEnv: false,
         },
@@ -202,6 +309,7 @@ export class MultipassFleet extends pulumi.ComponentResource {
     this.vms = vms;
     this.ready = Object.values(vms);
     this.instances = pulumi.all(outputs);
+    this.launchIds = pulumi.all(launchIds);
     this.registerOutputs({ instances: this.instances });
   }
 }

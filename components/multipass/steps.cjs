@@ -10,7 +10,7 @@
  * - `launch`: one VM, reconciled with what exists (Multipass 1.16, field notes C15 and canonical/multipass #3200):
  *     1. `multipass info NAME --format json`. An instance of that name is adopted only when it is Running and its owner
  *        marker (`/etc/cohort-lab/multipass-owner`, written by cloud-init from the user-data the component adds it
- *        to) holds COHORT_MP_OWNER, read after `cloud-init status --wait`. Any other instance of that name (another
+ *        to; line 1 the owner, an optional line 2 the launch id) holds COHORT_MP_OWNER, read after `cloud-init status --wait`. Any other instance of that name (another
  *        owner, no marker, Stopped, Deleted) is refused and left untouched;
  *     2. otherwise `multipass launch IMAGE --name NAME --cpus --memory --disk --cloud-init - --timeout`. A launch
  *        that fails with Multipass's timeout (exit 5, or `timed out waiting for ...`) or `already exists` is
@@ -85,13 +85,14 @@ function info(name) {
 }
 
 /**
- * The owner marker of a running instance (`multipass exec NAME -- cat OWNER_FILE`): its text, or undefined when absent.
+ * The owner recorded in a running instance's marker (`multipass exec NAME -- cat OWNER_FILE`): its first line (the
+ * second, `launch-id: <id>`, is the component's business), or undefined when the marker is absent.
  *
  * @param {string} name
  */
 function ownerOf(name) {
   const r = mp(["exec", name, "--", "cat", OWNER_FILE], { timeoutMs: 60_000 });
-  if (r.status === 0) return r.stdout.trim();
+  if (r.status === 0) return (r.stdout.split("\n")[0] ?? "").trim();
   if (/No such file/.test(r.stderr) || r.status === 1) return undefined;
   throw new StepError(`multipass exec ${name} -- cat ${OWNER_FILE} failed (exit ${r.status}): ${tail(r.stderr, 5)}`);
 }

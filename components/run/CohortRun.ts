@@ -23,7 +23,7 @@
  * - **guard** (`<name>-guard`, see {@link COHORT_GUARD_STEPS}): deleted after the run, it stops the run the
  *   artifact root's run lock names, which covers a run that never reached the state.
  * - **triggers** = [spec digest, runtime bundle digest, artifact root, profile, backend, last unsuccessful
- *   run id]: any change to
+ *   run id, then `runAgainOn` when given]: any change to
  *   what would run replaces the resource, i.e. a new run with a new ledger. Unchanged: the engine sees
  *   no diff and nothing runs.
  * - **update** (inputs that do not change the run, e.g. `keepLedgers` or these scripts): prints the
@@ -100,6 +100,13 @@ export interface ProcessExecution {
   readonly backendConfigFile?: pulumi.Input<string>;
   /** Where to look for a runtime to reap with if the bundle copy was deleted out of band. @default none */
   readonly fallbackRuntimeBundlePath?: string;
+  /**
+   * What the run ran on, as one string (e.g. the `multipass` profile's VM launch ids): appended to the triggers when
+   * given and not empty, so a change (a VM launched again) runs the cohort again. Absent or "": the triggers are
+   * exactly as before.
+   * @default none
+   */
+  readonly runAgainOn?: pulumi.Input<string>;
 }
 
 /**
@@ -292,6 +299,7 @@ export function executeAsProcess(plan: ExecutionPlan, args: ProcessExecution, pa
     { interpreter, create: COHORT_GUARD_STEPS.create, delete: COHORT_GUARD_STEPS.delete, environment: runtimeEnv, triggers: [args.artifactRoot], logging: "stderr" },
     { parent },
   );
+  const baseTriggers = [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend, lastUnsuccessfulRunId(args.artifactRoot)];
   const resource = new command.local.Command(
     `${plan.name}-run`,
     {
@@ -312,7 +320,9 @@ export function executeAsProcess(plan: ExecutionPlan, args: ProcessExecution, pa
       },
       // The last: the run id of the last unsuccessful run under the artifact root, so that a failed or
       // interrupted run in the state is run again by the next `up`, and a success after it changes nothing.
-      triggers: [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend, lastUnsuccessfulRunId(args.artifactRoot)],
+      // `runAgainOn` "" or absent: exactly the triggers before it existed.
+      triggers:
+        args.runAgainOn === undefined ? baseTriggers : pulumi.all([pulumi.all(baseTriggers), args.runAgainOn]).apply(([base, again]) => (again === "" ? base : [...base, again])),
       addPreviousOutputInEnv: true,
       // stdout is the summary (it becomes outputs), stderr is sent to a temp file by the script; progress
       // goes through the status pipe (fd 3), which is neither captured in the state nor in the failure message.

@@ -35,7 +35,7 @@ const ROLES = [
 
 beforeAll(async () => {
   fs.mkdirSync(path.dirname(cli));
-  fs.writeFileSync(cli, "#!/bin/sh\nexit 0\n", { mode: 0o755 });
+  fs.writeFileSync(cli, `#!/bin/sh\necho '{"list": []}'\n`, { mode: 0o755 });
   regs = await installMocks({
     preview: false,
     stack: "multipass",
@@ -108,6 +108,11 @@ describe("multipass profile (mocks)", () => {
     expect(env.COHORT_BACKEND).toBe("systemd");
     expect(env.COHORT_BACKEND_CONFIG).toBe(file);
     expect(env.COHORT_PROFILE).toBe("multipass");
+    // No VMs yet (the CLI lists none): fresh launch ids, and the run's last trigger names them (a VM launched again
+    // runs the cohort again).
+    const runTriggers = run.inputs.triggers as string[];
+    expect(runTriggers).toHaveLength(7);
+    expect(runTriggers[6]).toMatch(/^launch-ids:vm1=[0-9a-f]{16},vm2=[0-9a-f]{16}$/);
     expect(find(regs, "cohortlab:runtime:CohortRun", "cohort").dependencies).toEqual(expect.arrayContaining([backendConfig.urn, vm1.urn]));
     expect(await valueOf(outputs.artifactRoot)).toBe(config.artifactRoot);
     expect((await valueOf(outputs.run)).id).toBe(RUN_ID);

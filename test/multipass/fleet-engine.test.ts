@@ -1,8 +1,9 @@
 /**
  * MultipassFleet through the real Pulumi engine (the pinned CLI through the launcher, a file backend, a temp project
  * whose program is test/multipass/fleet-program.ts) against the Multipass stand-in: `up` launches two VMs and
- * exports their IPv4s, a second `preview --expect-no-changes` passes, a VM deleted by hand does not block `destroy`,
- * and `destroy` purges the rest.
+ * exports their IPv4s, a second `preview --expect-no-changes` passes, a VM deleted by hand is launched again by a
+ * plain `up` (the other VM keeps its machine-id and PID 1 start time) after which a preview has no changes, a VM
+ * deleted by hand does not block `destroy`, and `destroy` purges the rest.
  *
  * Needs root and `npm run toolchain -- multipass`. Run: `npm run test:multipass -- test/multipass/fleet-engine.test.ts`.
  */
@@ -75,7 +76,7 @@ describe.skipIf(skip !== undefined)(`MultipassFleet with the real engine against
     await mp?.stop();
   });
 
-  it("up: two VMs with their IPv4s; a second preview changes nothing; a VM deleted by hand: up --replace relaunches it; deleted again, destroy purges the rest", async () => {
+  it("up: two VMs with their IPv4s; a second preview changes nothing; a VM deleted by hand: a plain up relaunches exactly it; no changes after; deleted again, destroy purges the rest", async () => {
     const up = await pulumi(["up", "--yes", "--skip-preview", "--stack", "dev"]);
     process.stderr.write(`pulumi up (2 VMs): ${up.s.toFixed(1)} s\n`);
     const out = JSON.parse((await pulumi(["stack", "output", "--json", "--stack", "dev"])).stdout) as { instances: { machine: string; instance: string; ipv4: string }[] };
@@ -92,15 +93,34 @@ describe.skipIf(skip !== undefined)(`MultipassFleet with the real engine against
     const preview = await pulumi(["preview", "--expect-no-changes", "--stack", "dev"]);
     process.stderr.write(`pulumi preview --expect-no-changes: ${preview.s.toFixed(1)} s\n`);
 
-    // Deleted by hand: `up --replace` of its Command launches it again (the delete step finds it gone).
+    // Deleted by hand: a plain `up` launches exactly that VM again (a fresh launch id), the other one untouched.
+    const identity = async (vm: string) =>
+      String(
+        (
+          await execa(mp.bin, ["exec", vm, "--", "sh", "-c", "cat /etc/machine-id; cut -d' ' -f22 /proc/1/stat; cat /etc/cohort-lab/multipass-owner"], {
+            env: { ...process.env, ...mp.env },
+          })
+        ).stdout,
+      );
+    const [a0, b0] = [await identity("eng-a"), await identity("eng-b")];
+    expect(a0).toMatch(/\ncohort-lab\/mpfleet-test\/dev\nlaunch-id: [0-9a-f]{16}$/);
     await execa(mp.bin, ["delete", "--purge", "eng-a"], { env: { ...process.env, ...mp.env } });
     expect(await list()).toEqual(["eng-b:Running"]);
-    const urn = "urn:pulumi:dev::mpfleet-test::cohortlab:multipass:MultipassFleet$command:local:Command::fleet-a";
-    const replaced = await pulumi(["up", "--yes", "--skip-preview", "--stack", "dev", "--replace", urn]);
-    expect(replaced.all).toMatch(/eng-a: does not exist \(deleted out of band\)/);
+    const relaunch = await pulumi(["up", "--yes", "--skip-preview", "--stack", "dev"]);
+    process.stderr.write(`pulumi up after eng-a was deleted by hand: ${relaunch.s.toFixed(1)} s\n`);
+    expect(relaunch.all).toMatch(/eng-a: does not exist \(deleted out of band\)/);
+    expect(relaunch.all).toMatch(/fleet-a\s+replaced/);
+    expect(relaunch.all).not.toMatch(/fleet-b\s+replaced|eng-b: (deleted|multipass launch)/);
     expect(await list()).toEqual(["eng-a:Running", "eng-b:Running"]);
+    const [a1, b1] = [await identity("eng-a"), await identity("eng-b")];
+    expect(b1).toBe(b0);
+    // A new instance: another PID 1 start time and launch id (the stand-in derives machine-id from the name).
+    expect(a1.split("\n")[1]).not.toBe(a0.split("\n")[1]);
+    expect(a1.split("\n").pop()).not.toBe(a0.split("\n").pop());
     const again = JSON.parse((await pulumi(["stack", "output", "--json", "--stack", "dev"])).stdout) as typeof out;
     expect(again.instances[1]).toEqual(out.instances[1]);
+    expect(again.instances[0]?.instance).toBe("eng-a");
+    await pulumi(["preview", "--expect-no-changes", "--stack", "dev"]);
 
     await execa(mp.bin, ["delete", "--purge", "eng-a"], { env: { ...process.env, ...mp.env } });
     const destroy = await pulumi(["destroy", "--yes", "--skip-preview", "--stack", "dev"]);

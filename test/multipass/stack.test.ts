@@ -2,7 +2,9 @@
  * `pulumi up --stack multipass` with the real engine (the pinned CLI through the launcher, a file backend, a temp
  * project whose program is this repository's index.ts and whose stack file is the repository's Pulumi.multipass.yaml)
  * against the Multipass stand-in: three VMs, the cohort's roles on different VMs as systemd units, a verified ledger,
- * no unit left after the run, a second `preview --expect-no-changes`, and `destroy` purging every instance.
+ * no unit left after the run, a second `preview --expect-no-changes`, a VM deleted by hand launched again (alone: the
+ * others keep their machine-id and PID 1 start time) by a plain `up` that runs the cohort again, no changes after,
+ * and `destroy` purging every instance.
  *
  * Needs root and `npm run toolchain -- multipass`. Run: `npm run test:multipass -- test/multipass/stack.test.ts`.
  */
@@ -59,7 +61,7 @@ describe.skipIf(skip !== undefined)(`the multipass stack with the real engine ag
     await mp?.stop();
   });
 
-  it("up: 3 VMs, the roles as units on their VMs, ready across the bridge, a verified ledger; nothing left; no changes after; destroy purges", async () => {
+  it("up: 3 VMs, the roles as units on their VMs, ready across the bridge, a verified ledger; nothing left; no changes after; a VM deleted by hand relaunched alone by a plain up with the cohort; destroy purges", async () => {
     const up = await pulumi(["up", "--yes", "--skip-preview", "--stack", "multipass"]);
     process.stderr.write(`pulumi up --stack multipass (3 VMs, 4 members): ${up.s.toFixed(1)} s\n`);
     const out = JSON.parse((await pulumi(["stack", "output", "--json", "--stack", "multipass"])).stdout) as {
@@ -86,6 +88,30 @@ describe.skipIf(skip !== undefined)(`the multipass stack with the real engine ag
       const units = await mpExec(["exec", `${prefix}-${vm}`, "--", "sudo", "-n", "systemctl", "list-units", "--all", "--plain", "--no-legend", `cohort-${out.run.id}-*`]);
       expect(String(units.stdout).trim()).toBe("");
     }
+    await pulumi(["preview", "--expect-no-changes", "--stack", "multipass"]);
+
+    // vm2 deleted by hand: a plain `up` launches exactly it again (one new instance) and runs the cohort again.
+    const identity = async (vm: string) =>
+      String((await mpExec(["exec", `${prefix}-${vm}`, "--", "sh", "-c", "cat /etc/machine-id; cut -d' ' -f22 /proc/1/stat; cat /etc/cohort-lab/multipass-owner"])).stdout);
+    const before = { vm1: await identity("vm1"), vm2: await identity("vm2"), vm3: await identity("vm3") };
+    expect((await mpExec(["delete", "--purge", `${prefix}-vm2`])).exitCode).toBe(0);
+    const relaunch = await pulumi(["up", "--yes", "--skip-preview", "--stack", "multipass"]);
+    process.stderr.write(`pulumi up after ${prefix}-vm2 was deleted by hand: ${relaunch.s.toFixed(1)} s\n`);
+    expect(relaunch.all).toMatch(new RegExp(`${prefix}-vm2: does not exist \\(deleted out of band\\)`));
+    expect(relaunch.all).not.toMatch(new RegExp(`${prefix}-vm[13]: (deleted and purged|multipass launch)`));
+    expect(await identity("vm1")).toBe(before.vm1);
+    expect(await identity("vm3")).toBe(before.vm3);
+    const vm2 = await identity("vm2");
+    expect(vm2.split("\n")[1]).not.toBe(before.vm2.split("\n")[1]);
+    expect(vm2.split("\n").pop()).not.toBe(before.vm2.split("\n").pop());
+    const rerun = (JSON.parse((await pulumi(["stack", "output", "--json", "--stack", "multipass"])).stdout) as typeof out).run;
+    expect(rerun).toMatchObject({ outcome: "succeeded", size: 4, readyCount: 4 });
+    expect(rerun.id).not.toBe(out.run.id);
+    const rerunRecords = readFileSync(path.join(rerun.ledgerPath, "records.ndjson"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(rerunRecords.filter((r) => r.kind === "member-started" && String(r.member).startsWith("worker-")).map((r) => r.instance)).toEqual([`${prefix}-vm2`, `${prefix}-vm2`]);
     await pulumi(["preview", "--expect-no-changes", "--stack", "multipass"]);
     const destroy = await pulumi(["destroy", "--yes", "--skip-preview", "--stack", "multipass"]);
     process.stderr.write(`pulumi destroy --stack multipass: ${destroy.s.toFixed(1)} s\n`);

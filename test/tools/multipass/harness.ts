@@ -19,8 +19,8 @@ import * as crypto from "node:crypto";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { execa } from "execa";
 import { cacheRoot, toolDir } from "../../../common/paths";
+import { loadExeca } from "../../../scripts/lib/process";
 import { checkToolDir } from "../../../scripts/lib/tool";
 import { STANDIN_ROOTFS_DIR, standinRootfsTool } from "../../../scripts/toolchain-multipass";
 
@@ -84,6 +84,8 @@ function usedSubnets(): Set<string> {
 export async function startStandin(): Promise<Standin> {
   const why = standinUnavailableReason();
   if (why !== undefined) throw new Error(why);
+  // execa through import() (scripts/lib/process.ts): this module also runs under tsx outside vitest (bench/multipass.ts).
+  const { execa } = await loadExeca();
   const rootfs = standinRootfs() as { dir: string };
   const state = fs.mkdtempSync(path.join(os.tmpdir(), "mpstandin-"));
   const bridge = `mpbr${crypto.randomBytes(3).toString("hex")}`;
