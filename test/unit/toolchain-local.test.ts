@@ -95,8 +95,8 @@ describe("local catalog", () => {
     expect(Object.fromEntries([...locations].map(([k, v]) => [k, v.relPath]))).toEqual(expectedPaths);
   });
 
-  it("reuses the sim set's tool objects (same cache directories and stamps) and leaves out kwok", () => {
-    const shared = ["etcd", "kubernetes", "kueue", "agent-sandbox"];
+  it("reuses the sim set's tool objects (same cache directories and stamps: the Temporal CLI too, since the sim supervises a dev server) and leaves out kwok", () => {
+    const shared = ["etcd", "kubernetes", "kueue", "agent-sandbox", "temporal"];
     for (const name of shared) {
       const tool = localTools.find((t) => t.name === name);
       expect(tool).toBeDefined();
