@@ -266,6 +266,23 @@ esac
  * (`cohort worker`, detached in a session of its own): its pid. Its log is {@link RUN_WORKER_LOG_FILE}.
  */
 export const RUN_WORKER_PID_FILE = ".cohort-worker.pid";
+/**
+ * File under the artifact root where the workflow mode's step script records the id of a workflow that lost its
+ * run (no summary: `cohort submit` printed `lost the run`). It is a trigger of the identity and the run, so the
+ * next `up` runs the cohort again under a new workflow id instead of reading the lost one's failure forever
+ * (REJECT_DUPLICATE).
+ */
+export const LOST_WORKFLOW_FILE = ".cohort-last-lost-workflow";
+
+/** The id {@link LOST_WORKFLOW_FILE} records, or `""`. */
+export function lastLostWorkflowId(artifactRoot: string): string {
+  try {
+    return readFileSync(path.join(artifactRoot, LOST_WORKFLOW_FILE), "utf8").trim();
+  } catch {
+    return "";
+  }
+}
+
 /** The detached run worker's stdout and stderr, appended (see {@link RUN_WORKER_PID_FILE}). */
 export const RUN_WORKER_LOG_FILE = ".cohort-worker.log";
 
@@ -341,6 +358,9 @@ case "$1" in
     exit 0
     ;;
   esac
+  if grep -q "^cohort: workflow .* lost the run: " "$log"; then
+    { printf '%s\\n' "$COHORT_WORKFLOW_ID" >"$COHORT_ARTIFACT_ROOT/${LOST_WORKFLOW_FILE}.tmp" && mv -f "$COHORT_ARTIFACT_ROOT/${LOST_WORKFLOW_FILE}.tmp" "$COHORT_ARTIFACT_ROOT/${LOST_WORKFLOW_FILE}"; } 2>/dev/null
+  fi
   printf '%s\\n' "\${reason:-cohort submit exited with status $rc and printed no reason}" >&2
   exit "$rc"
   ;;
@@ -482,7 +502,16 @@ function executeAsWorkflow(plan: ExecutionPlan, args: ProcessExecution, temporal
     COHORT_BUNDLE_FALLBACK: args.fallbackRuntimeBundlePath ?? "",
     COHORT_ARTIFACT_ROOT: args.artifactRoot,
   };
-  const triggers = [plan.specSha256, args.runtime.runtimeBundleSha256, args.artifactRoot, args.profile, backend, lastUnsuccessfulRunId(args.artifactRoot)];
+  // The process mode's triggers, plus the last workflow that lost its run (a new identity, so a new run).
+  const triggers = [
+    plan.specSha256,
+    args.runtime.runtimeBundleSha256,
+    args.artifactRoot,
+    args.profile,
+    backend,
+    lastUnsuccessfulRunId(args.artifactRoot),
+    lastLostWorkflowId(args.artifactRoot),
+  ];
   const guard = new command.local.Command(
     `${plan.name}-guard`,
     { interpreter, create: COHORT_GUARD_STEPS.create, delete: COHORT_GUARD_STEPS.delete, environment: runtimeEnv, triggers: [args.artifactRoot], logging: "stderr" },
