@@ -11,7 +11,8 @@
  *   (simulated member start-up: delay + uniform random extra, durations, default 0s), `portBase` (first of 11
  *   loopback ports, default 26400: below Linux's ephemeral range 32768-60999), `stateDir` (default `<project>/.sim/<stack>`), `waitForPodsReadyTimeout`
  *   (default: the cohort's startupTimeout + 1m), `queue.cpu` / `queue.memory` (lower the derived quota), `shape`
- *   (`agents`, the default: `nodes` agent nodes; `gke`: the gke profile's Kubernetes side, below).
+ *   (`agents`, the default: `nodes` agent nodes; `gke`: the gke profile's Kubernetes side, below), `runAs`
+ *   (`process`, the default: `cohort run`; `workflow`: the run is a Temporal workflow, docs/temporal.md).
  * - `cohort-lab:gke` — read only with `sim.shape: gke` (and then required as on `gke`, stacks/gke.ts): the nodes
  *   are the gke profile's two pools (`gke.systemNodes` system nodes, `gke.agentMaxNodes` tainted agent nodes, each
  *   with its machine type's allocatable), and the quota, ResourceFlavor and Kueue Configuration are gke's, from
@@ -99,6 +100,12 @@ export interface SimConfig extends ClusterKnobs {
   readonly podReadyJitterMs: number;
   /** Absolute. */
   readonly stateDir: string;
+  /**
+   * How `CohortRun` runs the cohort: `process` (`cohort run` under the command provider, the default, with live
+   * progress) or `workflow` (`cohort submit` to the sim's Temporal with a detached run worker: a killed `up`
+   * followed by `up` attaches to the same run; docs/temporal.md "The sim stack").
+   */
+  readonly runAs: "process" | "workflow";
 }
 
 const shape = z.unknown().refine((v) => typeof v === "string" && (SIM_SHAPES as readonly string[]).includes(v), {
@@ -113,6 +120,7 @@ const simSchema = z.strictObject({
   podReadyDelay: durationMs.optional(),
   podReadyJitter: durationMs.optional(),
   stateDir: z.string().min(1, "must be a directory path").optional(),
+  runAs: z.enum(["process", "workflow"], { error: (issue) => `must be process or workflow (got ${JSON.stringify(issue.input) ?? "nothing"})` }).optional(),
   ...clusterKnobFields,
 });
 
@@ -144,6 +152,7 @@ export function parseSimConfig(raw: RawConfig, projectDir: string, stack: string
     podReadyDelayMs: c.podReadyDelay ?? parseDurationMs(SIM_DEFAULTS.podReadyDelay),
     podReadyJitterMs: c.podReadyJitter ?? parseDurationMs(SIM_DEFAULTS.podReadyJitter),
     stateDir: path.resolve(projectDir, c.stateDir ?? path.join(".sim", stack)),
+    runAs: c.runAs ?? "process",
     ...clusterKnobs(c),
   };
 }
@@ -363,6 +372,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
         backend: "kubernetes",
         backendConfigFile,
         fallbackRuntimeBundlePath: path.join(projectDir, RUNTIME_BUNDLE),
+        ...(plan.sim.runAs === "workflow" ? { temporal: { address: cluster.temporalAddress, taskQueue: SIM_TEMPORAL_TASK_QUEUE } } : {}),
       },
     },
     { dependsOn: [credentials, ...runNamespace.resources, kueue.clusterQueue, ...kueue.webhookReady, sandboxController, ...pools.map((p) => p.ready)] },

@@ -107,6 +107,23 @@ export interface ProcessExecution {
    * @default none
    */
   readonly runAgainOn?: pulumi.Input<string>;
+  /**
+   * Run the cohort as a Temporal workflow ({@link COHORT_SUBMIT_SCRIPT}, docs/temporal.md) instead of
+   * `cohort run`: `cohort submit` with the workflow id `<workflowIdPrefix>/<run identity>`, the identity a
+   * random id kept in state (the `<name>-identity` Command, replaced with the run), so a killed `pulumi up`
+   * followed by `up` attaches to the same run. Needs `backendConfigFile` (the run worker's). @default none
+   */
+  readonly temporal?: TemporalExecution;
+}
+
+/** Where the workflow mode submits (see {@link ProcessExecution.temporal}). */
+export interface TemporalExecution {
+  /** Temporal frontend `HOST:PORT` (the sim's `temporalAddress`). */
+  readonly address: pulumi.Input<string>;
+  /** Task queue the run worker polls (`queues.temporalTaskQueue`). */
+  readonly taskQueue: string;
+  /** @default `cohort-lab/<stack>` */
+  readonly workflowIdPrefix?: string;
 }
 
 /**
@@ -251,6 +268,147 @@ case "$1" in
 esac
 `;
 
+/**
+ * File under the artifact root where the workflow mode's step script records the run worker it started
+ * (`cohort worker`, detached in a session of its own): its pid. Its log is {@link RUN_WORKER_LOG_FILE}.
+ */
+export const RUN_WORKER_PID_FILE = ".cohort-worker.pid";
+/**
+ * File under the artifact root where the workflow mode's step script records the id of a workflow that lost its
+ * run (no summary: `cohort submit` printed `lost the run`). It is a trigger of the identity and the run, so the
+ * next `up` runs the cohort again under a new workflow id instead of reading the lost one's failure forever
+ * (REJECT_DUPLICATE).
+ */
+export const LOST_WORKFLOW_FILE = ".cohort-last-lost-workflow";
+
+/** The id {@link LOST_WORKFLOW_FILE} records, or `""`. */
+export function lastLostWorkflowId(artifactRoot: string): string {
+  try {
+    return readFileSync(path.join(artifactRoot, LOST_WORKFLOW_FILE), "utf8").trim();
+  } catch {
+    return "";
+  }
+}
+
+/** The detached run worker's stdout and stderr, appended (see {@link RUN_WORKER_PID_FILE}). */
+export const RUN_WORKER_LOG_FILE = ".cohort-worker.log";
+
+/**
+ * The step script of the workflow mode ({@link ProcessExecution.temporal}, docs/temporal.md "The sim stack"):
+ * the run is the Temporal workflow `COHORT_WORKFLOW_ID`, submitted with `cohort submit` (start-or-attach), so a
+ * killed `pulumi up` followed by `up` attaches to the same run. Inputs as {@link COHORT_RUN_SCRIPT}'s plus
+ * `COHORT_TEMPORAL_ADDRESS`, `COHORT_TASK_QUEUE`, `COHORT_WORKFLOW_ID` and `COHORT_BACKEND_CONFIG`
+ * (required: the run worker's backend config).
+ * Steps:
+ * - `cohort identity`: prints 12 random hex digits: the run identity, kept in state once created.
+ * - `cohort submit`: starts the run worker unless the one {@link RUN_WORKER_PID_FILE} names is alive
+ *   (`setsid`: it outlives the step, the provider and the Pulumi CLI), then submits and waits; the summary line
+ *   and the unsuccessful-run record exactly as `cohort run` in {@link COHORT_RUN_SCRIPT}. A signal to the step
+ *   ends the submitter only: the workflow and its run go on (the next `up` attaches).
+ * - `cohort release` (the guard's delete: destroy): stops the run worker (SIGTERM; its running run completes
+ *   its ledger `interrupted`), then reaps what the artifact root's run lock names.
+ * - `cohort keep`, `cohort reap`, `cohort guard`: as in {@link COHORT_RUN_SCRIPT}.
+ * Its text is the `interpreter` of the workflow mode's Commands, stored in the state: change it only with a reason.
+ */
+export const COHORT_SUBMIT_SCRIPT = `set -u
+worker_alive() {
+  [ -f "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}" ] || return 1
+  wpid=$(cat "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}" 2>/dev/null) || return 1
+  [ -n "$wpid" ] && tr '\\0' ' ' <"/proc/$wpid/cmdline" 2>/dev/null | grep -q " worker --temporal-address "
+}
+bundle_or_fallback() {
+  bundle=$COHORT_BUNDLE
+  if [ ! -f "$bundle" ] && [ -n "$COHORT_BUNDLE_FALLBACK" ] && [ -f "$COHORT_BUNDLE_FALLBACK" ]; then bundle=$COHORT_BUNDLE_FALLBACK; fi
+}
+case "$1" in
+"cohort identity")
+  od -An -N6 -tx1 /dev/urandom | tr -d ' \\n' || exit 1
+  printf '\\n'
+  ;;
+"cohort submit")
+  spec="" out="" log="" child=""
+  trap 'rm -f -- "$spec" "$out" "$log"' EXIT
+  # A signal ends the submitter only; the workflow (and the run in the worker) goes on.
+  forward() { if [ -n "$child" ]; then kill -"$1" "$child" 2>/dev/null; fi; }
+  trap 'forward TERM' TERM
+  trap 'forward INT' INT
+  trap 'forward HUP' HUP
+  spec=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  out=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
+  cat >"$spec" || exit 1
+  mkdir -p "$COHORT_ARTIFACT_ROOT" || exit 1
+  if ! worker_alive; then
+    # A session of its own: no signal to the provider's group or the step reaches it.
+    setsid "$COHORT_NODE" "$COHORT_BUNDLE" worker --temporal-address "$COHORT_TEMPORAL_ADDRESS" --task-queue "$COHORT_TASK_QUEUE" --backend-config "$COHORT_BACKEND_CONFIG" </dev/null >>"$COHORT_ARTIFACT_ROOT/${RUN_WORKER_LOG_FILE}" 2>&1 &
+    printf '%s\\n' "$!" >"$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}" || exit 1
+  fi
+  "$COHORT_NODE" "$COHORT_BUNDLE" submit --temporal-address "$COHORT_TEMPORAL_ADDRESS" --task-queue "$COHORT_TASK_QUEUE" --workflow-id "$COHORT_WORKFLOW_ID" --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --spec "$spec" </dev/null >"$out" 2>"$log" &
+  child=$!
+  wait "$child"
+  rc=$?
+  while kill -0 "$child" 2>/dev/null; do
+    wait "$child"
+    rc=$?
+  done
+  child=""
+  trap '' PIPE
+  summary=$(tail -n 1 "$out")
+  reason=$(grep -v '^cohort: run .* succeeded; ledger ' "$log" | tail -n 1)
+  case "$summary" in
+  '{"runId":'*)
+    printf '%s\\n' "$summary"
+    if [ "$rc" -ne 0 ]; then
+      printf '%s\\n' "\${reason:-the cohort runtime exited with status $rc and printed no reason}" >&2
+      { printf '%s\\n' "$summary" >"$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}.tmp" && mv -f "$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}.tmp" "$COHORT_ARTIFACT_ROOT/${UNSUCCESSFUL_RUN_FILE}"; } 2>/dev/null
+    fi
+    exit 0
+    ;;
+  esac
+  if grep -q "^cohort: workflow .* lost the run: " "$log"; then
+    { printf '%s\\n' "$COHORT_WORKFLOW_ID" >"$COHORT_ARTIFACT_ROOT/${LOST_WORKFLOW_FILE}.tmp" && mv -f "$COHORT_ARTIFACT_ROOT/${LOST_WORKFLOW_FILE}.tmp" "$COHORT_ARTIFACT_ROOT/${LOST_WORKFLOW_FILE}"; } 2>/dev/null
+  fi
+  printf '%s\\n' "\${reason:-cohort submit exited with status $rc and printed no reason}" >&2
+  exit "$rc"
+  ;;
+"cohort guard")
+  ;;
+"cohort release")
+  if worker_alive; then
+    kill -TERM "$wpid" 2>/dev/null
+    n=0
+    while kill -0 "$wpid" 2>/dev/null && [ "$n" -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+    if kill -0 "$wpid" 2>/dev/null; then kill -KILL "$wpid" 2>/dev/null; fi
+  fi
+  rm -f -- "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}"
+  bundle_or_fallback
+  if [ -f "$bundle" ]; then "$COHORT_NODE" "$bundle" reap --artifacts "$COHORT_ARTIFACT_ROOT" >&2 || exit 1; fi
+  ;;
+"cohort keep")
+  printf '%s' "\${PULUMI_COMMAND_STDOUT:-}"
+  ;;
+"cohort reap")
+  if [ -z "\${PULUMI_COMMAND_STDOUT:-}" ]; then exit 0; fi
+  dir=$("$COHORT_NODE" -p 'JSON.parse(process.env.PULUMI_COMMAND_STDOUT).ledgerPath') || exit 1
+  bundle_or_fallback
+  if [ -f "$bundle" ]; then
+    "$COHORT_NODE" "$bundle" reap "$dir" >&2 || exit 1
+  elif [ -d "$dir" ]; then
+    echo "cannot reap run $dir: the runtime bundle $COHORT_BUNDLE is gone; run npm run build, then destroy again" >&2
+    exit 1
+  fi
+  if [ "$COHORT_KEEP_LEDGERS" != true ]; then rm -rf -- "$dir"; fi
+  ;;
+*)
+  echo "cohort: unknown step '$1'" >&2
+  exit 2
+  ;;
+esac
+`;
+
+/** The workflow mode's step names (see {@link COHORT_SUBMIT_SCRIPT}). */
+export const COHORT_SUBMIT_STEPS = { identity: "cohort identity", create: "cohort submit", update: "cohort keep", delete: "cohort reap" } as const;
+
 /** The step names given to the provider as `create`, `update` and `delete`. */
 export const COHORT_RUN_STEPS = { create: "cohort run", update: "cohort keep", delete: "cohort reap" } as const;
 
@@ -286,6 +444,7 @@ export function runSpecSha256(spec: RunSpec): string {
  * Kept apart from the class so other executors (a Kubernetes Job) can be added beside it.
  */
 export function executeAsProcess(plan: ExecutionPlan, args: ProcessExecution, parent: pulumi.Resource): CohortExecution {
+  if (args.temporal !== undefined) return executeAsWorkflow(plan, args, args.temporal, parent);
   const backend = args.backend ?? "process";
   const interpreter = ["/bin/sh", "-c", COHORT_RUN_SCRIPT, "cohort"];
   const runtimeEnv = {
@@ -329,6 +488,73 @@ export function executeAsProcess(plan: ExecutionPlan, args: ProcessExecution, pa
       logging: "none",
     },
     { parent, dependsOn: [guard] },
+  );
+  return { resource, summary: resource.stdout.apply(parseRunSummary), reason: resource.stderr };
+}
+
+/**
+ * The workflow mode of the `process` executor ({@link ProcessExecution.temporal}): children `<name>-guard`
+ * (its delete stops the run worker), `<name>-identity` (the run identity: same triggers as the run, so a new run
+ * gets a new workflow id) and `<name>-run` (`cohort submit`).
+ */
+function executeAsWorkflow(plan: ExecutionPlan, args: ProcessExecution, temporal: TemporalExecution, parent: pulumi.Resource): CohortExecution {
+  if (args.backendConfigFile === undefined) {
+    throw new pulumi.InputPropertyError({
+      propertyPath: "execution.backendConfigFile",
+      reason: `CohortRun ${plan.name}: the workflow mode needs the run worker's backend config file`,
+    });
+  }
+  const backend = args.backend ?? "process";
+  const interpreter = ["/bin/sh", "-c", COHORT_SUBMIT_SCRIPT, "cohort"];
+  const runtimeEnv = {
+    COHORT_NODE: args.runtime.nodePath,
+    COHORT_BUNDLE: args.runtime.runtimeBundlePath,
+    COHORT_BUNDLE_FALLBACK: args.fallbackRuntimeBundlePath ?? "",
+    COHORT_ARTIFACT_ROOT: args.artifactRoot,
+  };
+  // The process mode's triggers, plus the last workflow that lost its run (a new identity, so a new run).
+  const triggers = [
+    plan.specSha256,
+    args.runtime.runtimeBundleSha256,
+    args.artifactRoot,
+    args.profile,
+    backend,
+    lastUnsuccessfulRunId(args.artifactRoot),
+    lastLostWorkflowId(args.artifactRoot),
+  ];
+  const guard = new command.local.Command(
+    `${plan.name}-guard`,
+    { interpreter, create: COHORT_GUARD_STEPS.create, delete: COHORT_GUARD_STEPS.delete, environment: runtimeEnv, triggers: [args.artifactRoot], logging: "stderr" },
+    { parent },
+  );
+  const identity = new command.local.Command(
+    `${plan.name}-identity`,
+    { interpreter, create: COHORT_SUBMIT_STEPS.identity, update: COHORT_SUBMIT_STEPS.update, environment: runtimeEnv, triggers, addPreviousOutputInEnv: true, logging: "none" },
+    { parent, dependsOn: [guard] },
+  );
+  const prefix = temporal.workflowIdPrefix ?? `cohort-lab/${pulumi.getStack()}`;
+  const resource = new command.local.Command(
+    `${plan.name}-run`,
+    {
+      interpreter,
+      create: COHORT_SUBMIT_STEPS.create,
+      update: COHORT_SUBMIT_STEPS.update,
+      delete: COHORT_SUBMIT_STEPS.delete,
+      stdin: plan.specJson,
+      environment: {
+        ...runtimeEnv,
+        COHORT_PROFILE: args.profile,
+        COHORT_BACKEND_CONFIG: args.backendConfigFile,
+        COHORT_KEEP_LEDGERS: String(plan.keepLedgers),
+        COHORT_TEMPORAL_ADDRESS: temporal.address,
+        COHORT_TASK_QUEUE: temporal.taskQueue,
+        COHORT_WORKFLOW_ID: pulumi.interpolate`${prefix}/${identity.stdout.apply((s) => s.trim())}`,
+      },
+      triggers,
+      addPreviousOutputInEnv: true,
+      logging: "none",
+    },
+    { parent, dependsOn: [guard, identity] },
   );
   return { resource, summary: resource.stdout.apply(parseRunSummary), reason: resource.stderr };
 }

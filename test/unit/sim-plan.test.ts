@@ -18,7 +18,7 @@ function plan(raw: RawConfig) {
 describe("planSim", () => {
   it("defaults: 8 nodes, ports from 26400, no simulated delay, state in .sim/<stack>; quota = 8 × e2-standard-16", () => {
     const p = plan({ cohort: cohort(100) });
-    expect(p.sim).toEqual({ shape: "agents", nodes: 8, portBase: 26400, podReadyDelayMs: 0, podReadyJitterMs: 0, stateDir: "/p/.sim/sim", queue: {} });
+    expect(p.sim).toEqual({ shape: "agents", nodes: 8, portBase: 26400, podReadyDelayMs: 0, podReadyJitterMs: 0, stateDir: "/p/.sim/sim", runAs: "process", queue: {} });
     expect(p.quota.nominalQuota).toEqual({ cpu: "127120m", memory: "456Gi" });
     expect(p.quota.arithmetic.cpu).toBe("8 nodes × 15890m allocatable − 0m reserved = 127120m");
     expect(p.kueueConfiguration.waitForPodsReady).toEqual({ timeout: "6m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } });
@@ -56,7 +56,7 @@ describe("planSim", () => {
 
   it("refuses bad sim keys, naming each", () => {
     expect(() => plan({ cohort: cohort(10), sim: JSON.stringify({ nodes: 0, colour: "red" }) })).toThrow(
-      "cohort-lab:sim.nodes: must be an integer from 1 to 5000 (got 0)\ncohort-lab:sim.colour: unknown field (known fields: shape, nodes, portBase, podReadyDelay, podReadyJitter, stateDir, waitForPodsReadyTimeout, queue)",
+      "cohort-lab:sim.nodes: must be an integer from 1 to 5000 (got 0)\ncohort-lab:sim.colour: unknown field (known fields: shape, nodes, portBase, podReadyDelay, podReadyJitter, stateDir, runAs, waitForPodsReadyTimeout, queue)",
     );
   });
 
