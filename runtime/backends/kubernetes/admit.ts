@@ -147,18 +147,8 @@ export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal
   validateRoster(plans, run.ctx);
   const sandboxes = plans.map((plan) => renderSandbox(plan, run.ctx));
   const secret = renderSecret(plans, run.ctx);
-  run.setRoster(plans);
-  run.phase = "admitting";
-  run.admitStartedAt = run.now();
+  await beginAdmitting(run, plans);
   const p = paths(run.settings.namespace);
-  const ns = run.settings.namespace;
-
-  await startWatches(run);
-  const stale = [...(run.watches[1]?.objects.keys() ?? [])];
-  if (stale.length > 0) {
-    throw new AdmissionError(`namespace ${ns} already holds ${stale.length} Sandbox(es) of run ${run.ctx.runLabel} (e.g. ${stale[0]}); refusing to reuse them`);
-  }
-  if (run.runFailure !== undefined) throw new AdmissionError(run.runFailure);
 
   const abort = new AbortController();
   const onAbort = (): void => abort.abort(signal.reason);
@@ -187,22 +177,31 @@ export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal
   }
 }
 
+/**
+ * What both admission paths do first: take the roster, enter `admitting`, open the watches, and refuse a
+ * namespace that already holds Sandboxes of this run or a run that already failed.
+ *
+ * @throws {AdmissionError} naming the namespace and a stale Sandbox, or the run's failure
+ */
+async function beginAdmitting(run: Run, plans: readonly MemberPlan[]): Promise<void> {
+  run.setRoster(plans);
+  run.phase = "admitting";
+  run.admitStartedAt = run.now();
+  await startWatches(run);
+  const stale = [...(run.watches[1]?.objects.keys() ?? [])];
+  if (stale.length > 0) {
+    throw new AdmissionError(`namespace ${run.settings.namespace} already holds ${stale.length} Sandbox(es) of run ${run.ctx.runLabel} (e.g. ${stale[0]}); refusing to reuse them`);
+  }
+  if (run.runFailure !== undefined) throw new AdmissionError(run.runFailure);
+}
+
 /** `admission: "workload"`: the runtime's own Workload (see the module doc and workload.ts). */
 async function admitWithWorkload(run: Run, plans: readonly MemberPlan[], signal: AbortSignal): Promise<void> {
   validateRoster(plans, run.ctx);
   const workload = renderWorkload(run.ctx);
   const secret = renderSecret(plans, run.ctx);
-  run.setRoster(plans);
-  run.phase = "admitting";
-  run.admitStartedAt = run.now();
+  await beginAdmitting(run, plans);
   const p = paths(run.settings.namespace);
-  const ns = run.settings.namespace;
-  await startWatches(run);
-  const stale = [...(run.watches[1]?.objects.keys() ?? [])];
-  if (stale.length > 0) {
-    throw new AdmissionError(`namespace ${ns} already holds ${stale.length} Sandbox(es) of run ${run.ctx.runLabel} (e.g. ${stale[0]}); refusing to reuse them`);
-  }
-  if (run.runFailure !== undefined) throw new AdmissionError(run.runFailure);
   if (secret !== undefined) {
     await create(run, "create secrets", p.secrets, secret, signal);
     run.secretCreated = true;
