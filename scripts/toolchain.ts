@@ -85,10 +85,21 @@ async function main(argv: readonly string[]): Promise<void> {
 
   const setNames = argv.filter((a) => !a.startsWith("-"));
   const sets = await Promise.all((setNames.length > 0 ? setNames : ["default"]).map(loadSet));
-  const tools: Tool[] = [];
-  for (const set of sets) for (const tool of await set.tools()) if (!tools.some((t) => t.name === tool.name && t.version === tool.version)) tools.push(tool);
+  // Sets are ensured in the order given, and a set's tools are asked for only once the sets before it are
+  // ready: a set may derive its tools from an earlier set's outputs (local-images and local-apps hash the
+  // `local` set's binaries), so `toolchain -- local local-images local-apps` works on a cold cache.
+  const seen: Tool[] = [];
+  const newTools = async (set: ToolSet): Promise<Tool[]> => {
+    const fresh: Tool[] = [];
+    for (const tool of await set.tools()) {
+      if (seen.some((t) => t.name === tool.name && t.version === tool.version)) continue;
+      seen.push(tool);
+      fresh.push(tool);
+    }
+    return fresh;
+  };
 
-  let ready: ReadyTool[];
+  const ready: ReadyTool[] = [];
   if (nodeMajor(process.version) < pins.node.minSystemMajor && process.env[envNames.stage2] === undefined) {
     // First stage, under the old system Node: fetch Node 24, then finish here if everything else is warm
     // (checks need only node: built-ins); otherwise re-execute under Node 24 to build (execa, Go).
@@ -96,7 +107,7 @@ async function main(argv: readonly string[]): Promise<void> {
     const bin = node?.binaries.node;
     if (bin === undefined) throw new Error("the Node tool produced no binary");
     try {
-      ready = await ensureTools(tools, { ...ctx, noBuild: true, log: () => undefined });
+      for (const set of sets) ready.push(...(await ensureTools(await newTools(set), { ...ctx, noBuild: true, log: () => undefined })));
     } catch (err) {
       if (!(err instanceof NeedsBuildError)) throw err;
       reexecUnder(bin, __filename, argv, {
@@ -108,8 +119,12 @@ async function main(argv: readonly string[]): Promise<void> {
       return;
     }
   } else {
-    log(`sets ${sets.map((s) => s.name).join(", ")}: ${tools.length} tools, cache ${ctx.cacheRoot}, source ${ctx.source}`);
-    ready = await ensureTools(tools, ctx);
+    log(`sets ${sets.map((s) => s.name).join(", ")}, in that order; cache ${ctx.cacheRoot}, source ${ctx.source}`);
+    for (const set of sets) {
+      const tools = await newTools(set);
+      log(`set ${set.name}: ${tools.length} tools`);
+      ready.push(...(await ensureTools(tools, ctx)));
+    }
   }
   const t0 = process.env.COHORT_TOOLCHAIN_STARTED_NS;
   // hrtime is per process; the first stage's start is only comparable on the same boot, which it is.
