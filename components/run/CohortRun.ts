@@ -549,6 +549,10 @@ function executeAsWorkflow(plan: ExecutionPlan, args: ProcessExecution, temporal
         COHORT_TEMPORAL_ADDRESS: temporal.address,
         COHORT_TASK_QUEUE: temporal.taskQueue,
         COHORT_WORKFLOW_ID: pulumi.interpolate`${prefix}/${identity.stdout.apply((s) => s.trim())}`,
+        // The status pipe on fd 3: `cohort submit` writes the run's progress (from runCohort's heartbeats) to
+        // it, shown on this resource's row in `pulumi up` (the script's text is unchanged: the submitter finds
+        // the descriptor in this variable).
+        [STATUS_FD_ENV]: "3",
       },
       triggers,
       addPreviousOutputInEnv: true,

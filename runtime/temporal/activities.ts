@@ -7,8 +7,10 @@
  *   when the worker dies the run notices (`--watch-pid`) and ends `interrupted` with its members stopped and its
  *   ledger completed. It heartbeats on its own timer from its first line, every {@link HEARTBEAT_INTERVAL_MS},
  *   whatever the cohort is doing (the cohort runs in another process, so nothing it does can delay the timer).
- *   A cancellation (workflow cancelled, worker shutting down) sends SIGTERM to the run, which stops its members
- *   and completes the ledger; the activity returns what the run printed.
+ *   The run's progress lines (`--progress-fd 3`, a file) are read every {@link PROGRESS_POLL_MS}, and a changed
+ *   last line is sent at once as the heartbeat's details ({@link RunCohortHeartbeat}), which `cohort submit`
+ *   shows. A cancellation (workflow cancelled, worker shutting down) sends SIGTERM to the run, which stops its
+ *   members and completes the ledger; the activity returns what the run printed.
  * - `cleanupRun({ runId })`: deletes the run's Kubernetes objects and waits until they are gone
  *   (runtime/backends/kubernetes/cleanup.ts), with the worker's backend config.
  */
@@ -20,7 +22,7 @@ import { ApplicationFailure, Context } from "@temporalio/activity";
 import { parse as parseYaml } from "yaml";
 import { cleanupKubernetesRun, type KubernetesCleanupReport } from "../backends/kubernetes/index.js";
 import type { RunSummary } from "../core/summary.js";
-import { HEARTBEAT_INTERVAL_MS, type CohortRunInput, type CohortRunResult } from "./contract.js";
+import { HEARTBEAT_INTERVAL_MS, PROGRESS_POLL_MS, type CohortRunInput, type CohortRunResult, type RunCohortHeartbeat } from "./contract.js";
 
 /** What the worker gives its activities. */
 export interface WorkerActivityConfig {
@@ -55,6 +57,42 @@ function summaryLine(text: string): RunSummary | undefined {
 }
 
 /**
+ * Follows a file another process appends lines to: {@link ProgressTail.poll} returns the last complete line
+ * written since the previous call (`undefined` when none: no new complete line, or the file does not exist yet),
+ * reading only the new bytes (64 KiB at a time); a line still being written is kept until its newline arrives.
+ */
+export class ProgressTail {
+  private offset = 0;
+  private pending = "";
+  constructor(private readonly file: string) {}
+
+  poll(): string | undefined {
+    let fd: number;
+    try {
+      fd = fs.openSync(this.file, "r");
+    } catch {
+      return undefined;
+    }
+    try {
+      const buf = Buffer.alloc(64 * 1024);
+      let last: string | undefined;
+      for (;;) {
+        const n = fs.readSync(fd, buf, 0, buf.length, this.offset);
+        if (n === 0) break;
+        this.offset += n;
+        const lines = (this.pending + buf.toString("utf8", 0, n)).split("\n");
+        this.pending = lines.pop() ?? "";
+        const complete = lines.filter((l) => l.trim() !== "").at(-1);
+        if (complete !== undefined) last = complete;
+      }
+      return last;
+    } finally {
+      fs.closeSync(fd);
+    }
+  }
+}
+
+/**
  * The activities bound to one worker's configuration.
  *
  * @returns `{ runCohort, cleanupRun }` (register with `Worker.create({ activities })`)
@@ -63,8 +101,10 @@ export function createActivities(config: WorkerActivityConfig) {
   return {
     async runCohort(input: CohortRunInput): Promise<CohortRunResult> {
       const ctx = Context.current();
-      ctx.heartbeat({ phase: "starting", runId: input.runId });
-      const beat = setInterval(() => ctx.heartbeat({ phase: "running", runId: input.runId }), HEARTBEAT_INTERVAL_MS);
+      let details: RunCohortHeartbeat = { phase: "starting", runId: input.runId };
+      ctx.heartbeat(details);
+      const beat = setInterval(() => ctx.heartbeat(details), HEARTBEAT_INTERVAL_MS);
+      let follow: NodeJS.Timeout | undefined;
       try {
         const args = [
           config.runtimeBundle,
@@ -83,21 +123,34 @@ export function createActivities(config: WorkerActivityConfig) {
           config.backendConfigFile,
           "--watch-pid",
           String(process.pid),
+          "--progress-fd",
+          "3",
         ];
         // The run's output goes to files, not pipes: when the worker dies, a pipe would break under the run
         // (EPIPE on its next progress line) before it completes its ledger; a file does not.
         const outDir = fs.mkdtempSync(path.join(os.tmpdir(), `cohort-worker-${input.runId}-`));
         const outFile = path.join(outDir, "stdout");
         const errFile = path.join(outDir, "stderr");
+        const progressFile = path.join(outDir, "progress");
         const out = fs.openSync(outFile, "w");
         const err = fs.openSync(errFile, "w");
+        const prog = fs.openSync(progressFile, "w");
         let child: ChildProcess;
         try {
-          child = spawn(config.nodePath ?? process.execPath, args, { stdio: ["pipe", out, err] });
+          child = spawn(config.nodePath ?? process.execPath, args, { stdio: ["pipe", out, err, prog] });
         } finally {
           fs.closeSync(out);
           fs.closeSync(err);
+          fs.closeSync(prog);
         }
+        details = { phase: "running", runId: input.runId };
+        const tail = new ProgressTail(progressFile);
+        follow = setInterval(() => {
+          const line = tail.poll();
+          if (line === undefined || line === details.progress) return;
+          details = { phase: "running", runId: input.runId, progress: line };
+          ctx.heartbeat(details);
+        }, PROGRESS_POLL_MS);
         process.stderr.write(`cohort: worker: run ${input.runId} started (pid ${child.pid}); its output in ${outDir}\n`);
         child.stdin!.end(input.specText);
         const exited = new Promise<number>((resolve, reject) => {
@@ -119,6 +172,7 @@ export function createActivities(config: WorkerActivityConfig) {
         return { summary, exitCode };
       } finally {
         clearInterval(beat);
+        if (follow !== undefined) clearInterval(follow);
       }
     },
 

@@ -6,26 +6,29 @@
  *
  *   cohort worker --temporal-address HOST:PORT [--namespace default] --task-queue Q --backend-config FILE
  *   cohort submit --temporal-address HOST:PORT [--namespace default] --task-queue Q --workflow-id ID
- *                 --artifacts DIR [--profile P] [--run-id R] (--spec FILE | SPEC)
+ *                 --artifacts DIR [--profile P] [--run-id R] [--progress-fd N] (--spec FILE | SPEC)
  *
  * `submit` starts the `cohortRun` workflow with `workflowIdConflictPolicy: USE_EXISTING` (a running workflow of
  * that id is attached to, not started twice) and `workflowIdReusePolicy: REJECT_DUPLICATE` (a closed one is never
  * started again: its result is read instead). It waits for the result, retrying a lost connection to Temporal
  * for as long as it takes (a dropped connection is never reported as a failed run), prints the run summary line
  * `cohort run` prints and exits with `cohort run`'s exit code. A workflow that ended without a result (the run
- * was lost) prints `cohort: run <id> lost: <cause>` and exits 1.
+ * was lost) prints `cohort: run <id> lost: <cause>` and exits 1. While it waits it shows the run's progress: every
+ * {@link PROGRESS_POLL_MS} it describes the workflow and writes the `progress` of `runCohort`'s last heartbeat
+ * ({@link RunCohortHeartbeat}), when it changed, to `--progress-fd N` (default: the descriptor named by
+ * `COHORT_STATUS_FD`, the command provider's status pipe; otherwise stderr).
  */
 import * as path from "node:path";
 import { parseArgs } from "node:util";
 import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from "@temporalio/client";
-import { WorkflowExecutionAlreadyStartedError } from "@temporalio/common";
+import { defaultPayloadConverter, WorkflowExecutionAlreadyStartedError } from "@temporalio/common";
 import { NativeConnection, Worker } from "@temporalio/worker";
 import * as fs from "node:fs";
 import { SpecError } from "../core/errors.js";
 import { loadRunSpec } from "../core/spec.js";
 import { wellFormedValue } from "../core/text.js";
 import { createActivities, readBackendConfig } from "./activities.js";
-import { runBudgetSeconds, WORKFLOW_TYPE, type CohortRunInput, type CohortRunResult } from "./contract.js";
+import { HEARTBEAT_THROTTLE_MS, PROGRESS_POLL_MS, runBudgetSeconds, WORKFLOW_TYPE, type CohortRunInput, type CohortRunResult, type RunCohortHeartbeat } from "./contract.js";
 
 /** Where the commands write. */
 export interface TemporalCliIo {
@@ -109,6 +112,9 @@ async function workerCommand(args: readonly string[], io: TemporalCliIo): Promis
     ...(values.identity !== undefined ? { identity: values.identity } : {}),
     // Cancel running activities at shutdown at once: runCohort then stops its run (SIGTERM), which completes the ledger.
     shutdownGraceTime: "1s",
+    // Progress travels in heartbeat details: send them within a second, not at the SDK's 80% of the timeout.
+    maxHeartbeatThrottleInterval: HEARTBEAT_THROTTLE_MS,
+    defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE_MS,
   });
   io.stderr.write(`cohort: worker polling task queue ${taskQueue} at ${address} (pid ${process.pid})\n`);
   try {
@@ -131,6 +137,7 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
       artifacts: { type: "string" },
       profile: { type: "string" },
       "run-id": { type: "string" },
+      "progress-fd": { type: "string" },
     },
     allowPositionals: true,
     strict: true,
@@ -153,6 +160,7 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
   const spec = loadRunSpec(specText);
   const runId = values["run-id"] ?? newRunId(spec.name);
   if (!RUN_ID.test(runId)) throw new TemporalUsageError(`submit: --run-id must be a Kubernetes label value; got "${runId}"`);
+  const progress = progressSink(values["progress-fd"], io);
   const input: CohortRunInput = { specText, runId, artifacts, profile: values.profile ?? "sim", runTimeoutS: runBudgetSeconds(spec) };
 
   const connection = await retrying("submit connect", io, () => Connection.connect({ address }));
@@ -176,6 +184,7 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
       }
     });
     let result: CohortRunResult;
+    const following = followProgress(handle, progress);
     try {
       result = (await retrying("wait for the result", io, () => handle.result())) as CohortRunResult;
     } catch (error) {
@@ -185,6 +194,8 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
         return 1;
       }
       throw error;
+    } finally {
+      await following.stop();
     }
     io.stdout.write(`${JSON.stringify(wellFormedValue(result.summary))}\n`);
     io.stderr.write(`cohort: run ${result.summary.runId} ${result.summary.outcome}; ledger ${result.summary.ledgerPath} (workflow ${workflowId})\n`);
@@ -192,6 +203,71 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
   } finally {
     await connection.close();
   }
+}
+
+/**
+ * Where `submit` writes progress lines: `--progress-fd N` (an open descriptor >= 3), else the descriptor in
+ * `COHORT_STATUS_FD` when that is set (the command provider's status pipe, scripts/lib/command-provider.ts),
+ * else stderr.
+ *
+ * @throws TemporalUsageError when `--progress-fd` is not an integer >= 3
+ */
+function progressSink(flag: string | undefined, io: TemporalCliIo): (line: string) => void {
+  const raw = flag ?? process.env.COHORT_STATUS_FD;
+  if (raw === undefined || raw === "") return (line) => io.stderr.write(`${line}\n`);
+  const fd = Number(raw);
+  if (!Number.isInteger(fd) || fd < 3) {
+    throw new TemporalUsageError(`submit: ${flag !== undefined ? "--progress-fd" : "COHORT_STATUS_FD"} expects an open file descriptor number >= 3; got "${raw}"`);
+  }
+  let broken = false;
+  return (line) => {
+    if (broken) return;
+    try {
+      fs.writeSync(fd, `${line}\n`);
+    } catch {
+      // A closed status pipe (the provider stopped reading) ends the progress, never the wait for the result.
+      broken = true;
+    }
+  };
+}
+
+/**
+ * Polls `describe` every {@link PROGRESS_POLL_MS} and writes the `progress` of `runCohort`'s last heartbeat when
+ * it changed. Errors of a poll (Temporal unreachable) are ignored: the wait for the result retries on its own.
+ *
+ * @returns `stop()`, which ends the polling and waits for a poll in flight
+ */
+function followProgress(handle: WorkflowHandle, write: (line: string) => void): { stop(): Promise<void> } {
+  let last: string | undefined;
+  let stopped = false;
+  let inFlight: Promise<void> | undefined;
+  const poll = async (): Promise<void> => {
+    const d = await handle.describe();
+    for (const a of d.raw.pendingActivities ?? []) {
+      if (a.activityType?.name !== "runCohort") continue;
+      const payload = a.heartbeatDetails?.payloads?.[0];
+      if (payload === undefined) continue;
+      const beat = defaultPayloadConverter.fromPayload<RunCohortHeartbeat>(payload);
+      if (typeof beat?.progress === "string" && beat.progress !== last) {
+        last = beat.progress;
+        write(beat.progress);
+      }
+    }
+  };
+  const timer = setInterval(() => {
+    // One poll at a time: a slow describe skips ticks instead of queueing them.
+    if (stopped || inFlight !== undefined) return;
+    inFlight = poll()
+      .catch(() => undefined)
+      .finally(() => (inFlight = undefined));
+  }, PROGRESS_POLL_MS);
+  return {
+    async stop() {
+      stopped = true;
+      clearInterval(timer);
+      await inFlight;
+    },
+  };
 }
 
 /** `<name>-<yyyymmddThhmmssZ>-<6 hex>` (as runtime/cli.ts newRunId). */

@@ -14,6 +14,29 @@ export const HEARTBEAT_TIMEOUT_S = 30;
 /** How often the `runCohort` activity heartbeats, milliseconds (its own timer, whatever the cohort does). */
 export const HEARTBEAT_INTERVAL_MS = 5_000;
 
+/**
+ * How often `runCohort` reads the run's new progress lines, milliseconds: a changed line is sent at once as the
+ * heartbeat's details ({@link RunCohortHeartbeat}), and the submitter shows it (docs/temporal.md "Progress").
+ */
+export const PROGRESS_POLL_MS = 1_000;
+
+/**
+ * The heartbeat throttle the worker sets (`maxHeartbeatThrottleInterval`, `defaultHeartbeatThrottleInterval`),
+ * milliseconds. The SDK sends a heartbeat to the server at most this often and otherwise keeps only the
+ * latest details (its default is 80% of the heartbeat timeout, capped at 60 s: 24 s here, too slow to carry
+ * progress); the server keeps the last details of a pending activity, which `describe` returns.
+ */
+export const HEARTBEAT_THROTTLE_MS = 1_000;
+
+/** The details of a `runCohort` heartbeat (`pendingActivities[].heartbeatDetails` of `workflow describe`). */
+export interface RunCohortHeartbeat {
+  /** `starting` before the run's process exists, then `running`. */
+  readonly phase: "starting" | "running";
+  readonly runId: string;
+  /** The run's last progress line (`cohort run --progress-fd`), without its newline; absent before the first. */
+  readonly progress?: string;
+}
+
 /** Start-to-close of `cleanupRun`, seconds (it waits up to 120 s for the run's objects to go). */
 export const CLEANUP_TIMEOUT_S = 180;
 

@@ -90,6 +90,9 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
       await sleep(250);
     }
     expect(runDir, "the run's members never became ready").toBeDefined();
+    // Still mid-hold (30 s), with time for the ready members' progress line to travel: the run's progress file,
+    // runCohort's heartbeat details (1 s poll, 1 s throttle), the submitter's describe (1 s), the status pipe.
+    await sleep(4_000);
     project.noteProcesses();
     const pid = pulumiUpPid();
     expect(pid).toBeDefined();
@@ -97,6 +100,11 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
     const killed = await first;
     expect(killed.exitCode).not.toBe(0);
     expect(existsSync(path.join(runDir!, "completion.json")), "the run ended with the killed up").toBe(false);
+    // Live progress in workflow mode: the submitter showed the run's progress lines (runCohort's heartbeat details,
+    // read with describe) on the cohort-run row while it waited.
+    const progressRows = killed.all.split("\n").filter((l) => /command:local:Command\s+cohort-run\s+creating.*(startup|hold): started \d+\/3/.test(l));
+    console.log(`[e2e sim temporal] ${progressRows.length} progress rows before the kill, e.g.\n${progressRows.slice(0, 3).join("\n")}`);
+    expect(progressRows.length, killed.all).toBeGreaterThan(0);
 
     await project.ok(["cancel", "--yes", "--stack", "sim"]);
     const refresh = await project.pulumi(["refresh", "--clear-pending-creates", "--stack", "sim", "--yes"]);
