@@ -24,7 +24,7 @@
 // First import: under Node < 22, one stderr line and exit 1 (./core/require-node.ts).
 import "./core/require-node";
 // Next: records the descriptors open at start-up, before the runtime opens any (./core/inherited-fd.ts).
-import { unusableProgressFd } from "./core/inherited-fd";
+import { ENTRY_FDS, unusableProgressFd } from "./core/inherited-fd";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -187,8 +187,9 @@ async function temporalCommand(command: string, rest: readonly string[], io: Cli
   const file = path.join(__dirname, TEMPORAL_BUNDLE_FILE);
   if (!fs.existsSync(file)) throw new UsageError(`${command}: ${file} is missing: the Temporal commands run from dist/ (npm run build) with node_modules/@temporalio next to it`);
   // A computed path: esbuild leaves this require alone, so the Temporal SDK never enters dist/cohort.cjs.
-  const load = require as (id: string) => { main(argv: readonly string[], io: CliIo): Promise<number> };
-  return load(file).main([command, ...rest], io);
+  const load = require as (id: string) => { main(argv: readonly string[], io: CliIo & { entryFds?: ReadonlySet<number> }): Promise<number> };
+  // The descriptors open at this process's start: the Temporal bundle's `--progress-fd` check needs them.
+  return load(file).main([command, ...rest], { ...io, ...(ENTRY_FDS !== undefined ? { entryFds: ENTRY_FDS } : {}) });
 }
 
 // ---- run --------------------------------------------------------------------------------------

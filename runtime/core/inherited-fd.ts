@@ -37,9 +37,12 @@ function accessMode(fd: number): number | undefined {
 
 /**
  * Why `fd` must not carry progress, or `undefined` when it may (rules in the module doc).
+ * @param entryFds - the descriptors open at the process's start (rule 1): {@link ENTRY_FDS} of the bundle that
+ *   was the entry point, passed on by a bundle loaded later (dist/cohort-temporal.cjs), whose own copy of this
+ *   module is evaluated after Node opened its descriptors. @default ENTRY_FDS
  * @returns a short reason such as `is anon_inode:[eventfd], one of Node's own descriptors`
  */
-export function unusableProgressFd(fd: number): string | undefined {
+export function unusableProgressFd(fd: number, entryFds: ReadonlySet<number> | undefined = ENTRY_FDS): string | undefined {
   let stat: fs.Stats;
   try {
     stat = fs.fstatSync(fd);
@@ -47,7 +50,7 @@ export function unusableProgressFd(fd: number): string | undefined {
     return "is not an open file descriptor";
   }
   if (!fs.existsSync("/proc/self/fd")) return undefined;
-  if (ENTRY_FDS !== undefined && !ENTRY_FDS.has(fd)) return "was not open when cohort started (not inherited from the caller)";
+  if (entryFds !== undefined && !entryFds.has(fd)) return "was not open when cohort started (not inherited from the caller)";
   let target: string;
   try {
     target = fs.readlinkSync(`/proc/self/fd/${fd}`);

@@ -25,6 +25,7 @@ import { defaultPayloadConverter, WorkflowExecutionAlreadyStartedError } from "@
 import { NativeConnection, Worker } from "@temporalio/worker";
 import * as fs from "node:fs";
 import { SpecError } from "../core/errors.js";
+import { ENTRY_FDS, unusableProgressFd } from "../core/inherited-fd.js";
 import { loadRunSpec } from "../core/spec.js";
 import { wellFormedValue } from "../core/text.js";
 import { createActivities, readBackendConfig } from "./activities.js";
@@ -35,6 +36,11 @@ export interface TemporalCliIo {
   readonly stdout: NodeJS.WritableStream;
   readonly stderr: NodeJS.WritableStream;
   readonly stdin: () => string;
+  /**
+   * The descriptors open when the process started (runtime/core/inherited-fd.ts `ENTRY_FDS` of the entry bundle,
+   * dist/cohort.cjs); `--progress-fd` must be one of them. @default this bundle's own `ENTRY_FDS`
+   */
+  readonly entryFds?: ReadonlySet<number>;
 }
 
 /** A usage error: exit 2 with the message. */
@@ -215,10 +221,13 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
 function progressSink(flag: string | undefined, io: TemporalCliIo): (line: string) => void {
   const raw = flag ?? process.env.COHORT_STATUS_FD;
   if (raw === undefined || raw === "") return (line) => io.stderr.write(`${line}\n`);
-  const fd = Number(raw);
-  if (!Number.isInteger(fd) || fd < 3) {
-    throw new TemporalUsageError(`submit: ${flag !== undefined ? "--progress-fd" : "COHORT_STATUS_FD"} expects an open file descriptor number >= 3; got "${raw}"`);
-  }
+  const source = flag !== undefined ? "--progress-fd" : "COHORT_STATUS_FD";
+  const fd = /^[0-9]+$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isInteger(fd) || fd < 3) throw new TemporalUsageError(`submit: ${source} expects an open file descriptor number >= 3; got "${raw}"`);
+  // Node's and libuv's own descriptors (epoll, eventfd, internal pipes) pass fstat: writing into one corrupts
+  // or crashes the process, so only a descriptor inherited from the caller is used (the rules of `cohort run`).
+  const unusable = unusableProgressFd(fd, io.entryFds ?? ENTRY_FDS);
+  if (unusable !== undefined) throw new TemporalUsageError(`submit: ${source} ${fd} ${unusable}`);
   let broken = false;
   return (line) => {
     if (broken) return;
@@ -293,7 +302,8 @@ export async function main(argv: readonly string[], io: TemporalCliIo): Promise<
     if (command === "submit") return await submitCommand(rest, io);
     throw new TemporalUsageError(`expected worker or submit, got ${JSON.stringify(command ?? "")}`);
   } catch (error) {
-    if (error instanceof TemporalUsageError || (error as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+    const code = (error as { code?: string }).code;
+    if (error instanceof TemporalUsageError || code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" || code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
       io.stderr.write(`cohort: ${(error as Error).message}\n`);
       return 2;
     }
