@@ -76,21 +76,21 @@ describe.skipIf(unavailable !== undefined)("the sim's Temporal dev server", () =
   }, 120_000);
 });
 
-function cohort(name: string, replicas: number, hold: string): string {
+function cohort(name: string, replicas: number, hold: string, cpu = "10m", admissionTimeout = "2m", role = "agent"): string {
   return `apiVersion: cohort-lab/v1
 kind: Cohort
 name: ${name}
 startupTimeout: 2m
 memberTimeout: 90s
-admissionTimeout: 2m
+admissionTimeout: ${admissionTimeout}
 stopGracePeriod: 2s
 hold: ${hold}
 roles:
-  - name: agent
+  - name: ${role}
     replicas: ${replicas}
     app: { image: "${FAKE_IMAGE}", command: ["serve"] }
     readiness: { tcp: {} }
-    resources: { cpu: 10m, memory: 16Mi }
+    resources: { cpu: ${cpu}, memory: 16Mi }
 `;
 }
 
@@ -148,9 +148,9 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     for (const d of [artifacts, specDir]) if (d !== undefined) fs.rmSync(d, { recursive: true, force: true });
   });
 
-  function specFile(name: string, replicas: number, hold: string): string {
+  function specFile(name: string, replicas: number, hold: string, cpu?: string, admissionTimeout?: string, role?: string): string {
     const file = path.join(specDir, `${name}.yaml`);
-    fs.writeFileSync(file, cohort(name, replicas, hold));
+    fs.writeFileSync(file, cohort(name, replicas, hold, cpu, admissionTimeout, role));
     return file;
   }
 
@@ -299,6 +299,69 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(await workflowsWithId("wf-restart")).toHaveLength(1);
     expect(HEARTBEAT_TIMEOUT_S).toBeLessThan(40);
   }, 300_000);
+
+  it("a run whose admission waits longer than the heartbeat timeout (quota held by another run): heartbeats keep runCohort alive, it succeeds on its first attempt", async () => {
+    // The sim ClusterQueue's cpu quota (derived from the nodes): run A's roster takes 60 % of it, run B's
+    // roster 60 % as well, so B's Workload waits until A (held 45 s) releases its quota.
+    const cq = await admin.request("admin get" as ApiCallKey, HttpMethod.GET, `/apis/kueue.x-k8s.io/v1beta2/clusterqueues/${simQueueNames.clusterQueue}`);
+    const resources = (cq.spec as { resourceGroups: { flavors: { resources: { name: string; nominalQuota: string | number }[] }[] }[] }).resourceGroups[0]!.flavors[0]!.resources;
+    const quota = String(resources.find((r) => r.name === "cpu")!.nominalQuota);
+    const quotaMilli = quota.endsWith("m") ? Number(quota.slice(0, -1)) : Number(quota) * 1000;
+    expect(quotaMilli, `ClusterQueue cpu nominalQuota ${quota}`).toBeGreaterThan(0);
+    const memberCpu = `${Math.floor(quotaMilli * 0.3)}m`;
+    const occupy = cohortProcess(submitArgs("wf-occupy", specFile("occupy", 2, "45s", memberCpu)));
+    const occupyRun = await eventually("run A's ledger to appear", 120_000, async () => runDirsOf("occupy")[0]);
+    await eventually("run A's roster to be admitted", 120_000, async () =>
+      fs.existsSync(path.join(artifacts, occupyRun, "records.ndjson")) && fs.readFileSync(path.join(artifacts, occupyRun, "records.ndjson"), "utf8").includes('"roster-admitted"')
+        ? true
+        : undefined,
+    );
+    const submittedAt = Date.now();
+    const waiting = cohortProcess(submitArgs("wf-admission-wait", specFile("waiting", 2, "1s", memberCpu, "3m", "waiter")));
+    const [a, b] = await Promise.all([occupy.exited, waiting.exited]);
+    const completionOf = (run: string | undefined): string => {
+      const f = run === undefined ? "" : path.join(artifacts, run, "completion.json");
+      return run !== undefined && fs.existsSync(f) ? fs.readFileSync(f, "utf8") : "(no completion)";
+    };
+    expect(a.code, `${a.stderr}\n${completionOf(occupyRun)}`).toBe(0);
+    expect(b.code, `${b.stderr}\n${completionOf(runDirsOf("waiting")[0])}`).toBe(0);
+    const summary = JSON.parse(b.stdout) as { runId: string; outcome: string };
+    expect(summary.outcome).toBe("succeeded");
+    expect(runDirsOf("waiting")).toEqual([summary.runId]);
+    const runDir = path.join(artifacts, summary.runId);
+    await verifyLedger(runDir);
+    const records = fs
+      .readFileSync(path.join(runDir, "records.ndjson"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const admitted = records.find((r) => JSON.stringify(r).includes('"roster-admitted"'));
+    const admissionMs = Number(
+      (admitted as { admissionMs?: number; data?: { admissionMs?: number } } | undefined)?.admissionMs ??
+        (admitted as { data?: { admissionMs?: number } } | undefined)?.data?.admissionMs,
+    );
+    console.log(`admission wait of run B: ${admissionMs} ms (ledger roster-admitted.admissionMs), ${Date.now() - submittedAt} ms submit to exit`);
+    expect(admissionMs).toBeGreaterThan(HEARTBEAT_TIMEOUT_S * 1000);
+    expect(await workflowsWithId("wf-admission-wait")).toHaveLength(1);
+    const history = await temporalCli(sim, ["workflow", "show", "--workflow-id", "wf-admission-wait", "--output", "json"]);
+    expect(history).not.toContain("ActivityTaskTimedOut");
+    expect(history).not.toMatch(/ACTIVITY_TASK_TIMED_OUT/);
+    // runCohort: scheduled once, started on attempt 1, completed (cleanupRun follows as its own activity).
+    type HistoryEvent = {
+      eventId: string;
+      eventType: string;
+      activityTaskScheduledEventAttributes?: { activityType?: { name?: string } };
+      activityTaskStartedEventAttributes?: { scheduledEventId?: string; attempt?: number };
+      activityTaskCompletedEventAttributes?: { scheduledEventId?: string };
+    };
+    const events = (JSON.parse(history) as { events: HistoryEvent[] }).events;
+    const scheduled = events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === "runCohort");
+    expect(scheduled).toHaveLength(1);
+    const id = String(scheduled[0]!.eventId);
+    const started = events.filter((e) => String(e.activityTaskStartedEventAttributes?.scheduledEventId) === id);
+    expect(started.map((e) => e.activityTaskStartedEventAttributes?.attempt ?? 1)).toEqual([1]);
+    expect(events.filter((e) => String(e.activityTaskCompletedEventAttributes?.scheduledEventId) === id)).toHaveLength(1);
+  }, 400_000);
 
   it("the worker killed mid-run: the run ends interrupted with its ledger completed, a new worker cleans up, the submitter names the cause", async () => {
     const spec = specFile("lost", 2, "5m");
