@@ -216,7 +216,8 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
  * `COHORT_STATUS_FD` when that is set (the command provider's status pipe, scripts/lib/command-provider.ts),
  * else stderr.
  *
- * @throws TemporalUsageError when `--progress-fd` is not an integer >= 3
+ * @throws TemporalUsageError naming `--progress-fd` or `COHORT_STATUS_FD` when the value is not an integer >= 3,
+ *   or the descriptor is not one the caller passed in (runtime/core/inherited-fd.ts `unusableProgressFd`)
  */
 function progressSink(flag: string | undefined, io: TemporalCliIo): (line: string) => void {
   const raw = flag ?? process.env.COHORT_STATUS_FD;
@@ -244,7 +245,7 @@ function progressSink(flag: string | undefined, io: TemporalCliIo): (line: strin
  * Polls `describe` every {@link PROGRESS_POLL_MS} and writes the `progress` of `runCohort`'s last heartbeat when
  * it changed. Errors of a poll (Temporal unreachable) are ignored: the wait for the result retries on its own.
  *
- * @returns `stop()`, which ends the polling and waits for a poll in flight
+ * @returns `stop()`, which ends the polling and waits for a poll in flight, at most {@link PROGRESS_POLL_MS}
  */
 function followProgress(handle: WorkflowHandle, write: (line: string) => void): { stop(): Promise<void> } {
   let last: string | undefined;
@@ -257,7 +258,7 @@ function followProgress(handle: WorkflowHandle, write: (line: string) => void): 
       const payload = a.heartbeatDetails?.payloads?.[0];
       if (payload === undefined) continue;
       const beat = defaultPayloadConverter.fromPayload<RunCohortHeartbeat>(payload);
-      if (typeof beat?.progress === "string" && beat.progress !== last) {
+      if (!stopped && typeof beat?.progress === "string" && beat.progress !== last) {
         last = beat.progress;
         write(beat.progress);
       }
@@ -274,7 +275,8 @@ function followProgress(handle: WorkflowHandle, write: (line: string) => void): 
     async stop() {
       stopped = true;
       clearInterval(timer);
-      await inFlight;
+      // A describe that hangs must not hold the summary: its late line is dropped (`stopped`).
+      if (inFlight !== undefined) await Promise.race([inFlight, sleep(PROGRESS_POLL_MS)]);
     },
   };
 }
