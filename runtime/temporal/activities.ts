@@ -64,6 +64,7 @@ function summaryLine(text: string): RunSummary | undefined {
 export class ProgressTail {
   private offset = 0;
   private pending = "";
+  private readonly buf = Buffer.alloc(64 * 1024);
   constructor(private readonly file: string) {}
 
   poll(): string | undefined {
@@ -74,7 +75,7 @@ export class ProgressTail {
       return undefined;
     }
     try {
-      const buf = Buffer.alloc(64 * 1024);
+      const buf = this.buf;
       let last: string | undefined;
       for (;;) {
         const n = fs.readSync(fd, buf, 0, buf.length, this.offset);

@@ -19,6 +19,8 @@ import { cleanupKubernetesRun } from "../../runtime/backends/kubernetes/index.js
 import { HttpMethod, type KubeClient } from "../../runtime/backends/kubernetes/client.js";
 import type { ApiCallKey } from "../../runtime/backends/kubernetes/counters.js";
 import { runLabelValue } from "../../runtime/backends/kubernetes/render.js";
+import { readLedger } from "../../runtime/core/ledger/index.js";
+import { cpuMillicores } from "../../runtime/core/quantity.js";
 import { HEARTBEAT_TIMEOUT_S } from "../../runtime/temporal/contract.js";
 import { controlPlaneBinaries, findSimBinaries } from "../../simctl/binaries.js";
 import { startController, stopController } from "../../simctl/cluster.js";
@@ -306,7 +308,7 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     const cq = await admin.request("admin get" as ApiCallKey, HttpMethod.GET, `/apis/kueue.x-k8s.io/v1beta2/clusterqueues/${simQueueNames.clusterQueue}`);
     const resources = (cq.spec as { resourceGroups: { flavors: { resources: { name: string; nominalQuota: string | number }[] }[] }[] }).resourceGroups[0]!.flavors[0]!.resources;
     const quota = String(resources.find((r) => r.name === "cpu")!.nominalQuota);
-    const quotaMilli = quota.endsWith("m") ? Number(quota.slice(0, -1)) : Number(quota) * 1000;
+    const quotaMilli = cpuMillicores(quota) ?? NaN;
     expect(quotaMilli, `ClusterQueue cpu nominalQuota ${quota}`).toBeGreaterThan(0);
     const memberCpu = `${Math.floor(quotaMilli * 0.3)}m`;
     const occupy = cohortProcess(submitArgs("wf-occupy", specFile("occupy", 2, "45s", memberCpu)));
@@ -330,16 +332,8 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(runDirsOf("waiting")).toEqual([summary.runId]);
     const runDir = path.join(artifacts, summary.runId);
     await verifyLedger(runDir);
-    const records = fs
-      .readFileSync(path.join(runDir, "records.ndjson"), "utf8")
-      .trim()
-      .split("\n")
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-    const admitted = records.find((r) => JSON.stringify(r).includes('"roster-admitted"'));
-    const admissionMs = Number(
-      (admitted as { admissionMs?: number; data?: { admissionMs?: number } } | undefined)?.admissionMs ??
-        (admitted as { data?: { admissionMs?: number } } | undefined)?.data?.admissionMs,
-    );
+    const { records } = await readLedger(runDir);
+    const admissionMs = Number(records.find((r) => r.kind === "roster-admitted")?.admissionMs);
     console.log(`admission wait of run B: ${admissionMs} ms (ledger roster-admitted.admissionMs), ${Date.now() - submittedAt} ms submit to exit`);
     expect(admissionMs).toBeGreaterThan(HEARTBEAT_TIMEOUT_S * 1000);
     expect(await workflowsWithId("wf-admission-wait")).toHaveLength(1);
