@@ -124,6 +124,7 @@ export async function main(argv: readonly string[], io: CliIo = defaultIo): Prom
         return await reapCommand(rest, io);
       case "worker":
       case "submit":
+      case "open-runs":
         return await temporalCommand(command, rest, io);
       case "--version":
       case "version":

@@ -5,7 +5,9 @@
  *
  * Config keys (besides the common ones of stacks/config.ts; objects are set field by field with `--path`):
  * - `cohort-lab:local` — `clusterName` (default `cohort-lab`), `workers` (2), `temporalPort` (7233, a loopback
- *   host port, checked free before the cluster is created), `waitForPodsReadyTimeout` (default: the cohort's
+ *   host port, checked free before the cluster is created), `runAs` (`job`, the default: the runtime runs as a
+ *   Kubernetes Job; `workflow`: the run is a Temporal workflow executed by the in-cluster run worker and submitted
+ *   from this machine, so a killed `up` followed by `up` attaches to the same run; docs/temporal.md), `waitForPodsReadyTimeout` (default: the cohort's
  *   `startupTimeout` + 1m; must be longer than it), `queue.cpu` / `queue.memory` (lower the ClusterQueue quota;
  *   never above what the nodes hold).
  * - `cohort-lab:images` — `kueue`, `agentSandbox`, `runtime`: `<repository>[:<tag>]@sha256:<64 hex>` for the pins
@@ -52,7 +54,8 @@ import { ARTIFACTS_NODE_PATH, TEMPORAL_NODE_PORT } from "../components/kind/kind
 import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbox.js";
 import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, renderKueueInstall, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
 import { RUNTIME_JOB_RESOURCES } from "../components/run/manifests.js";
-import { SYSTEM_NAMESPACE, TEMPORAL_REQUESTS } from "../components/k8s/manifests/temporal.js";
+import { SYSTEM_NAMESPACE, TEMPORAL_GRPC_PORT, TEMPORAL_NAME, TEMPORAL_REQUESTS } from "../components/k8s/manifests/temporal.js";
+import { RUN_WORKER_FILES, RUN_WORKER_RESOURCES, type WorkerFile } from "../components/run/worker-manifests.js";
 import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { RunNamespace } from "../components/run/RunNamespace.js";
 import { Temporal } from "../components/k8s/Temporal.js";
@@ -81,7 +84,14 @@ import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from
 export const LOCAL_QUEUES = cohortQueueNames("cohort-lab-default");
 
 /** Defaults of `cohort-lab:local` (the ONE place they are set). */
-export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalPort: 7233, kindWait: "5m" } as const;
+export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalPort: 7233, kindWait: "5m", runAs: "job" } as const;
+
+/** The task queue the `local` run worker polls (`queues.temporalTaskQueue` with `local.runAs: workflow`). */
+export const LOCAL_TEMPORAL_TASK_QUEUE = "cohort-lab-local-runs";
+
+/** Values of `cohort-lab:local.runAs`: how the cohort run executes in the cluster. */
+export const LOCAL_RUN_MODES = ["job", "workflow"] as const;
+export type LocalRunMode = (typeof LOCAL_RUN_MODES)[number];
 
 /**
  * Kueue integrations of this profile: `pod` for the members (Sandbox pods), and `batch/job` because the runtime
@@ -228,7 +238,7 @@ export function findLocalArtifacts(env: NodeJS.ProcessEnv = process.env): LocalA
   }
   const images: BuiltImages = {};
   const appEnv = { ...env, COHORT_LAB_CACHE: root };
-  for (const key of ["kueue", "agentSandbox", "runtime", "temporal", "openclaw"] as const) {
+  for (const key of ["kueue", "agentSandbox", "runtime", "temporal", "openclaw", "runWorker"] as const) {
     try {
       const b = findAppImages(appEnv, [key])[key];
       images[key] = { repository: b.repository, tag: b.tag, digest: b.digest, archive: b.archive };
@@ -285,6 +295,8 @@ export interface LocalConfig extends ClusterKnobs {
   readonly clusterName: string;
   readonly workers: number;
   readonly temporalPort: number;
+  /** How the run executes: a Job (`job`) or a Temporal workflow run by the in-cluster worker (`workflow`). @default "job" */
+  readonly runAs: LocalRunMode;
 }
 
 const IMAGE_REF = /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?::\d+)?(?:\/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)(?::([A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?@(sha256:[0-9a-f]{64})$/;
@@ -298,6 +310,7 @@ const localSchema = z.strictObject({
     .optional(),
   workers: integerIn(1, 16).optional(),
   temporalPort: integerIn(1024, 65535).optional(),
+  runAs: z.enum(LOCAL_RUN_MODES, { error: (issue) => `must be ${LOCAL_RUN_MODES.join(" or ")} (got ${describe(issue.input)})` }).optional(),
   ...clusterKnobFields,
   nodeImage: z
     .unknown()
@@ -333,7 +346,7 @@ export interface BuiltImage {
 }
 
 /** Images built here, by what they replace: the four {@link IMAGE_KEYS} and member images (`openclaw`). */
-export type BuiltImages = Partial<Record<ImageKey | "openclaw", BuiltImage>>;
+export type BuiltImages = Partial<Record<ImageKey | "openclaw" | "runWorker", BuiltImage>>;
 
 /** A built node image (scripts/local/node-image.ts). */
 export interface BuiltNodeImage {
@@ -421,6 +434,7 @@ export function parseLocalConfig(raw: RawConfig, built: BuiltImages = {}): { loc
       clusterName: (l.clusterName as string | undefined) ?? LOCAL_DEFAULTS.clusterName,
       workers: l.workers ?? LOCAL_DEFAULTS.workers,
       temporalPort: l.temporalPort ?? LOCAL_DEFAULTS.temporalPort,
+      runAs: l.runAs ?? LOCAL_DEFAULTS.runAs,
       nodeImage: (l.nodeImage as NodeImageMode | undefined) ?? "auto",
       ...clusterKnobs(l),
     },
@@ -532,6 +546,8 @@ export interface LocalPlan {
   readonly manifests: ClusterManifests;
   /** Kubernetes backend options for the runtime Job (see {@link resolveLocalRunSpec}). */
   readonly backendOptions: Readonly<Record<string, string>>;
+  /** With `local.runAs: workflow`: the run worker's image and the bundle files it gets ({@link RUN_WORKER_FILES}). */
+  readonly worker?: { readonly image: string; readonly files: readonly WorkerFile[] };
 }
 
 /** Inputs of {@link planLocal}. */
@@ -597,7 +613,9 @@ export function planLocal(input: PlanInput): LocalPlan {
     ...reservedFromObjects(kueueInstall, `Kueue ${local.kueue.version} release manifests (config/components/manager/manager.yaml)`),
     ...reservedFromObjects(manifests.agentSandbox, `Agent Sandbox ${local.agentSandbox.version} k8s/controller.yaml`),
     { name: "temporal", placement: "replicas", count: 1, requests: TEMPORAL_REQUESTS, source: "components/k8s/manifests/temporal.ts" },
-    { name: "cohort runtime Job", placement: "replicas", count: 1, requests: RUNTIME_JOB_RESOURCES.requests, source: "components/run/manifests.ts" },
+    localConfig.runAs === "workflow"
+      ? { name: "cohort run worker", placement: "replicas", count: 1, requests: RUN_WORKER_RESOURCES.requests, source: "components/run/worker-manifests.ts" }
+      : { name: "cohort runtime Job", placement: "replicas", count: 1, requests: RUNTIME_JOB_RESOURCES.requests, source: "components/run/manifests.ts" },
   ];
   const quota = planQuota({
     nodes: kindNodes(localConfig.clusterName, localConfig.workers, facts),
@@ -607,6 +625,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     spec,
   });
 
+  const worker = localConfig.runAs === "workflow" ? planWorker(artifacts.images, projectDir, bundle) : undefined;
   const ms = (text: string) => parseDurationMs(text);
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
   return {
@@ -614,7 +633,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     // runAsNonRoot: true (kubelet refuses to start them). They still drop every capability and cannot escalate.
     backendOptions: resolved.usesRuntimeImage ? { runAsNonRoot: "false" } : {},
     nodeImage,
-    loadImages: [...images.load, ...resolved.memberImages],
+    loadImages: [...images.load, ...resolved.memberImages, ...(worker !== undefined ? [worker.load] : [])],
     local: localConfig,
     images,
     resolved,
@@ -625,7 +644,27 @@ export function planLocal(input: PlanInput): LocalPlan {
     bundle,
     bundleSha256,
     manifests,
+    ...(worker !== undefined ? { worker: { image: worker.image, files: worker.files } } : {}),
   };
+}
+
+/**
+ * The run worker of `local.runAs: workflow`: its image (built here by `npm run toolchain -- local-apps`) and the
+ * bundle files it runs (`dist/cohort.cjs` as planned, and `dist/cohort-temporal.cjs`, `dist/cohort-temporal-workflows.js`).
+ *
+ * @throws {StackConfigError} naming `cohort-lab:local.runAs` when the image is not built or a bundle file is missing
+ */
+function planWorker(built: BuiltImages, projectDir: string, bundle: Buffer): { image: string; load: ClusterImage; files: WorkerFile[] } {
+  const refuse = (reason: string) => new StackConfigError([{ key: configKey("local.runAs"), reason }]);
+  const image = built.runWorker;
+  if (image === undefined) throw refuse("workflow: the run worker image is not built here; run `npm run toolchain -- local-apps`");
+  const files: WorkerFile[] = RUN_WORKER_FILES.map((name) => {
+    if (name === "cohort.cjs") return { name, bytes: bundle };
+    const file = path.join(projectDir, "dist", name);
+    if (!existsSync(file)) throw refuse(`workflow: ${file} is missing; run \`npm run build\``);
+    return { name, bytes: readFileSync(file) };
+  });
+  return { image: `${image.repository}:${image.tag}@${image.digest}`, load: { ref: `${image.repository}:${image.tag}`, digest: image.digest, archive: image.archive }, files };
 }
 
 /** Test seams of {@link buildLocal} (everything else comes from the stack config). */
@@ -718,11 +757,52 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
     waitFor: kueue.webhookReady,
   });
   // Named `runtime` (and typed `cohortlab:runtime:Runtime`) since before it was RunNamespace: existing stacks keep their URNs.
-  const runtime = new RunNamespace("runtime", {
+  const runNamespace = {
     provider,
     namespace: plan.namespace,
     localQueue: LOCAL_QUEUES.localQueue,
     clusterQueue: LOCAL_QUEUES.clusterQueue,
+    localQueueDependsOn: kueue.localQueueReady,
+  };
+  if (plan.worker !== undefined) {
+    const run = new CohortRun("cohort", {
+      spec: plan.resolved.spec,
+      keepLedgers: config.keepLedgers,
+      execution: {
+        kind: "clusterWorkflow",
+        cluster,
+        run: new RunNamespace("runtime", runNamespace),
+        worker: {
+          image: plan.worker.image,
+          files: plan.worker.files,
+          temporalAddress: `${TEMPORAL_NAME}.${SYSTEM_NAMESPACE}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`,
+          taskQueue: LOCAL_TEMPORAL_TASK_QUEUE,
+          artifactsPath: ARTIFACTS_NODE_PATH,
+          runAs: { uid: facts.uid, gid: facts.gid },
+          backendSettings: plan.backendOptions.runAsNonRoot === "false" ? { runAsNonRoot: false } : {},
+          // The run's stop budget (members, then the ledger), as the runtime Job's deadline counts it.
+          terminationGracePeriodSeconds: Math.ceil((2 * parseDurationMs(plan.resolved.spec.stopGracePeriod)) / 1000) + 30,
+        },
+        temporal: { hostAddress: temporal.hostAddress },
+        profile: "local",
+        submitter: { runtimeBundlePath: path.join(projectDir, "dist", "cohort.cjs") },
+        ledger: { hostDir: artifactsDir, nodePath: ARTIFACTS_NODE_PATH },
+        workerDependsOn: [temporal.deployment],
+        dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady],
+      },
+    });
+    return {
+      profile: "local",
+      artifactRoot: artifactsDir,
+      run: run.summary,
+      kubeContext: cluster.kubeContext,
+      kubeconfig: cluster.kubeconfig,
+      temporalAddress: temporal.hostAddress,
+      queues: queueOutputs({ ...LOCAL_QUEUES, temporalTaskQueue: LOCAL_TEMPORAL_TASK_QUEUE }),
+    };
+  }
+  const runtime = new RunNamespace("runtime", {
+    ...runNamespace,
     inClusterRuntime: {
       image: plan.images.refs.runtime,
       bundle: plan.bundle,
@@ -733,7 +813,6 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
       activeDeadlineSeconds: plan.jobDeadlineSeconds,
       backendOptions: plan.backendOptions,
     },
-    localQueueDependsOn: kueue.localQueueReady,
   });
   const run = new CohortRun("cohort", {
     spec: plan.resolved.spec,

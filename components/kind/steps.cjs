@@ -37,6 +37,9 @@
  *   not member output) to fd 3, the command provider's status pipe; exits 0 when the Job finished. Never fails:
  *   anything in its way is one note on stderr and exit 0.
  *   (components/run/job-steps.cjs `followJobProgress`, shared with `gke`.)
+ * - `worker-guard`, `run-identity`, `run-submit`: the cluster workflow execution (`local.runAs: workflow`,
+ *   components/run/workflow-steps.cjs): the rollout guard of the run worker, the run identity, and `cohort submit`
+ *   with the summary's ledger mapped to the host path as `run-summary` maps it.
  *
  * Environment (all steps): COHORT_KIND_BIN/URL/SHA256, COHORT_KUBECTL_BIN/URL/SHA256 (pinned in common/pins.ts).
  * See each step for the rest. Exit status 0 on success, 1 on a refusal or failure (message on stderr), 2 on usage.
@@ -50,6 +53,8 @@ const path = require("node:path");
 // What every cluster profile's host steps share (the pinned tools, the Job's summary line, the progress follower).
 const shared = require("../run/job-steps.cjs");
 const { StepError, log, env, run, tail, withKubeconfig, sleep, pinnedTool, jobSummary, followJobProgress, isProgressLine, progressFilter, runStepProgram } = shared;
+// The cluster workflow execution's steps (components/run/clusterWorkflow.ts), shared with every cluster profile.
+const workflowSteps = require("../run/workflow-steps.cjs");
 
 const PREFIX = "[cohort-lab local]";
 shared.setLogPrefix(PREFIX);
@@ -298,9 +303,21 @@ async function webhookProbe() {
  */
 async function runSummary() {
   const { kubectl } = await tools();
+  const { summary } = await jobSummary(kubectl);
+  process.stdout.write(`${JSON.stringify(hostMountedSummary(summary))}\n`);
+}
+
+/**
+ * A run summary with `ledgerPath` and `reportPath` mapped from the nodes' path (COHORT_ARTIFACTS_NODE_PATH) to the
+ * host's (COHORT_ARTIFACTS_DIR), after checking that the ledger's completion.json reached the host through the kind mount.
+ *
+ * @param {Record<string, unknown>} summary
+ * @returns {Record<string, unknown>}
+ * @throws {StepError} a ledger outside the mounted directory, or without completion.json on the host
+ */
+function hostMountedSummary(summary) {
   const hostRoot = env("COHORT_ARTIFACTS_DIR");
   const nodeRoot = env("COHORT_ARTIFACTS_NODE_PATH");
-  const { summary } = await jobSummary(kubectl);
   const ledger = String(summary.ledgerPath);
   if (ledger !== nodeRoot && !ledger.startsWith(`${nodeRoot}/`)) {
     throw new StepError(`the runtime wrote its ledger to ${ledger}, outside the mounted artifacts directory ${nodeRoot}`);
@@ -313,7 +330,7 @@ async function runSummary() {
   // outside the mounted directory has no host path and becomes null.
   const report = typeof summary.reportPath === "string" ? summary.reportPath : null;
   const hostReport = report !== null && report.startsWith(`${nodeRoot}/`) ? path.join(hostRoot, path.relative(nodeRoot, report)) : null;
-  process.stdout.write(`${JSON.stringify({ ...summary, ledgerPath: hostLedger, reportPath: hostReport })}\n`);
+  return { ...summary, ledgerPath: hostLedger, reportPath: hostReport };
 }
 
 /** `run-progress`: components/run/job-steps.cjs `followJobProgress` with this profile's pinned kubectl. */
@@ -414,6 +431,9 @@ const STEPS = {
   "run-summary": runSummary,
   "run-forget": runForget,
   "run-progress": runProgress,
+  "worker-guard": workflowSteps.workerGuard,
+  "run-identity": workflowSteps.runIdentity,
+  "run-submit": () => workflowSteps.runSubmit(hostMountedSummary),
   "capacity-check": capacityCheck,
   "load-images": loadImages,
 };

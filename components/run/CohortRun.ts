@@ -41,13 +41,16 @@
  * `create`/`update`/`delete` are only the step names `cohort run`/`cohort keep`/`cohort reap`. That keeps
  * the provider's failure message short: `exit status 1: running "cohort run":` + the reason.
  */
-import { readFileSync } from "node:fs";
 import path from "node:path";
 import * as command from "@pulumi/command";
 import * as pulumi from "@pulumi/pulumi";
 import { canonicalJson, sha256Hex, type RunSpec } from "../../runtime/index.js";
 import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan, type RunOutcome, type RunSummary } from "./execution.js";
 import { executeAsKubernetesJob, type KubernetesJobExecution } from "./kubernetesJob.js";
+import { executeAsClusterWorkflow, type ClusterWorkflowExecution } from "./clusterWorkflow.js";
+import { LOST_WORKFLOW_FILE, lastLostWorkflowId, lastUnsuccessfulRunId, UNSUCCESSFUL_RUN_FILE } from "./run-records.js";
+
+export { LOST_WORKFLOW_FILE, lastLostWorkflowId, lastUnsuccessfulRunId, UNSUCCESSFUL_RUN_FILE } from "./run-records.js";
 
 export { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPlan, type RunOutcome, type RunSummary };
 export type { JobCluster, KubernetesJobExecution } from "./kubernetesJob.js";
@@ -127,10 +130,11 @@ export interface TemporalExecution {
 }
 
 /**
- * How a run executes: a local process ({@link ProcessExecution}), or a Kubernetes Job in a given cluster
- * ({@link KubernetesJobExecution}, components/run/kubernetesJob.ts). Each kind takes only what it uses.
+ * How a run executes: a local process ({@link ProcessExecution}), a Kubernetes Job in a given cluster
+ * ({@link KubernetesJobExecution}, components/run/kubernetesJob.ts), or a Temporal workflow executed by a run worker
+ * in the cluster ({@link ClusterWorkflowExecution}, components/run/clusterWorkflow.ts). Each kind takes only what it uses.
  */
-export type CohortRunExecution = ProcessExecution | KubernetesJobExecution;
+export type CohortRunExecution = ProcessExecution | KubernetesJobExecution | ClusterWorkflowExecution;
 
 /** Arguments of {@link CohortRun}. */
 export interface CohortRunArgs {
@@ -178,13 +182,6 @@ export interface CohortRunOutputs {
   readonly firstFailure: pulumi.Output<{ readonly member: string | null; readonly reason: string } | null>;
   readonly reportPath: pulumi.Output<string | null>;
 }
-
-/**
- * File under the artifact root where the step script records the summary of the last run that did not succeed
- * (failed or interrupted). Its run id is a trigger of the run resource, so the next `up` replaces (re-runs) a run
- * that is in the state but did not succeed, and a later success keeps the trigger unchanged.
- */
-export const UNSUCCESSFUL_RUN_FILE = ".cohort-last-unsuccessful-run.json";
 
 /**
  * The shared step script (see the module doc). Inputs arrive as environment variables:
@@ -273,22 +270,6 @@ esac
  * (`cohort worker`, detached in a session of its own): its pid. Its log is {@link RUN_WORKER_LOG_FILE}.
  */
 export const RUN_WORKER_PID_FILE = ".cohort-worker.pid";
-/**
- * File under the artifact root where the workflow mode's step script records the id of a workflow that lost its
- * run (no summary: `cohort submit` printed `lost the run`). It is a trigger of the identity and the run, so the
- * next `up` runs the cohort again under a new workflow id instead of reading the lost one's failure forever
- * (REJECT_DUPLICATE).
- */
-export const LOST_WORKFLOW_FILE = ".cohort-last-lost-workflow";
-
-/** The id {@link LOST_WORKFLOW_FILE} records, or `""`. */
-export function lastLostWorkflowId(artifactRoot: string): string {
-  try {
-    return readFileSync(path.join(artifactRoot, LOST_WORKFLOW_FILE), "utf8").trim();
-  } catch {
-    return "";
-  }
-}
 
 /** The detached run worker's stdout and stderr, appended (see {@link RUN_WORKER_PID_FILE}). */
 export const RUN_WORKER_LOG_FILE = ".cohort-worker.log";
@@ -418,18 +399,6 @@ export const COHORT_RUN_STEPS = { create: "cohort run", update: "cohort keep", d
  * (`cohort reap --artifacts`), which reaches a run that never reached the state (an `up` killed mid-run).
  */
 export const COHORT_GUARD_STEPS = { create: "cohort guard", delete: "cohort release" } as const;
-
-/**
- * The run id of the artifact root's last unsuccessful run (see {@link UNSUCCESSFUL_RUN_FILE}), or `""`.
- */
-export function lastUnsuccessfulRunId(artifactRoot: string): string {
-  try {
-    const v = JSON.parse(readFileSync(path.join(artifactRoot, UNSUCCESSFUL_RUN_FILE), "utf8")) as { runId?: unknown };
-    return typeof v.runId === "string" ? v.runId : "";
-  } catch {
-    return "";
-  }
-}
 
 /**
  * Lower-case hex SHA-256 of the canonical JSON of a RunSpec: the same digest the runtime records as
@@ -588,8 +557,11 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
 
   constructor(name: string, args: CohortRunArgs, opts?: pulumi.ComponentResourceOptions) {
     const kind = (args.execution as { kind?: unknown } | undefined)?.kind;
-    if (kind !== "process" && kind !== "kubernetesJob") {
-      throw new pulumi.InputPropertyError({ propertyPath: "execution.kind", reason: `CohortRun ${name}: expected "process" or "kubernetesJob" (got ${JSON.stringify(kind)})` });
+    if (kind !== "process" && kind !== "kubernetesJob" && kind !== "clusterWorkflow") {
+      throw new pulumi.InputPropertyError({
+        propertyPath: "execution.kind",
+        reason: `CohortRun ${name}: expected "process", "kubernetesJob" or "clusterWorkflow" (got ${JSON.stringify(kind)})`,
+      });
     }
     if (args.execution.kind === "process" && !path.isAbsolute(args.execution.artifactRoot)) {
       throw new pulumi.InputPropertyError({
@@ -605,7 +577,12 @@ export class CohortRun extends pulumi.ComponentResource implements CohortRunOutp
 
     const specSha256 = runSpecSha256(args.spec);
     const plan: ExecutionPlan = { name, specJson: `${JSON.stringify(args.spec)}\n`, specSha256, keepLedgers: args.keepLedgers ?? true };
-    const execution = args.execution.kind === "process" ? executeAsProcess(plan, args.execution, this) : executeAsKubernetesJob(plan, args.execution, this);
+    const execution =
+      args.execution.kind === "process"
+        ? executeAsProcess(plan, args.execution, this)
+        : args.execution.kind === "kubernetesJob"
+          ? executeAsKubernetesJob(plan, args.execution, this)
+          : executeAsClusterWorkflow(plan, args.execution, this);
 
     this.execution = execution.resource;
     // A run that did not succeed is in the state (its outputs name it) and fails `pulumi up` with the

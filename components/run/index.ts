@@ -3,3 +3,5 @@ export * from "./CohortRun.js";
 export * from "./RunNamespace.js";
 export * from "./kubernetesJob.js";
 export * from "./manifests.js";
+export * from "./clusterWorkflow.js";
+export * from "./worker-manifests.js";

@@ -39,6 +39,8 @@ Commands:
                                                     dist/cohort-temporal.cjs and node_modules/@temporalio)
   cohort submit --temporal-address A --task-queue Q --workflow-id ID --artifacts DIR SPEC
                                                     start or attach to the run's workflow, print its summary
+  cohort open-runs --temporal-address A --task-queue Q
+                                                    list the task queue's running workflows (exit 3 if any)
   cohort version                                    print the runtime's version (also --version)
   cohort help [<command>]                           this text, or a command's help
 

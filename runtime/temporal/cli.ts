@@ -8,6 +8,18 @@
  *   cohort submit --temporal-address HOST:PORT [--namespace default] --task-queue Q --workflow-id ID
  *                 --artifacts DIR [--profile P] [--run-id R] [--progress-fd N] (--spec FILE | SPEC)
  *
+ *   cohort open-runs --temporal-address HOST:PORT [--namespace default] --task-queue Q [--wait-s S]
+ *
+ * `worker --ready-file FILE` writes FILE (its pid) once the worker is created and about to poll, and removes it
+ * when the worker stops: a pod's readiness probe (`test -f FILE`) then means "this worker polls", not "its
+ * container started" (components/run/worker-manifests.ts).
+ *
+ * `open-runs` lists the running `cohortRun` workflows of a task queue (Temporal's visibility query
+ * `WorkflowType = 'cohortRun' AND TaskQueue = 'Q' AND ExecutionStatus = 'Running'`), one
+ * `<workflow id> <run id> <start time>` line each: exit 0 when there are none, 3 when there are some. A worker
+ * rollout is refused while it exits 3 (the `worker-guard` host step). An unreachable server is retried for
+ * `--wait-s` seconds (default 60), then exit 1.
+ *
  * `submit` starts the `cohortRun` workflow with `workflowIdConflictPolicy: USE_EXISTING` (a running workflow of
  * that id is attached to, not started twice) and `workflowIdReusePolicy: REJECT_DUPLICATE` (a closed one is never
  * started again: its result is read instead). It waits for the result, retrying a lost connection to Temporal
@@ -97,10 +109,12 @@ async function workerCommand(args: readonly string[], io: TemporalCliIo): Promis
       "task-queue": { type: "string" },
       "backend-config": { type: "string" },
       identity: { type: "string" },
+      "ready-file": { type: "string" },
     },
     strict: true,
   });
   const address = need(values, "temporal-address", "worker");
+  const readyFile = values["ready-file"] !== undefined ? path.resolve(values["ready-file"]) : undefined;
   const taskQueue = need(values, "task-queue", "worker");
   const backendConfigFile = path.resolve(need(values, "backend-config", "worker"));
   readBackendConfig(backendConfigFile);
@@ -123,12 +137,55 @@ async function workerCommand(args: readonly string[], io: TemporalCliIo): Promis
     defaultHeartbeatThrottleInterval: HEARTBEAT_THROTTLE_MS,
   });
   io.stderr.write(`cohort: worker polling task queue ${taskQueue} at ${address} (pid ${process.pid})\n`);
+  if (readyFile !== undefined) {
+    fs.mkdirSync(path.dirname(readyFile), { recursive: true });
+    fs.writeFileSync(readyFile, `${process.pid}\n`);
+  }
   try {
     await worker.run();
   } finally {
+    if (readyFile !== undefined) fs.rmSync(readyFile, { force: true });
     await connection.close();
   }
   return 0;
+}
+
+/** A task queue name `open-runs` puts in a visibility query: no quote can end the string literal. */
+const TASK_QUEUE = /^[A-Za-z0-9][-A-Za-z0-9_./]{0,199}$/;
+
+/** Exit code of `open-runs` when runs are open. */
+export const OPEN_RUNS_EXIT = 3;
+
+async function openRunsCommand(args: readonly string[], io: TemporalCliIo): Promise<number> {
+  const { values } = parseArgs({
+    args: [...args],
+    options: { "temporal-address": { type: "string" }, namespace: { type: "string" }, "task-queue": { type: "string" }, "wait-s": { type: "string" } },
+    strict: true,
+  });
+  const address = need(values, "temporal-address", "open-runs");
+  const taskQueue = need(values, "task-queue", "open-runs");
+  if (!TASK_QUEUE.test(taskQueue)) throw new TemporalUsageError(`open-runs: --task-queue must be letters, digits and - _ . / (got ${JSON.stringify(taskQueue)})`);
+  const waitS = values["wait-s"] === undefined ? 60 : Number(values["wait-s"]);
+  if (!Number.isInteger(waitS) || waitS < 0) throw new TemporalUsageError(`open-runs: --wait-s must be an integer >= 0 (got ${JSON.stringify(values["wait-s"])})`);
+  const deadline = Date.now() + waitS * 1000;
+  const query = `WorkflowType = '${WORKFLOW_TYPE}' AND TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
+  for (let delay = 1_000; ; delay = Math.min(delay * 2, 10_000)) {
+    let connection: Connection | undefined;
+    try {
+      connection = await Connection.connect({ address, connectTimeout: 5_000 });
+      const client = new Client({ connection, namespace: values.namespace ?? "default" });
+      const open: string[] = [];
+      for await (const w of client.workflow.list({ query })) open.push(`${w.workflowId} ${w.runId} ${w.startTime.toISOString()}`);
+      for (const line of open) io.stdout.write(`${line}\n`);
+      return open.length === 0 ? 0 : OPEN_RUNS_EXIT;
+    } catch (error) {
+      if (!isTransient(error) || Date.now() + delay > deadline) throw error;
+      io.stderr.write(`cohort: open-runs: Temporal unreachable (${(error as Error).message.split("\n")[0]}); retrying in ${delay} ms\n`);
+      await sleep(delay);
+    } finally {
+      await connection?.close();
+    }
+  }
 }
 
 async function submitCommand(args: readonly string[], io: TemporalCliIo): Promise<number> {
@@ -293,7 +350,7 @@ function newRunId(name: string): string {
 }
 
 /**
- * Runs `worker` or `submit`.
+ * Runs `worker`, `submit` or `open-runs`.
  *
  * @returns the exit code (2 on a usage error)
  */
@@ -302,7 +359,8 @@ export async function main(argv: readonly string[], io: TemporalCliIo): Promise<
   try {
     if (command === "worker") return await workerCommand(rest, io);
     if (command === "submit") return await submitCommand(rest, io);
-    throw new TemporalUsageError(`expected worker or submit, got ${JSON.stringify(command ?? "")}`);
+    if (command === "open-runs") return await openRunsCommand(rest, io);
+    throw new TemporalUsageError(`expected worker, submit or open-runs, got ${JSON.stringify(command ?? "")}`);
   } catch (error) {
     const code = (error as { code?: string }).code;
     if (error instanceof TemporalUsageError || code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" || code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {

@@ -67,7 +67,11 @@ export class LocalProject {
   }
 
   /** Writes the project (Pulumi.yaml with `main` = this repository's index.ts, the shipped Pulumi.local.yaml). */
+  /** The Temporal host port `init` configured (`local.temporalPort`). */
+  temporalPort = 0;
+
   async init(temporalPort: number): Promise<void> {
+    this.temporalPort = temporalPort;
     mkdirSync(this.projectDir, { recursive: true });
     mkdirSync(path.join(this.tmp, "state"));
     const project = readFileSync(path.join(PROJECT_DIR, "Pulumi.yaml"), "utf8");

@@ -11,12 +11,14 @@
  * Ready, outputs and a verified ledger; a second `up` that changes nothing; a member image that does not exist
  * (the run fails fast, naming the member and the image); the runtime's progress lines on the `cohort-progress`
  * row of `pulumi up` while the Job runs, naming members, stored nowhere; `kind delete cluster` by hand, then `destroy` completes
- * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context. Wall times are printed.
+ * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context; with `local.runAs: workflow`
+ * the in-cluster run worker (a Ready Deployment, no Job) and a SIGKILLed `up` mid-hold followed by `up`, which
+ * attaches to the same workflow: one run, one ledger, nothing left open on the task queue. Wall times are printed.
  *
  * Skipped, with the reason, when the Docker engine, the built tools, node image, images or manifests are missing.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
 import * as net from "node:net";
 import path from "node:path";
 import { execa } from "execa";
@@ -43,6 +45,27 @@ function runDocker(args: readonly string[]): string {
 function fakeKindNode(containerName: string, cluster: string): void {
   // Created, never started: `kind get clusters` lists containers in any state by this label.
   runDocker(["create", "--name", containerName, "--label", `io.x-k8s.kind.cluster=${cluster}`, "--label", "io.x-k8s.kind.role=control-plane", project.nodeImageTag(), "/bin/true"]);
+}
+
+/** The run directories (those with a records.ndjson) under the project's artifact root. */
+function ledgerDirs(): string[] {
+  if (!existsSync(project.artifactRoot)) return [];
+  return readdirSync(project.artifactRoot).filter((d) => existsSync(path.join(project.artifactRoot, d, "records.ndjson")));
+}
+
+/** The pid of this project's `pulumi up` (the CLI, not the launcher above it). */
+function pulumiUpPid(): number | undefined {
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    let argv: string[];
+    try {
+      argv = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
+    } catch {
+      continue;
+    }
+    if ((argv[0] ?? "").endsWith("/pulumi") && argv.includes("up") && argv.includes(project.projectDir)) return Number(d);
+  }
+  return undefined;
 }
 
 async function ledgerVerify(ledgerPath: string): Promise<{ exitCode: number; out: string }> {
@@ -288,6 +311,76 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     await project.ok(["config", "rm", "--stack", "local", "cohort"]);
     await project.restoreStackFile();
   }, 900_000);
+
+  it("runAs workflow: the in-cluster run worker; a SIGKILLed up mid-hold, then up: the same run, one workflow, one ledger", async () => {
+    await project.config("--path", "local.runAs", "workflow");
+    await project.config("--path", "cohort.hold", "45s");
+    const before = new Set(ledgerDirs());
+    const started = performance.now();
+    const first = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], { timedLines: true });
+    // Wait until a new run's 9 members are ready (its ledger on the host says so), then kill the CLI mid-hold.
+    let runDir: string | undefined;
+    const deadline = Date.now() + 600_000;
+    while (Date.now() < deadline && runDir === undefined) {
+      for (const dir of ledgerDirs().filter((d) => !before.has(d))) {
+        const recs = path.join(project.artifactRoot, dir, "records.ndjson");
+        if (
+          existsSync(recs) &&
+          readFileSync(recs, "utf8")
+            .split("\n")
+            .filter((l) => l.includes('"member-ready"')).length === 9
+        )
+          runDir = path.join(project.artifactRoot, dir);
+      }
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    expect(runDir, "the run's members never became ready").toBeDefined();
+    timings.workflowToHold = performance.now() - started;
+    // The run worker is the Deployment's one Ready pod, polling (its readiness probe is the worker's ready file).
+    const deploy = JSON.parse(await project.kubectl(["get", "deployments", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as {
+      items: { metadata: { namespace: string }; status?: { readyReplicas?: number } }[];
+    };
+    expect(deploy.items).toHaveLength(1);
+    expect(deploy.items[0]!.status?.readyReplicas).toBe(1);
+    // No runtime Job in workflow mode.
+    expect((JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: unknown[] }).items).toHaveLength(0);
+    // Time for a progress line to travel (runCohort's heartbeat details, the submitter's describe, the status pipe).
+    await new Promise((r) => setTimeout(r, 4_000));
+    const pid = pulumiUpPid();
+    expect(pid, "no pulumi up process").toBeDefined();
+    process.kill(pid!, "SIGKILL");
+    const killed = await first;
+    expect(killed.exitCode).not.toBe(0);
+    expect(existsSync(path.join(runDir!, "completion.json")), "the run ended with the killed up").toBe(false);
+    const progressRows = killed.lines.filter((l) => /command:local:Command\s+cohort-run\s+creating.*(startup|hold): started \d+\/9/.test(l.text));
+    process.stderr.write(`[e2e local workflow] ${progressRows.length} progress rows before the kill, e.g. ${progressRows[0]?.text ?? "none"}\n`);
+    expect(progressRows.length, killed.all.slice(-4000)).toBeGreaterThan(0);
+
+    await project.ok(["cancel", "--yes", "--stack", "local"]);
+    await project.pulumi(["refresh", "--clear-pending-creates", "--stack", "local", "--yes"]);
+    const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+    timings.workflowUpAfterKill = again.ms;
+    expect(again.exitCode, again.all.slice(-4000)).toBe(0);
+    const o = (await project.outputs()) as { run: { id: string; outcome: string; readyCount: number; ledgerPath: string }; queues: { temporalTaskQueue?: string } };
+    expect(o.run).toMatchObject({ id: path.basename(runDir!), outcome: "succeeded", readyCount: 9, ledgerPath: realpathSync(runDir!) });
+    expect(o.queues.temporalTaskQueue).toBe("cohort-lab-local-runs");
+    // One run: the killed up's, attached to and finished; no second ledger beside it.
+    expect(ledgerDirs().filter((d) => !before.has(d))).toEqual([path.basename(runDir!)]);
+    const verify = await ledgerVerify(runDir!);
+    expect(verify.exitCode, verify.out).toBe(0);
+    // Nothing open on the task queue; the run's Sandboxes are gone (the workflow's cleanup step).
+    const open = await execa(
+      process.execPath,
+      [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "open-runs", "--temporal-address", `127.0.0.1:${project.temporalPort}`, "--task-queue", "cohort-lab-local-runs"],
+      { reject: false, all: true },
+    );
+    expect(open.exitCode, String(open.all)).toBe(0);
+    const sandboxes = JSON.parse(await project.kubectl(["get", "sandboxes.agents.x-k8s.io", "-A", "-o", "json"])) as { items: unknown[] };
+    expect(sandboxes.items).toHaveLength(0);
+    await project.ok(["config", "rm", "--stack", "local", "--path", "cohort.hold"]);
+    await project.ok(["config", "rm", "--stack", "local", "--path", "local.runAs"]);
+    await project.restoreStackFile();
+  }, 1_500_000);
 
   it("kind delete cluster by hand: destroy completes, then up recreates the cluster and runs again", async () => {
     execFileSync(project.kindBinary(), ["delete", "cluster", "--name", name], { env: project.env, stdio: "ignore" });

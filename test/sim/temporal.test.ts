@@ -6,7 +6,9 @@
  * - `cohort submit` runs a cohort through a real `cohort worker` (the built `dist/` bundles, the Kubernetes
  *   backend against the sim with Kueue and Agent Sandbox): the summary line, the ledger, the cleanup;
  * - two submitters with one workflow id: one workflow, one ledger, the same summary line;
- * - the submitter SIGKILLed mid-run, then submitted again: the same run id, the outcome read from the finished run.
+ * - the submitter SIGKILLed mid-run, then submitted again: the same run id, the outcome read from the finished run;
+ * - the cluster workflow's host steps (`worker-guard`, `run-identity`, `run-submit` of components/kind/steps.cjs)
+ *   against this server and worker: the guard refuses a rollout while a run is open and passes once it closed.
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
@@ -284,6 +286,56 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(third.stdout).toBe(again.stdout);
     expect(third.stderr).toContain("is closed: reading its result");
     expect(await workflowsWithId("wf-killed")).toHaveLength(1);
+  }, 300_000);
+
+  it("the cluster workflow's host steps (components/kind/steps.cjs): worker-guard refuses while a run is open and passes after; run-submit prints the summary and its progress on fd 3", async () => {
+    const steps = path.join(projectDir, "components", "kind", "steps.cjs");
+    const stepEnv = {
+      ...process.env,
+      COHORT_BUNDLE: runtimeBundle,
+      COHORT_TEMPORAL_ADDRESS: sim.temporalAddress,
+      COHORT_TASK_QUEUE: taskQueue,
+      COHORT_WORKFLOW_ID: "wf-steps",
+      COHORT_PROFILE: "sim",
+      // The worker here is a host process: the path it writes the ledger to is the host's.
+      COHORT_ARTIFACTS_DIR: artifacts,
+      COHORT_ARTIFACTS_NODE_PATH: artifacts,
+      COHORT_UNSUCCESSFUL_RUN_FILE: ".unsuccessful.json",
+      COHORT_LOST_WORKFLOW_FILE: ".lost",
+      COHORT_STATUS_FD: "3",
+    };
+    const step = (name: string, extra: Record<string, string> = {}, input = "") =>
+      new Promise<{ code: number | null; stdout: string; stderr: string; status: string }>((resolve) => {
+        const child = spawn(process.execPath, [steps, name], { env: { ...stepEnv, ...extra }, stdio: ["pipe", "pipe", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        let status = "";
+        child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+        child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+        (child.stdio[3] as NodeJS.ReadableStream).setEncoding("utf8").on("data", (d: string) => (status += d));
+        child.stdin!.end(input);
+        child.once("close", (code) => resolve({ code, stdout, stderr, status }));
+      });
+    const identity = await step("run-identity");
+    expect(identity.stdout).toMatch(/^[0-9a-f]{12}\n$/);
+    expect((await step("run-identity", { PULUMI_COMMAND_STDOUT: "0123456789ab\n" })).stdout).toBe("0123456789ab\n");
+    // The guard with nothing open: the worker may roll.
+    const idle = await step("worker-guard");
+    expect(idle.code, idle.stderr).toBe(0);
+    const submitting = step("run-submit", {}, cohort("steps", 2, "10s"));
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("steps")[0]);
+    const refused = await step("worker-guard");
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/cannot roll while runs are open on task queue cohort-test-runs .*wf-steps/);
+    const r = await submitting;
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toBe("");
+    expect(JSON.parse(r.stdout)).toMatchObject({ runId, outcome: "succeeded", ledgerPath: path.join(artifacts, runId) });
+    // The run's progress (runCohort's heartbeat details, read by the submitter) on the status pipe.
+    expect(r.status).toMatch(/(startup|hold): started \d\/2/);
+    const after = await step("worker-guard");
+    expect(after.code, after.stderr).toBe(0);
+    expect(fs.existsSync(path.join(artifacts, ".unsuccessful.json"))).toBe(false);
   }, 300_000);
 
   it("the Temporal server restarted mid-run of a run longer than the heartbeat timeout: history kept, the run finishes", async () => {

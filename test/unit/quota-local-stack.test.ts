@@ -64,4 +64,33 @@ describe("Pulumi.local.yaml sample cohort", () => {
         "Kueue admits the cohort all-or-nothing, so it would wait forever. lower cohort.roles[1].replicas to at most 6, lower the members' requests, or lower what else runs on the nodes",
     );
   });
+
+  it("local.runAs workflow: refused naming the key until the run worker image is built; with it, the worker's files and requests are planned", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const raw = { ...stackFileConfig(), local: JSON.stringify({ runAs: "workflow" }) };
+    const config = parseStackConfig(raw, { stack: "local", projectDir: PROJECT_DIR, profileKeys: localProfile.configKeys });
+    const plan = (images: NonNullable<Parameters<typeof planLocal>[0]["artifacts"]>["images"]) =>
+      planLocal({ config, raw, projectDir: PROJECT_DIR, facts: facts(2, 8), dryRun: true, warn: () => undefined, bundle: Buffer.from("//"), artifacts: { images } });
+    expect(() => plan({})).toThrow(/cohort-lab:local\.runAs: workflow: the run worker image is not built here; run `npm run toolchain -- local-apps`/);
+    const missing = ["cohort-temporal.cjs", "cohort-temporal-workflows.js"].some((f) => !fs.existsSync(path.join(PROJECT_DIR, "dist", f)));
+    if (missing) return ctx.skip("dist/ has no Temporal bundles: npm run build");
+    const image = { repository: "cohort-lab.local/run-worker", tag: "1.24.0", digest: `sha256:${"ab".repeat(32)}`, archive: "/nonexistent/image.tar" }; // test fixture
+    const p = plan({ runWorker: image });
+    expect(p.worker?.image).toBe(`cohort-lab.local/run-worker:1.24.0@sha256:${"ab".repeat(32)}`);
+    expect(p.worker?.files.map((f) => f.name)).toEqual(["cohort.cjs", "cohort-temporal.cjs", "cohort-temporal-workflows.js"]);
+    expect(p.loadImages.map((i) => i.ref)).toContain("cohort-lab.local/run-worker:1.24.0");
+    // The worker's 300m replace the runtime Job's 250m in what the quota reserves.
+    expect(p.quota.arithmetic.cpu).toBe("2 nodes × 2000m allocatable − 1300m reserved = 2700m");
+    expect(() =>
+      planLocal({
+        config,
+        raw: { ...raw, local: JSON.stringify({ runAs: "pod" }) },
+        projectDir: PROJECT_DIR,
+        facts: facts(2, 8),
+        dryRun: true,
+        warn: () => undefined,
+        bundle: Buffer.from("//"),
+      }),
+    ).toThrow(/cohort-lab:local\.runAs: must be job or workflow \(got "pod"\)/);
+  });
 });

@@ -1,0 +1,272 @@
+/**
+ * The Temporal run worker of a run namespace (pure; no Pulumi, no I/O): `cohort worker` (runtime/temporal/cli.ts)
+ * as a one-replica Deployment in the run namespace, with its own ServiceAccount bound to the run's Role (the
+ * Kubernetes backend's rule table, components/run/manifests.ts: run-scoped rights, nothing outside the namespace),
+ * the runtime's three bundle files in ConfigMaps and the backend settings in one more. docs/temporal.md "local".
+ *
+ * - Image: the run worker image (components/kind/app-images.ts `runWorker`): the runtime's Node image with the
+ *   `@temporalio/*` closure and its native bridge in `/opt/node_modules`. The bundle files (`dist/cohort.cjs`,
+ *   `dist/cohort-temporal.cjs`, `dist/cohort-temporal-workflows.js`) travel gzip-compressed in ConfigMaps (at most
+ *   {@link BUNDLE_PART_BYTES} each, as the Job's bundle: a ConfigMap holds at most 1 MiB) and an init container
+ *   joins, unpacks and checks each against its SHA-256 into an emptyDir at `/opt/cohort`, from where Node resolves
+ *   `require("@temporalio/worker")` to `/opt/node_modules` (https://nodejs.org/api/modules.html#loading-from-node_modules-folders).
+ *   So a runtime change is a ConfigMap change and the image only changes with the SDK's lockfile entries.
+ * - The worker runs `node /opt/cohort/cohort.cjs worker --temporal-address <in-cluster frontend> --task-queue Q
+ *   --backend-config /opt/cohort-src/backend.json --identity <pod name> --ready-file /tmp/cohort-worker.ready`; its
+ *   `runCohort` activity runs `cohort run --backend kubernetes` as a child process in the same pod, with the pod's
+ *   service account (the backend's in-cluster config), and writes the ledger to the artifacts hostPath (kind mounts
+ *   the host directory into every node, kindConfig.ts), so `<artifacts>/<runId>/` appears on the host as the Job's does.
+ * - Readiness: `test -f /tmp/cohort-worker.ready` (the worker writes it once created and about to poll, removes it
+ *   when it stops), so "Ready" means "this pod polls the task queue", not "its container started".
+ * - Rollout: `strategy: Recreate` with one replica. A rolling update would have two workers polling the queue, and
+ *   the seed simulator's 100-agent run lost its run that way (a rollout handed the activity to a pod being
+ *   deleted); here a rollout is refused while runs are open (the `worker-guard` step,
+ *   components/run/clusterWorkflow.ts), and the old pod's SIGTERM (`terminationGracePeriodSeconds` = the run's stop
+ *   budget) lets a run it still holds stop its members and complete its ledger `interrupted`.
+ * - The worker pod is not managed by Kueue (no queue label; the `pod` integration manages labelled pods only): its
+ *   requests are reserved in the quota instead ({@link RUN_WORKER_RESOURCES}).
+ */
+import { createHash } from "node:crypto";
+import { gzipSync } from "node:zlib";
+import type { KubernetesObject } from "../k8s/manifests/cache.js";
+import { CohortLabError } from "../errors.js";
+import { BUNDLE_PART_BYTES, MAX_BUNDLE_PARTS, RUN_LABELS, RUNTIME_DIR, RUNTIME_NAMES } from "./manifests.js";
+
+/** Names of the worker's objects inside the run namespace. */
+export const RUN_WORKER_NAMES = {
+  deployment: "cohort-run-worker",
+  serviceAccount: "cohort-run-worker",
+  roleBinding: "cohort-run-worker",
+  container: "worker",
+  /** `cohort-run-worker-files-<i>`: the parts of the gzip-compressed bundle files. */
+  filePartPrefix: "cohort-run-worker-files-",
+  config: "cohort-run-worker",
+} as const;
+
+/** Where the worker reads its ConfigMaps. */
+const SOURCE_DIR = "/opt/cohort-src";
+/** The file the worker writes once it polls (`cohort worker --ready-file`). */
+export const RUN_WORKER_READY_FILE = "/tmp/cohort-worker.ready";
+
+/**
+ * Requests and limits of the worker pod: the worker (~100 MiB) and the run it spawns (the Job's figures,
+ * components/run/manifests.ts `RUNTIME_JOB_RESOURCES`: 250m, 256 MiB request, 1 GiB limit) share one container.
+ */
+export const RUN_WORKER_RESOURCES = { requests: { cpu: "300m", memory: "384Mi" }, limits: { memory: "1536Mi" } } as const;
+
+/** The bundle files the worker needs, in order, by their name in `/opt/cohort`. */
+export const RUN_WORKER_FILES = ["cohort.cjs", "cohort-temporal.cjs", "cohort-temporal-workflows.js"] as const;
+
+/** One file delivered to the worker. */
+export interface WorkerFile {
+  /** Its name in `/opt/cohort` (one of {@link RUN_WORKER_FILES}). */
+  readonly name: string;
+  readonly bytes: Buffer;
+}
+
+/** Inputs of {@link renderRunWorker}. */
+export interface RunWorkerInput {
+  /** The run namespace (the Role `cohort-runtime` is in it: components/run/manifests.ts `renderRunObjects`). */
+  readonly namespace: string;
+  /** The LocalQueue the runs submit to. */
+  readonly localQueue: string;
+  /** The run worker image, `<repository>:<tag>@sha256:<64 hex>`. */
+  readonly image: string;
+  /** The bundle files ({@link RUN_WORKER_FILES}, each once). */
+  readonly files: readonly WorkerFile[];
+  /** Temporal's frontend as the pod reaches it, `HOST:PORT` (the in-cluster Service). */
+  readonly temporalAddress: string;
+  /** The task queue the worker polls. */
+  readonly taskQueue: string;
+  /** The artifacts directory of the nodes (a hostPath), mounted at the same path. */
+  readonly artifactsPath: string;
+  /** uid/gid the worker (and so the ledger files) runs as. */
+  readonly runAs: { readonly uid: number; readonly gid: number };
+  /** Further settings of the Kubernetes backend (its `--backend-config` mapping besides `namespace` and `queue`). @default {} */
+  readonly backendSettings?: Readonly<Record<string, unknown>>;
+  /** Seconds a stopping worker pod gets (SIGTERM to SIGKILL): the run's stop budget (2 × stopGracePeriod + margin). */
+  readonly terminationGracePeriodSeconds: number;
+}
+
+/** The rendered worker. */
+export interface RunWorkerObjects {
+  readonly serviceAccount: KubernetesObject;
+  readonly roleBinding: KubernetesObject;
+  /** The backend settings (`backend.json`) and the files' manifest (`files.json`). */
+  readonly config: KubernetesObject;
+  /** The files' gzip parts, in order. */
+  readonly fileParts: readonly KubernetesObject[];
+  readonly deployment: KubernetesObject;
+  /** SHA-256 of each file, by name. */
+  readonly fileSha256: Readonly<Record<string, string>>;
+}
+
+/** A file list the worker cannot be given (missing, repeated or unknown file; too large). */
+export class RunWorkerFilesError extends CohortLabError {
+  constructor(message: string) {
+    super(message, { propertyPath: "runWorker.files" });
+    this.name = "RunWorkerFilesError";
+  }
+}
+
+/** The init container's program: for each file of `files.json`, join its parts, gunzip, check the SHA-256, write. */
+export const UNPACK_FILES_SCRIPT = [
+  'const fs = require("node:fs"), zlib = require("node:zlib"), crypto = require("node:crypto");',
+  `const files = JSON.parse(fs.readFileSync("${SOURCE_DIR}/files.json", "utf8"));`,
+  "for (const f of files) {",
+  `  const gz = Buffer.concat(f.parts.map((p) => fs.readFileSync(\`${SOURCE_DIR}/\${p}\`)));`,
+  "  const bytes = zlib.gunzipSync(gz);",
+  '  const sum = crypto.createHash("sha256").update(bytes).digest("hex");',
+  "  if (sum !== f.sha256) { console.error(`${f.name}: sha256 ${sum} != ${f.sha256}`); process.exit(1); }",
+  `  fs.writeFileSync(\`${RUNTIME_DIR}/\${f.name}\`, bytes);`,
+  "}",
+].join("\n");
+
+/**
+ * Renders the run worker's objects.
+ *
+ * @throws {RunWorkerFilesError} when `files` is not exactly {@link RUN_WORKER_FILES}, or the compressed files need more
+ *   than {@link MAX_BUNDLE_PARTS} ConfigMaps
+ */
+export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
+  const ns = input.namespace;
+  const labels = { [RUN_LABELS.name]: RUN_WORKER_NAMES.deployment, [RUN_LABELS.partOf]: "cohort-lab", [RUN_LABELS.run]: ns };
+  const names = input.files.map((f) => f.name);
+  if (names.length !== RUN_WORKER_FILES.length || RUN_WORKER_FILES.some((n) => !names.includes(n))) {
+    throw new RunWorkerFilesError(`runWorker.files: expected exactly ${RUN_WORKER_FILES.join(", ")} (got ${names.join(", ") || "none"})`);
+  }
+  const fileSha256: Record<string, string> = {};
+  const manifest: { name: string; sha256: string; parts: string[] }[] = [];
+  const fileParts: KubernetesObject[] = [];
+  for (const name of RUN_WORKER_FILES) {
+    const bytes = input.files.find((f) => f.name === name)!.bytes;
+    const sha256 = createHash("sha256").update(bytes).digest("hex");
+    fileSha256[name] = sha256;
+    // Fixed level, no mtime (Node's gzip writes none): the same file always gives the same ConfigMaps.
+    const gz = gzipSync(bytes, { level: 9 });
+    const parts: string[] = [];
+    for (let off = 0; off < gz.length || parts.length === 0; off += BUNDLE_PART_BYTES) {
+      const i = fileParts.length;
+      const key = `${name}.gz.${parts.length}`;
+      parts.push(key);
+      fileParts.push({
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name: `${RUN_WORKER_NAMES.filePartPrefix}${i}`, namespace: ns, labels },
+        binaryData: { part: gz.subarray(off, off + BUNDLE_PART_BYTES).toString("base64") },
+      });
+    }
+    manifest.push({ name, sha256, parts });
+  }
+  if (fileParts.length > MAX_BUNDLE_PARTS) {
+    throw new RunWorkerFilesError(
+      `runWorker.files: the compressed files need ${fileParts.length} ConfigMaps of ${BUNDLE_PART_BYTES} bytes, more than ${MAX_BUNDLE_PARTS}; shrink the bundles (npm run build)`,
+    );
+  }
+  const backend = { ...(input.backendSettings ?? {}), namespace: ns, queue: input.localQueue };
+  const config: KubernetesObject = {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: RUN_WORKER_NAMES.config, namespace: ns, labels },
+    data: { "backend.json": `${JSON.stringify(backend)}\n`, "files.json": `${JSON.stringify(manifest)}\n` },
+  };
+  const serviceAccount: KubernetesObject = { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: RUN_WORKER_NAMES.serviceAccount, namespace: ns, labels } };
+  const roleBinding: KubernetesObject = {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name: RUN_WORKER_NAMES.roleBinding, namespace: ns, labels },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: RUNTIME_NAMES.role },
+    subjects: [{ kind: "ServiceAccount", name: RUN_WORKER_NAMES.serviceAccount, namespace: ns }],
+  };
+  const securityContext = { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, readOnlyRootFilesystem: true };
+  const resources = { requests: { ...RUN_WORKER_RESOURCES.requests }, limits: { ...RUN_WORKER_RESOURCES.limits } };
+  const deployment: KubernetesObject = {
+    apiVersion: "apps/v1",
+    kind: "Deployment",
+    metadata: { name: RUN_WORKER_NAMES.deployment, namespace: ns, labels },
+    spec: {
+      replicas: 1,
+      strategy: { type: "Recreate" },
+      selector: { matchLabels: { [RUN_LABELS.name]: RUN_WORKER_NAMES.deployment, [RUN_LABELS.run]: ns } },
+      template: {
+        metadata: {
+          labels,
+          // The files' digests: a runtime change rolls the pod (ConfigMap contents do not change the pod template).
+          annotations: { "cohort-lab.dev/files-sha256": createHash("sha256").update(JSON.stringify(fileSha256)).digest("hex") },
+        },
+        spec: {
+          serviceAccountName: RUN_WORKER_NAMES.serviceAccount,
+          enableServiceLinks: false,
+          terminationGracePeriodSeconds: input.terminationGracePeriodSeconds,
+          securityContext: {
+            runAsUser: input.runAs.uid,
+            runAsGroup: input.runAs.gid,
+            runAsNonRoot: input.runAs.uid !== 0,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
+          initContainers: [
+            {
+              name: "unpack",
+              image: input.image,
+              imagePullPolicy: "IfNotPresent",
+              command: ["node", "-e", UNPACK_FILES_SCRIPT],
+              resources,
+              securityContext,
+              volumeMounts: [
+                { name: "source", mountPath: SOURCE_DIR, readOnly: true },
+                { name: "runtime", mountPath: RUNTIME_DIR },
+              ],
+            },
+          ],
+          containers: [
+            {
+              name: RUN_WORKER_NAMES.container,
+              image: input.image,
+              imagePullPolicy: "IfNotPresent",
+              command: ["node", `${RUNTIME_DIR}/cohort.cjs`, "worker", "--temporal-address", input.temporalAddress, "--task-queue", input.taskQueue],
+              // $(POD_NAME) is expanded by the kubelet (https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/).
+              args: ["--backend-config", `${SOURCE_DIR}/backend.json`, "--identity", "$(POD_NAME)", "--ready-file", RUN_WORKER_READY_FILE],
+              env: [
+                { name: "HOME", value: "/tmp" },
+                { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+              ],
+              readinessProbe: { exec: { command: ["test", "-f", RUN_WORKER_READY_FILE] }, periodSeconds: 2, failureThreshold: 1 },
+              resources,
+              terminationMessagePolicy: "FallbackToLogsOnError",
+              securityContext,
+              volumeMounts: [
+                { name: "source", mountPath: SOURCE_DIR, readOnly: true },
+                { name: "runtime", mountPath: RUNTIME_DIR, readOnly: true },
+                { name: "artifacts", mountPath: input.artifactsPath },
+                { name: "tmp", mountPath: "/tmp" },
+              ],
+            },
+          ],
+          volumes: [
+            {
+              name: "source",
+              projected: {
+                sources: [
+                  {
+                    configMap: {
+                      name: RUN_WORKER_NAMES.config,
+                      items: [
+                        { key: "backend.json", path: "backend.json" },
+                        { key: "files.json", path: "files.json" },
+                      ],
+                    },
+                  },
+                  ...fileParts.map((part, i) => ({ configMap: { name: part.metadata.name, items: [{ key: "part", path: manifest.flatMap((f) => f.parts)[i]! }] } })),
+                ],
+              },
+            },
+            { name: "runtime", emptyDir: {} },
+            { name: "tmp", emptyDir: {} },
+            { name: "artifacts", hostPath: { path: input.artifactsPath, type: "Directory" } },
+          ],
+        },
+      },
+    },
+  };
+  return { serviceAccount, roleBinding, config, fileParts, deployment, fileSha256 };
+}

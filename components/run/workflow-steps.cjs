@@ -1,0 +1,190 @@
+// @ts-check
+/**
+ * The host side of the cluster workflow execution of `CohortRun` (components/run/clusterWorkflow.ts): ONE copy of
+ * the steps every cluster profile registers in its steps file (components/kind/steps.cjs for `local`). Plain
+ * CommonJS with Node built-ins only (the steps run without a build step). They run `cohort open-runs` and
+ * `cohort submit` with this machine's runtime (`COHORT_BUNDLE`, dist/cohort.cjs, whose Temporal half resolves
+ * `@temporalio/*` from the project's node_modules) under the Node that runs the step.
+ *
+ * - {@link workerGuard} (`worker-guard`): refuses a worker rollout while the task queue has running workflows.
+ * - {@link runIdentity} (`run-identity`): the run identity, 12 random hex digits, kept once created.
+ * - {@link runSubmit} (`run-submit`): start or attach, wait, print the summary with the ledger's host path.
+ *
+ * Environment: COHORT_BUNDLE, COHORT_TEMPORAL_ADDRESS, COHORT_TASK_QUEUE (guard and submit); the submit step also
+ * COHORT_WORKFLOW_ID, COHORT_PROFILE, COHORT_ARTIFACTS_DIR, COHORT_ARTIFACTS_NODE_PATH, COHORT_UNSUCCESSFUL_RUN_FILE,
+ * COHORT_LOST_WORKFLOW_FILE (the record files' names, components/run/run-records.ts), COHORT_STATUS_FD (fd 3: the
+ * command provider's status pipe) and the RunSpec on stdin.
+ */
+"use strict";
+
+const { spawn } = require("node:child_process");
+const crypto = require("node:crypto");
+const fs = require("node:fs");
+const os = require("node:os");
+const path = require("node:path");
+const { StepError, env, log } = require("./job-steps.cjs");
+
+/** `cohort open-runs`' exit code when runs are open (runtime/temporal/cli.ts `OPEN_RUNS_EXIT`). */
+const OPEN_RUNS_EXIT = 3;
+
+/**
+ * Runs the runtime bundle with `args` and collects its output; signals to this step (SIGTERM, SIGINT, SIGHUP) go to
+ * it. `onStderrLine` sees each stderr line as it arrives.
+ *
+ * @param {readonly string[]} args
+ * @param {{ input?: string, statusFd?: boolean, onStderrLine?: (line: string) => void }} o
+ * @returns {Promise<{ code: number, stdout: string, stderr: string[] }>} `code` is 128 + N for a child killed by signal N
+ */
+function runBundle(args, o) {
+  return new Promise((resolve, reject) => {
+    const childEnv = { ...process.env };
+    if (!o.statusFd) delete childEnv.COHORT_STATUS_FD;
+    const child = spawn(process.execPath, [env("COHORT_BUNDLE"), ...args], { stdio: ["pipe", "pipe", "pipe", ...(o.statusFd ? [3] : [])], env: childEnv });
+    const forward = (/** @type {NodeJS.Signals} */ signal) => () => child.kill(signal);
+    const handlers = /** @type {const} */ (["SIGTERM", "SIGINT", "SIGHUP"]).map((s) => /** @type {const} */ ([s, forward(s)]));
+    for (const [s, h] of handlers) process.on(s, h);
+    let stdout = "";
+    /** @type {string[]} */
+    const stderr = [];
+    let pending = "";
+    child.stdout.setEncoding("utf8").on("data", (d) => (stdout += d));
+    child.stderr.setEncoding("utf8").on("data", (d) => {
+      const lines = (pending + d).split("\n");
+      pending = lines.pop() ?? "";
+      for (const line of lines) {
+        if (line.trim() === "") continue;
+        stderr.push(line);
+        o.onStderrLine?.(line);
+      }
+    });
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      for (const [s, h] of handlers) process.off(s, h);
+      if (pending.trim() !== "") stderr.push(pending);
+      const signo = signal !== null ? (os.constants.signals[signal] ?? 0) : 0;
+      resolve({ code: code ?? 128 + signo, stdout, stderr });
+    });
+    child.stdin.on("error", () => undefined);
+    child.stdin.end(o.input ?? "");
+  });
+}
+
+/** Whether fd 3 is open here (the command provider's status pipe; the upstream provider has none). */
+function statusPipeOpen() {
+  if (process.env.COHORT_STATUS_FD !== "3") return false;
+  try {
+    fs.fstatSync(3);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `worker-guard`: `cohort open-runs` on the task queue (retrying an unreachable Temporal for 120 s); exits 0 when no
+ * run is open.
+ *
+ * @throws {StepError} naming each open workflow and what to do, or the reason `open-runs` failed
+ */
+async function workerGuard() {
+  const queue = env("COHORT_TASK_QUEUE");
+  const address = env("COHORT_TEMPORAL_ADDRESS");
+  const r = await runBundle(["open-runs", "--temporal-address", address, "--task-queue", queue, "--wait-s", "120"], {});
+  if (r.code === 0) {
+    log(`worker guard: no run open on task queue ${queue}; the run worker may roll`);
+    return;
+  }
+  if (r.code === OPEN_RUNS_EXIT) {
+    const open = r.stdout.split("\n").filter((l) => l.trim() !== "");
+    const ids = open.map((l) => l.split(" ")[0]);
+    throw new StepError(
+      `the run worker cannot roll while runs are open on task queue ${queue} (a rollout would hand a running activity to a pod being deleted): ` +
+        `${open.join("; ")}. Let them finish (\`pulumi up\` with the unchanged program attaches to a run and waits for it), ` +
+        `or cancel one: temporal workflow cancel --address ${address} --workflow-id ${ids[0]}`,
+    );
+  }
+  throw new StepError(`worker guard: cohort open-runs exited with status ${r.code}: ${r.stderr.slice(-3).join(" | ") || "no output"}`);
+}
+
+/** `run-identity`: the previous identity (`PULUMI_COMMAND_STDOUT`, an update) or 12 new random hex digits. */
+async function runIdentity() {
+  const previous = (process.env.PULUMI_COMMAND_STDOUT ?? "").trim();
+  process.stdout.write(`${/^[0-9a-f]{12}$/.test(previous) ? previous : crypto.randomBytes(6).toString("hex")}\n`);
+}
+
+/**
+ * Writes `text` to `file` by a rename (a reader never sees half of it); a failure is ignored (the record only
+ * re-runs the next `up`).
+ *
+ * @param {string} file
+ * @param {string} text
+ */
+function record(file, text) {
+  try {
+    fs.writeFileSync(`${file}.tmp`, text);
+    fs.renameSync(`${file}.tmp`, file);
+  } catch {
+    /* the run's outcome is reported either way */
+  }
+}
+
+/**
+ * `run-submit`: `cohort submit` (start or attach, then wait) with the ledger root the worker sees; prints the
+ * summary `mapSummary` gives (the ledger's host path). A run that did not succeed prints its summary, its reason on
+ * stderr, records the summary (COHORT_UNSUCCESSFUL_RUN_FILE) and exits 0, as the process executor does; a workflow
+ * that lost its run records its id (COHORT_LOST_WORKFLOW_FILE) and fails with the cause. A signal ends the
+ * submitter only: the workflow and the run in the worker go on.
+ *
+ * @param {(summary: Record<string, unknown>) => Record<string, unknown>} mapSummary - from the worker's paths to this
+ *   machine's; throws a StepError when the ledger did not reach this machine
+ */
+async function runSubmit(mapSummary) {
+  const hostRoot = env("COHORT_ARTIFACTS_DIR");
+  const workflowId = env("COHORT_WORKFLOW_ID");
+  const spec = fs.readFileSync(0, "utf8");
+  const statusFd = statusPipeOpen();
+  const args = [
+    "submit",
+    "--temporal-address",
+    env("COHORT_TEMPORAL_ADDRESS"),
+    "--task-queue",
+    env("COHORT_TASK_QUEUE"),
+    "--workflow-id",
+    workflowId,
+    "--artifacts",
+    env("COHORT_ARTIFACTS_NODE_PATH"),
+    "--profile",
+    env("COHORT_PROFILE"),
+    "--spec",
+    "-",
+  ];
+  // The submitter's notes (attached, retrying) on the status pipe as they come; only the reason goes to stderr.
+  const note = (/** @type {string} */ line) => {
+    if (!statusFd) return;
+    try {
+      fs.writeSync(3, `${line}\n`);
+    } catch {
+      /* the provider stopped reading */
+    }
+  };
+  const r = await runBundle(args, { input: spec, statusFd, onStderrLine: note });
+  const summaryLine = r.stdout
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .at(-1);
+  const reasonLine = r.stderr.filter((l) => !/^cohort: (run .* succeeded; ledger |workflow .* (started or attached|is closed))/.test(l)).at(-1);
+  if (summaryLine !== undefined && summaryLine.startsWith('{"runId":')) {
+    const summary = mapSummary(JSON.parse(summaryLine));
+    process.stdout.write(`${JSON.stringify(summary)}\n`);
+    if (r.code !== 0) {
+      process.stderr.write(`${reasonLine ?? `the cohort runtime exited with status ${r.code} and printed no reason`}\n`);
+      record(path.join(hostRoot, env("COHORT_UNSUCCESSFUL_RUN_FILE")), `${JSON.stringify(summary)}\n`);
+    }
+    return;
+  }
+  if (r.stderr.some((l) => /^cohort: workflow .* lost the run: /.test(l))) record(path.join(hostRoot, env("COHORT_LOST_WORKFLOW_FILE")), `${workflowId}\n`);
+  process.stderr.write(`${reasonLine ?? `cohort submit exited with status ${r.code} and printed no reason`}\n`);
+  process.exit(r.code === 0 ? 1 : r.code);
+}
+
+module.exports = { workerGuard, runIdentity, runSubmit, runBundle, OPEN_RUNS_EXIT };
