@@ -748,6 +748,12 @@ export interface LocalImagesPins {
   readonly temporal: LocalImagePin & { readonly user: string };
   readonly runtime: LocalImagePin;
   readonly openclaw: LocalImagePin & { readonly user: string };
+  /**
+   * The Temporal run worker image (the Node image + the `@temporalio/*` closure at `/opt/node_modules`). No tag here:
+   * its tag is the `@temporalio/*` SDK version package.json pins, read by components/kind/app-images.ts, so the
+   * version is written once.
+   */
+  readonly runWorker: { readonly repository: string };
 }
 
 /**
@@ -766,6 +772,8 @@ export interface LocalImagesPins {
  * - Node image: the toolchain's Node on Debian bookworm minbase, as https://github.com/nodejs/docker-node
  *   (`24/bookworm-slim/Dockerfile`: `/usr/local/bin/node`, user `node` 1000:1000, default user root).
  * - OpenClaw: the `hostMembers.openclaw` pin, installed with npm; uid 1000 (the Node image's `node` user).
+ * - Run worker: the Node image plus the npm closure of `@temporalio/{worker,client,activity,common,workflow}` from
+ *   package-lock.json (components/kind/run-worker-closure.ts); tagged with that SDK version.
  */
 export const localImages: LocalImagesPins = {
   registryHost: "cohort-lab.local",
@@ -777,6 +785,7 @@ export const localImages: LocalImagesPins = {
   temporal: { repository: "cohort-lab.local/temporal", tag: localBuild.temporal.goModuleVersion.replace(/^v/, ""), user: "1000:1000" },
   runtime: { repository: "cohort-lab.local/node", tag: `${toolchain.node.version}-bookworm` },
   openclaw: { repository: "cohort-lab.local/openclaw", tag: `${hostMembers.openclaw.version}-node${toolchain.node.version}`, user: "1000:1000" },
+  runWorker: { repository: "cohort-lab.local/run-worker" },
 };
 
 /** The `multipass` section: the image the profile launches, and the stand-in's root filesystem (test/tools/multipass/). */

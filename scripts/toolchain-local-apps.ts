@@ -6,7 +6,9 @@
  * 1. `debian-rootfs-bookworm-minbase-<8 hex>`: a Debian root filesystem from debootstrap (made once).
  * 2. `image-runtime-…`: the toolchain's Node 24 on it (needs `npm run toolchain`).
  * 3. `image-openclaw-…`: stock OpenClaw from npm on the Node image.
- * 4. `image-temporal-…`, `image-agent-sandbox-…`, `image-kueue-…`: distroless-like images of the `local` set's
+ * 4. `image-run-worker-…`: the Temporal run worker, the Node image + the `@temporalio/*` npm closure copied from
+ *    this repository's node_modules (needs `npm ci`), smoke-tested with `docker run`.
+ * 5. `image-temporal-…`, `image-agent-sandbox-…`, `image-kueue-…`: distroless-like images of the `local` set's
  *    binaries (need `npm run toolchain -- local`).
  *
  * Each image directory holds `image.tar` (`docker save`) and `image.json` (digest from a private containerd 1.6,
@@ -27,6 +29,6 @@ export function localAppTools(env: NodeJS.ProcessEnv = process.env): Tool[] {
 /** The `local-apps` tool set. */
 export const toolSet: ToolSet = {
   name: "local-apps",
-  description: "images of the local (kind) profile: Node runtime, OpenClaw, Temporal, Agent Sandbox, Kueue (Docker; digests from containerd)",
+  description: "images of the local (kind) profile: Node runtime, OpenClaw, Temporal run worker, Temporal, Agent Sandbox, Kueue (Docker; digests from containerd)",
   tools: () => localAppTools(),
 };

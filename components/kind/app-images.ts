@@ -3,8 +3,8 @@
  * tool set (`npm run toolchain -- local-apps`, scripts/toolchain-local-apps.ts; builders in
  * scripts/local/app-images/build.ts), and {@link findAppImages}, which the Pulumi program uses to reference them.
  *
- * Each image is `docker import`ed from a root filesystem tar (or, for OpenClaw, built on the Node image with the
- * legacy builder), `docker save`d to an archive kept in its tool directory, and its digest is the one containerd
+ * Each image is `docker import`ed from a root filesystem tar (or, for OpenClaw and the Temporal run worker, built on
+ * the Node image with the legacy builder), `docker save`d to an archive kept in its tool directory, and its digest is the one containerd
  * computes when that archive is imported: a private containerd 1.6 (the nodes' version) is started for the build,
  * `ctr images import` run, the digest read from `ctr images ls`, and the daemon stopped. A kind node importing the
  * same archive the way {@link nodeImportArgs} does gets the same digest and the name `<repository>@<digest>`, so
@@ -25,11 +25,22 @@ import { cacheRoot, repoRoot, toolDir } from "../../common/paths";
 import { canonicalJson, readStamp } from "../../common/stamp";
 import { localBinaryLocations, localBinDirEnv, type LocalBinaryName } from "../../common/local-catalog";
 import { CohortLabError } from "../errors";
+import { RunWorkerClosureError, TEMPORAL_WORKER_ROOTS, temporalSdkVersion, temporalWorkerClosure, type ClosurePackage, type PackageLockFile } from "./run-worker-closure";
 
-/** Keys of the images, in build order (the Node image first: OpenClaw is built on it). */
-export const APP_IMAGE_KEYS = ["runtime", "openclaw", "temporal", "agentSandbox", "kueue"] as const;
-/** One image key: `kueue`, `agentSandbox`, `temporal`, `runtime` (the cohort runtime's Node image), `openclaw`. */
+/** Keys of the images, in build order (the Node image first: OpenClaw and the run worker are built on it). */
+export const APP_IMAGE_KEYS = ["runtime", "openclaw", "runWorker", "temporal", "agentSandbox", "kueue"] as const;
+/**
+ * One image key: `kueue`, `agentSandbox`, `temporal`, `runtime` (the cohort runtime's Node image), `openclaw`,
+ * `runWorker` (the Temporal run worker: the Node image + the `@temporalio/*` closure, {@link RUN_WORKER_IMAGE_KEY}).
+ */
 export type AppImageKey = (typeof APP_IMAGE_KEYS)[number];
+
+/**
+ * Key of the Temporal run worker image (`cohort-lab.local/run-worker:<@temporalio SDK version>`): the Node image
+ * with the npm closure of {@link TEMPORAL_WORKER_ROOTS} at `/opt/node_modules`. Only a profile that runs the
+ * cohort as a Temporal workflow needs it: `findAppImages(env, [RUN_WORKER_IMAGE_KEY])[RUN_WORKER_IMAGE_KEY]`.
+ */
+export const RUN_WORKER_IMAGE_KEY = "runWorker" satisfies AppImageKey;
 
 /** What the Pulumi program needs to reference one image. */
 export interface AppImage {
@@ -151,8 +162,36 @@ export interface OpenclawRecipe {
   readonly config: ImageConfig;
 }
 
+/** Under `<package>/<dir>/`, only the entries named in `keep` are copied (the rest is dead weight on linux/amd64). */
+export interface TrimRule {
+  /** npm package name, e.g. `@temporalio/core-bridge`. */
+  readonly package: string;
+  /** Directory inside the package, e.g. `releases`. */
+  readonly dir: string;
+  /** Entry names kept, e.g. `["x86_64-unknown-linux-gnu"]`; each must exist. */
+  readonly keep: readonly string[];
+}
+
+/**
+ * The Temporal run worker: the Node image plus the npm closure of `roots` (components/kind/run-worker-closure.ts)
+ * copied from the repository's `node_modules` to `nodeModules`, same relative layout, trimmed by `trim`.
+ */
+export interface RunWorkerRecipe {
+  readonly kind: "runWorker";
+  readonly key: "runWorker";
+  readonly repository: string;
+  /** The `@temporalio/*` SDK version package.json pins. */
+  readonly tag: string;
+  /** npm packages whose closure is copied (the names the worker bundle `require`s). */
+  readonly roots: readonly string[];
+  /** `/opt/node_modules`: found by Node's `node_modules` walk from `/opt/cohort/*.cjs`. */
+  readonly nodeModules: string;
+  readonly trim: readonly TrimRule[];
+  readonly config: ImageConfig;
+}
+
 /** One image's recipe. */
-export type ImageRecipe = DistrolessRecipe | NodeRecipe | OpenclawRecipe;
+export type ImageRecipe = DistrolessRecipe | NodeRecipe | OpenclawRecipe | RunWorkerRecipe;
 
 const DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 const CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt";
@@ -214,6 +253,15 @@ const [temporalUid, temporalGid] = localImages.temporal.user.split(":").map(Numb
 const [openclawUid, openclawGid] = localImages.openclaw.user.split(":").map(Number) as [number, number];
 const nodeVersion = toolchain.node.version;
 
+/** package.json's `@temporalio/*` version, or the reason it has none (then the run worker cannot be planned). */
+const temporalSdk: { readonly version: string } | { readonly error: string } = (() => {
+  try {
+    return { version: temporalSdkVersion(JSON.parse(fs.readFileSync(path.join(repoRoot, "package.json"), "utf8")) as { dependencies?: Record<string, string> }) };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+})();
+
 /**
  * Every image's recipe (pure data; part of each image's input hash).
  *
@@ -228,6 +276,10 @@ const nodeVersion = toolchain.node.version;
  *   https://github.com/nodejs/docker-node (`24/bookworm-slim/Dockerfile`), on Debian bookworm minbase.
  * - `openclaw`: `npm install <pin> --ignore-scripts --omit=dev --prefix /opt/openclaw` on `runtime`, USER 1000:1000,
  *   HOME `/home/node` (writable).
+ * - `runWorker`: `runtime` plus `/opt/node_modules` (the closure of `@temporalio/{worker,client,activity,common,
+ *   workflow}` from package-lock.json, `@temporalio/core-bridge/releases/` trimmed to `x86_64-unknown-linux-gnu/`);
+ *   the runtime's user (root), workdir and env, `CMD ["node"]` (the pod gives the command). Tag: the SDK version in
+ *   package.json (`unknown` when package.json's `@temporalio/*` pins disagree; planning then fails with why).
  */
 export const IMAGE_RECIPES: {
   readonly kueue: DistrolessRecipe;
@@ -235,6 +287,7 @@ export const IMAGE_RECIPES: {
   readonly temporal: DistrolessRecipe;
   readonly runtime: NodeRecipe;
   readonly openclaw: OpenclawRecipe;
+  readonly runWorker: RunWorkerRecipe;
 } = {
   kueue: distroless("kueue", "kueue", "/manager", nonroot, "https://github.com/kubernetes-sigs/kueue/tree/v0.17.0"),
   agentSandbox: distroless("agentSandbox", "agent-sandbox-controller", "/agent-sandbox-controller", nonroot, "https://github.com/kubernetes-sigs/agent-sandbox/tree/v0.5.5"),
@@ -279,6 +332,21 @@ export const IMAGE_RECIPES: {
       labels: labels(localImages.openclaw.repository, localImages.openclaw.tag, hostMembers.openclaw.source),
     },
   },
+  runWorker: {
+    kind: "runWorker",
+    key: "runWorker",
+    repository: localImages.runWorker.repository,
+    tag: "version" in temporalSdk ? temporalSdk.version : "unknown",
+    roots: TEMPORAL_WORKER_ROOTS,
+    nodeModules: "/opt/node_modules",
+    trim: [{ package: "@temporalio/core-bridge", dir: "releases", keep: ["x86_64-unknown-linux-gnu"] }],
+    config: {
+      cmd: ["node"],
+      workdir: "/",
+      env: { PATH: DEFAULT_PATH, NODE_VERSION: nodeVersion },
+      labels: labels(localImages.runWorker.repository, "version" in temporalSdk ? temporalSdk.version : "unknown", "https://github.com/temporalio/sdk-typescript"),
+    },
+  },
 };
 
 /**
@@ -320,6 +388,11 @@ export interface ImageInputs {
   readonly bases: Readonly<Record<string, string>>;
   /** SHA-256 of the builder sources (scripts/local/app-images/**), see {@link builderSourceHash}. */
   readonly builder: string;
+  /**
+   * npm packages copied into the image (`runWorker` only; absent otherwise): lock key, name, version, integrity,
+   * from {@link runWorkerClosure}. A lockfile change that moves any of them changes only this image's hash.
+   */
+  readonly packages?: readonly ClosurePackage[];
 }
 
 /** Full hex SHA-256 of an image's inputs (canonical JSON, key order irrelevant). */
@@ -419,6 +492,33 @@ export function sourceBinary(key: "runtime" | DistrolessRecipe["key"], env: Node
   return { path: file, sha256: stampedSha(dir, path.relative(dir, file), file) };
 }
 
+/**
+ * The run worker image's npm closure as a repository's package-lock.json and `node_modules` give it
+ * ({@link temporalWorkerClosure} of {@link IMAGE_RECIPES}`.runWorker.roots`, an optional dependency counted when
+ * its directory exists), after checking that the lock's roots have the recipe's tag as version.
+ *
+ * @param repo - directory holding package-lock.json and node_modules. @default the repository root
+ * @returns packages sorted by lock key.
+ * @throws RunWorkerClosureError when package-lock.json is missing or unreadable, a locked root's version is not
+ *   the tag (run `npm install`), or a required package is not installed (run `npm ci`).
+ */
+export function runWorkerClosure(repo: string = repoRoot): ClosurePackage[] {
+  const recipe = IMAGE_RECIPES.runWorker;
+  if ("error" in temporalSdk) throw new RunWorkerClosureError(temporalSdk.error);
+  const file = path.join(repo, "package-lock.json");
+  let lock: PackageLockFile;
+  try {
+    lock = JSON.parse(fs.readFileSync(file, "utf8")) as PackageLockFile;
+  } catch (err) {
+    throw new RunWorkerClosureError(`cannot read ${file} (${(err as Error).message}); run \`npm install\``);
+  }
+  for (const r of recipe.roots) {
+    const locked = lock.packages?.[`node_modules/${r}`]?.version;
+    if (locked !== recipe.tag) throw new RunWorkerClosureError(`package-lock.json locks ${r} ${locked ?? "(missing)"} but package.json pins ${recipe.tag}; run \`npm install\``);
+  }
+  return temporalWorkerClosure(lock, (key) => fs.existsSync(path.join(repo, key)), recipe.roots);
+}
+
 /** One image's build plan: its inputs, cache identity and source paths. */
 export interface ImagePlan {
   readonly key: AppImageKey;
@@ -431,25 +531,33 @@ export interface ImagePlan {
   readonly version: string;
   /** Absolute tool directory. */
   readonly dir: string;
-  /** Source executable path (absent for `openclaw`). */
+  /** Source executable path (absent for `openclaw` and `runWorker`). */
   readonly sourcePath?: string;
 }
 
 /**
  * Plans every image (no Docker, no build): resolves the source binaries, hashes the inputs, names the tool
- * directories. `openclaw`'s inputs include `runtime`'s version, so a new Node image makes a new OpenClaw image.
+ * directories. `openclaw`'s and `runWorker`'s inputs include `runtime`'s version, so a new Node image makes new
+ * OpenClaw and run worker images; `runWorker`'s also hold its npm closure ({@link runWorkerClosure}), so a lockfile
+ * change that moves a package of the closure makes a new run worker image and no other.
  *
  * @param env - environment (cache root). @default process.env
  * @param builder - builder source hash. @default {@link builderSourceHash}()
- * @returns a plan per key, or the error for keys whose sources are missing.
+ * @param repo - directory of package-lock.json and node_modules (the run worker's closure). @default the repository root
+ * @returns a plan per key, or the error for keys whose sources are missing (for `runWorker`, also a lockfile that
+ *   does not give the closure).
  */
-export function planImages(env: NodeJS.ProcessEnv = process.env, builder: string = builderSourceHash()): { readonly [K in AppImageKey]: ImagePlan | AppImageSourceMissingError } {
+export function planImages(
+  env: NodeJS.ProcessEnv = process.env,
+  builder: string = builderSourceHash(),
+  repo: string = repoRoot,
+): { readonly [K in AppImageKey]: ImagePlan | AppImageSourceMissingError } {
   const root = cacheRoot(env);
   const rootfs = rootfsToolId();
   const bases = { [rootfs.name]: rootfs.version };
-  const plan = (key: AppImageKey, binaries: Record<string, string>, extraBases: Record<string, string>, sourcePath?: string): ImagePlan => {
+  const plan = (key: AppImageKey, binaries: Record<string, string>, extraBases: Record<string, string>, sourcePath?: string, packages?: readonly ClosurePackage[]): ImagePlan => {
     const recipe = IMAGE_RECIPES[key];
-    const inputs: ImageInputs = { key, recipe, binaries, bases: { ...bases, ...extraBases }, builder };
+    const inputs: ImageInputs = { key, recipe, binaries, bases: { ...bases, ...extraBases }, builder, ...(packages !== undefined ? { packages } : {}) };
     const hash = inputHash(inputs);
     const name = imageToolName(key);
     const version = imageVersion(recipe.tag, hash);
@@ -469,7 +577,19 @@ export function planImages(env: NodeJS.ProcessEnv = process.env, builder: string
     runtime instanceof AppImageSourceMissingError
       ? new AppImageSourceMissingError("openclaw", `image openclaw: built on the runtime image, which cannot be built: ${runtime.message}`)
       : plan("openclaw", {}, { [runtime.name]: runtime.version });
-  return { runtime, openclaw, temporal: tryPlan("temporal"), agentSandbox: tryPlan("agentSandbox"), kueue: tryPlan("kueue") };
+  const planRunWorker = (base: ImagePlan): ImagePlan | AppImageSourceMissingError => {
+    try {
+      return plan("runWorker", {}, { [base.name]: base.version }, undefined, runWorkerClosure(repo));
+    } catch (err) {
+      if (err instanceof RunWorkerClosureError) return new AppImageSourceMissingError("runWorker", `image runWorker: ${err.message}`);
+      throw err;
+    }
+  };
+  const runWorker =
+    runtime instanceof AppImageSourceMissingError
+      ? new AppImageSourceMissingError("runWorker", `image runWorker: built on the runtime image, which cannot be built: ${runtime.message}`)
+      : planRunWorker(runtime);
+  return { runtime, openclaw, runWorker, temporal: tryPlan("temporal"), agentSandbox: tryPlan("agentSandbox"), kueue: tryPlan("kueue") };
 }
 
 /** `<repository>:<tag>@<digest>`. @throws Error when the digest is not `sha256:<64 hex>`. */
@@ -585,7 +705,7 @@ export function imagePin(plan: ImagePlan): unknown {
  * `images[k].archive` into each node with `docker exec -i <node> ctr ${nodeImportArgs(images[k]).join(" ")} < archive`.
  *
  * @param env - environment (cache root). @default process.env
- * @param keys - images needed. @default all of {@link APP_IMAGE_KEYS}
+ * @param keys - images needed, e.g. `[RUN_WORKER_IMAGE_KEY]`. @default all of {@link APP_IMAGE_KEYS}
  * @returns per key `{ repository, tag, digest, ref: "<repository>:<tag>@<digest>", archive, dockerImageId }`.
  * @throws AppImagesMissingError listing every missing or stale image, telling the user to run
  *   `npm run toolchain -- local-apps`.

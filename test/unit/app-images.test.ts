@@ -27,6 +27,7 @@ import {
   parseCtrImagesLs,
   planImages,
   readImageDir,
+  RUN_WORKER_IMAGE_KEY,
   type ImageInputs,
   type ImagePlan,
   type ImageRecord,
@@ -55,6 +56,19 @@ describe("recipes", () => {
     expect(IMAGE_RECIPES.runtime.config.user).toBeUndefined();
     expect(IMAGE_RECIPES.openclaw.entry).toBe("/opt/openclaw/node_modules/openclaw/openclaw.mjs");
     expect(IMAGE_RECIPES.openclaw.config).toMatchObject({ user: "1000:1000", workdir: "/home/node", env: { HOME: "/home/node" } });
+  });
+
+  it("the run worker: the runtime's user, workdir, env and CMD, /opt/node_modules, core-bridge trimmed to linux x64", () => {
+    const r = IMAGE_RECIPES.runWorker;
+    expect(RUN_WORKER_IMAGE_KEY).toBe("runWorker");
+    expect(APP_IMAGE_KEYS.indexOf("runWorker")).toBeGreaterThan(APP_IMAGE_KEYS.indexOf("runtime"));
+    expect(r).toMatchObject({ repository: "cohort-lab.local/run-worker", nodeModules: "/opt/node_modules" });
+    expect(r.trim).toEqual([{ package: "@temporalio/core-bridge", dir: "releases", keep: ["x86_64-unknown-linux-gnu"] }]);
+    const { labels: runtimeLabels, ...runtimeConfig } = IMAGE_RECIPES.runtime.config;
+    const { labels: workerLabels, ...workerConfig } = r.config;
+    expect(workerConfig).toEqual(runtimeConfig);
+    expect(workerLabels["org.opencontainers.image.version"]).toBe(r.tag);
+    expect(Object.keys(workerLabels)).toEqual(Object.keys(runtimeLabels));
   });
 
   it("name repositories under the local host, never with a latest tag", () => {
@@ -86,6 +100,158 @@ describe("input hashing", () => {
   it("names tools image-<kebab key>", () => {
     expect(imageToolName("agentSandbox")).toBe("image-agent-sandbox");
     expect(imageToolName("kueue")).toBe("image-kueue");
+  });
+});
+
+/** A fake toolchain Node in `cache` (what planImages hashes for the runtime image). */
+async function fakeNode(cache: string): Promise<string> {
+  const nodeDir = path.join(cache, "node-24.22.3");
+  fs.mkdirSync(path.join(nodeDir, "bin"), { recursive: true });
+  fs.writeFileSync(path.join(nodeDir, "bin", "node"), "fake node");
+  const nodeSha = await sha256File(path.join(nodeDir, "bin", "node"));
+  writeStamp(nodeDir, {
+    schema: 1,
+    tool: "node",
+    version: "24.22.3",
+    pin: {},
+    source: "npm",
+    createdAt: "",
+    buildSeconds: 0,
+    binaries: { node: { path: "bin/node", size: 9, sha256: nodeSha } },
+  });
+  return nodeSha;
+}
+
+/** Writes a finished image directory for `plan` (archive, record, stamp), as the builder would. */
+async function finishImageDir(plan: ImagePlan): Promise<ImageRecord> {
+  fs.mkdirSync(plan.dir, { recursive: true });
+  fs.writeFileSync(path.join(plan.dir, IMAGE_FILES.archive), "archive");
+  const record: ImageRecord = {
+    schema: 1,
+    key: plan.key,
+    repository: plan.recipe.repository,
+    tag: plan.recipe.tag,
+    reference: `${plan.recipe.repository}:${plan.recipe.tag}`,
+    digest: D1,
+    dockerImageId: D2,
+    archive: IMAGE_FILES.archive,
+    archiveSha256: "0".repeat(64),
+    archiveBytes: 7,
+    imageBytes: 1,
+    platform: "linux/amd64",
+    inputHash: plan.inputHash,
+    containerd: "test",
+  };
+  fs.writeFileSync(path.join(plan.dir, IMAGE_FILES.record), JSON.stringify(record));
+  const stampBinary = async (name: string) => ({ path: name, size: fs.statSync(path.join(plan.dir, name)).size, sha256: await sha256File(path.join(plan.dir, name)) });
+  writeStamp(plan.dir, {
+    schema: 1,
+    tool: plan.name,
+    version: plan.version,
+    pin: imagePin(plan),
+    source: "build",
+    createdAt: "",
+    buildSeconds: 0,
+    binaries: { archive: await stampBinary(IMAGE_FILES.archive), record: await stampBinary(IMAGE_FILES.record) },
+  });
+  return record;
+}
+
+describe("the run worker's plan", () => {
+  let tmp: string;
+  let repo: string;
+  const v = IMAGE_RECIPES.runWorker.tag;
+  const sri = (c: string) => `sha512-${c.repeat(86)}==`;
+  /** A repository whose lock gives the five roots (all at the SDK version), a shared dependency and an unrelated package. */
+  const writeRepo = (patch: Record<string, object> = {}) => {
+    const roots = Object.fromEntries(
+      ["worker", "client", "activity", "common", "workflow"].map((n) => [
+        `node_modules/@temporalio/${n}`,
+        { version: v, integrity: sri(n[0] as string), dependencies: { long: "^5" } },
+      ]),
+    );
+    const packages = {
+      "": { dependencies: {} },
+      ...roots,
+      "node_modules/long": { version: "5.3.2", integrity: sri("l") },
+      "node_modules/unrelated": { version: "1.0.0", integrity: sri("u") },
+      ...patch,
+    };
+    fs.writeFileSync(path.join(repo, "package-lock.json"), JSON.stringify({ lockfileVersion: 3, packages }));
+    for (const k of Object.keys(packages)) if (k !== "") fs.mkdirSync(path.join(repo, k), { recursive: true });
+  };
+  beforeEach(() => {
+    tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-app-images-rw-"));
+    repo = path.join(tmp, "repo");
+    fs.mkdirSync(repo);
+  });
+  afterEach(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+  it("hashes the closure and the runtime image's version; a lockfile change rebuilds it and nothing else", async () => {
+    const env = { COHORT_LAB_CACHE: path.join(tmp, "cache") };
+    await fakeNode(env.COHORT_LAB_CACHE);
+    writeRepo();
+    const before = planImages(env, "f".repeat(64), repo);
+    const rw = before.runWorker as ImagePlan;
+    const runtime = before.runtime as ImagePlan;
+    expect(rw.inputs.bases[runtime.name]).toBe(runtime.version);
+    expect(rw.inputs.packages?.map((p) => `${p.name}@${p.version}`)).toEqual([
+      `@temporalio/activity@${v}`,
+      `@temporalio/client@${v}`,
+      `@temporalio/common@${v}`,
+      `@temporalio/worker@${v}`,
+      `@temporalio/workflow@${v}`,
+      "long@5.3.2",
+    ]);
+    expect(rw.name).toBe("image-run-worker");
+    expect(rw.version.startsWith(`${v}-`)).toBe(true);
+    expect((before.openclaw as ImagePlan).inputs.packages).toBeUndefined();
+
+    // An unrelated package moves: nothing changes.
+    writeRepo({ "node_modules/unrelated": { version: "2.0.0", integrity: sri("v") } });
+    const unrelated = planImages(env, "f".repeat(64), repo);
+    const hashOf = (p: ImagePlan | Error) => (p instanceof Error ? p.message : p.inputHash);
+    for (const k of APP_IMAGE_KEYS) expect(hashOf(unrelated[k])).toBe(hashOf(before[k]));
+
+    // A package of the closure moves (same version, new integrity): only the run worker changes.
+    writeRepo({ "node_modules/long": { version: "5.3.2", integrity: sri("m") } });
+    const after = planImages(env, "f".repeat(64), repo);
+    for (const k of APP_IMAGE_KEYS) {
+      if (k === "runWorker") expect(hashOf(after[k])).not.toBe(hashOf(before[k]));
+      else expect(hashOf(after[k])).toBe(hashOf(before[k]));
+    }
+    // The builder source and the runtime image are inputs too.
+    expect((planImages(env, "e".repeat(64), repo).runWorker as ImagePlan).inputHash).not.toBe((after.runWorker as ImagePlan).inputHash);
+  });
+
+  it("is an AppImageSourceMissingError when the runtime cannot be built, the lock is missing or disagrees, or a package is not installed", async () => {
+    const env = { COHORT_LAB_CACHE: path.join(tmp, "cache") };
+    writeRepo();
+    expect(String(planImages(env, "f".repeat(64), repo).runWorker)).toMatch(/image runWorker: built on the runtime image, which cannot be built: .*npm run toolchain/);
+    await fakeNode(env.COHORT_LAB_CACHE);
+    writeRepo({ "node_modules/@temporalio/client": { version: "0.0.1" } });
+    expect(String(planImages(env, "f".repeat(64), repo).runWorker)).toMatch(/package-lock.json locks @temporalio\/client 0.0.1 but package.json pins /);
+    writeRepo();
+    fs.rmSync(path.join(repo, "node_modules", "long"), { recursive: true });
+    expect(String(planImages(env, "f".repeat(64), repo).runWorker)).toMatch(/node_modules\/long .* is locked but not installed; run `npm ci`/);
+    fs.rmSync(path.join(repo, "package-lock.json"));
+    expect(String(planImages(env, "f".repeat(64), repo).runWorker)).toMatch(/cannot read .*package-lock.json/);
+  });
+
+  it("findAppImages(env, [RUN_WORKER_IMAGE_KEY]) returns the run worker's AppImage (this repository's lockfile)", async () => {
+    const env = { COHORT_LAB_CACHE: path.join(tmp, "cache") };
+    await fakeNode(env.COHORT_LAB_CACHE);
+    expect(() => findAppImages(env, [RUN_WORKER_IMAGE_KEY])).toThrow(/runWorker \(image-run-worker-.*: not built\)/);
+    const plan = planImages(env).runWorker as ImagePlan;
+    await finishImageDir(plan);
+    expect(findAppImages(env, [RUN_WORKER_IMAGE_KEY]).runWorker).toEqual({
+      repository: "cohort-lab.local/run-worker",
+      tag: v,
+      digest: D1,
+      ref: `cohort-lab.local/run-worker:${v}@${D1}`,
+      archive: path.join(plan.dir, "image.tar"),
+      dockerImageId: D2,
+    });
   });
 });
 
@@ -264,6 +430,11 @@ const canRun = Object.keys(images).length > 0 && process.getuid?.() === 0 && has
 const runChecks: Record<string, [string[], RegExp]> = {
   runtime: [["node", "-e", "console.log(process.version)"], /^v24\.22\.3$/m],
   openclaw: [["node", "/opt/openclaw/node_modules/openclaw/openclaw.mjs", "--version"], /2026\.9\.6/],
+  // `-e` resolves from the working directory (/), so the paths are absolute; the builder's smoke check covers /opt/cohort.
+  runWorker: [
+    ["node", "-e", "require('/opt/node_modules/@temporalio/core-bridge'); console.log(require('/opt/node_modules/@temporalio/worker/package.json').version)"],
+    new RegExp(`^${IMAGE_RECIPES.runWorker.tag.replace(/\./g, "\\.")}$`, "m"),
+  ],
   temporal: [["--version"], /temporal version 1\.5\.1/],
   agentSandbox: [["--version"], /version v0\.5\.5/],
   kueue: [["--help"], /Usage of \/manager|-config/],

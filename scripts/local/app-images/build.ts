@@ -5,7 +5,8 @@
  * - {@link rootfsTool}: a Debian root filesystem made once with `debootstrap --variant=minbase` from this machine's
  *   APT mirror, kept as `rootfs.tar` (the Node images' base, and the CA bundle of the distroless-like images).
  * - {@link imageTool}: one image: a root filesystem tar `docker import`ed with `--change` (distroless-like images,
- *   Node), or a Dockerfile on the Node image built by the legacy builder (OpenClaw); then `docker save` to
+ *   Node), or a Dockerfile on the Node image built by the legacy builder (OpenClaw; the Temporal run worker, whose
+ *   `/opt/node_modules` is copied from this repository's node_modules and smoke-tested with `docker run`); then `docker save` to
  *   `image.tar` and the digest from a private containerd ({@link containerdDigest}); `image.json` records it.
  * - `afterReady` of an image: `docker image inspect`, and `docker load` of the archive when the image is gone.
  *
@@ -18,7 +19,8 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { localImages } from "../../../common/pins";
-import { writeFileAtomic } from "../../../common/stamp";
+import { repoRoot } from "../../../common/paths";
+import { canonicalJson, writeFileAtomic } from "../../../common/stamp";
 import { ToolBuildError, type BuildContext, type ReadyTool, type Tool, type ToolContext } from "../../lib/tool";
 import {
   debianMirrorFromSources,
@@ -26,6 +28,8 @@ import {
   dockerChanges,
   IMAGE_FILES,
   imagePin,
+  imageToolName,
+  runWorkerClosure,
   parseCtrImagesLs,
   readImageDir,
   ROOTFS_FILE,
@@ -38,7 +42,10 @@ import {
   type ImageRecord,
   type NodeRecipe,
   type OpenclawRecipe,
+  type RunWorkerRecipe,
+  type AppImageKey,
 } from "../../../components/kind/app-images";
+import type { ClosurePackage } from "../../../components/kind/run-worker-closure";
 
 /** Result of {@link run}. */
 interface RunResult {
@@ -243,15 +250,22 @@ async function ensureDockerImage(record: ImageRecord, archive: string, env: Node
   return "loaded";
 }
 
-/** Builds the OpenClaw image: npm install on the host under Node 24, then a legacy-builder Dockerfile on the Node image. */
-async function openclawImage(recipe: OpenclawRecipe, plan: ImagePlan, ctx: BuildContext): Promise<void> {
+/** The Node image a Dockerfile-built image starts from (its `image-*` base), present in Docker. */
+async function nodeBaseImage(plan: ImagePlan, ctx: BuildContext): Promise<ImageRecord> {
   const label = plan.name;
-  const o = { env: ctx.env, log: ctx.log };
   const baseName = Object.keys(plan.inputs.bases).find((b) => b.startsWith("image-")) as string;
   const baseDir = path.join(ctx.cacheRoot, `${baseName}-${plan.inputs.bases[baseName]}`);
   const base = readImageDir(baseDir);
   if (typeof base === "string") throw new ToolBuildError(`${label}: the Node image is not built (${base})`, label);
   await ensureDockerImage(base, path.join(baseDir, base.archive), ctx.env, ctx.log);
+  return base;
+}
+
+/** Builds the OpenClaw image: npm install on the host under Node 24, then a legacy-builder Dockerfile on the Node image. */
+async function openclawImage(recipe: OpenclawRecipe, plan: ImagePlan, ctx: BuildContext): Promise<void> {
+  const label = plan.name;
+  const o = { env: ctx.env, log: ctx.log };
+  const base = await nodeBaseImage(plan, ctx);
   const nodeBin = sourceBinary("runtime", ctx.env).path;
   const context = path.join(ctx.workDir, "context");
   const prefix = path.join(context, recipe.prefix);
@@ -278,6 +292,134 @@ async function openclawImage(recipe: OpenclawRecipe, plan: ImagePlan, ctx: Build
   fs.writeFileSync(path.join(context, "Dockerfile"), `${dockerfile}\n`);
   fs.copyFileSync(path.join(context, "Dockerfile"), path.join(ctx.outDir, "Dockerfile"));
   await run(label, "docker", ["build", "--network=none", "-t", `${recipe.repository}:${recipe.tag}`, context], { ...o, env: { ...ctx.env, DOCKER_BUILDKIT: "0" } });
+}
+
+/**
+ * Copies the closure's package directories from `repo` to `dest` (a `node_modules` directory), each lock key
+ * `node_modules/<a>[/node_modules/<b>…]` to `<dest>/<a>[/node_modules/<b>…]`: a package's own `node_modules` is
+ * skipped (the packages nested there that belong to the closure are copied as their own entries), symlinks are
+ * copied as they are, and under each {@link RunWorkerRecipe.trim} rule's `<package>/<dir>/` only the kept entries.
+ *
+ * @returns files and bytes copied.
+ * @throws ToolBuildError when a kept entry of a trim rule is missing after the copy.
+ */
+export function copyClosure(
+  packages: readonly ClosurePackage[],
+  repo: string,
+  dest: string,
+  trim: RunWorkerRecipe["trim"],
+  label = "image-run-worker",
+): { files: number; bytes: number } {
+  let files = 0;
+  let bytes = 0;
+  for (const pkg of packages) {
+    const src = path.join(repo, pkg.path);
+    const to = path.join(dest, pkg.path.slice("node_modules/".length));
+    const rules = trim.filter((t) => t.package === pkg.name);
+    fs.cpSync(src, to, {
+      recursive: true,
+      verbatimSymlinks: true,
+      filter: (from) => {
+        const rel = path.relative(src, from);
+        if (rel === "node_modules") return false;
+        for (const t of rules) {
+          const parts = rel.split(path.sep);
+          if (parts.length >= 2 && parts.slice(0, t.dir.split("/").length).join("/") === t.dir) {
+            const entry = parts[t.dir.split("/").length];
+            if (entry !== undefined && !t.keep.includes(entry)) return false;
+          }
+        }
+        const st = fs.lstatSync(from);
+        if (st.isFile()) {
+          files += 1;
+          bytes += st.size;
+        }
+        return true;
+      },
+    });
+    for (const t of rules) {
+      for (const k of t.keep) {
+        if (!fs.existsSync(path.join(to, t.dir, k))) throw new ToolBuildError(`${label}: ${pkg.name}/${t.dir}/${k} (kept by the trim rule) is not in ${src}`, label);
+      }
+    }
+  }
+  return { files, bytes };
+}
+
+/**
+ * The program the smoke check runs in the built run worker image (`node -e`): resolves each root as
+ * `/opt/cohort/*.cjs` would (`require.resolve(<root>, { paths: ["/opt/cohort"] })` must land under
+ * `<nodeModules>/<root>/`) and loads it, loads `@temporalio/core-bridge`, and checks that the native bridge of the
+ * kept release (`releases/x86_64-unknown-linux-gnu/index.node`) is among the loaded modules; prints
+ * `run-worker smoke: ok` or throws naming what failed.
+ */
+export function runWorkerSmokeProgram(recipe: RunWorkerRecipe): string {
+  const bridge = `${recipe.nodeModules}/@temporalio/core-bridge`;
+  const native = `${bridge}/releases/x86_64-unknown-linux-gnu/index.node`;
+  return [
+    `const roots = ${JSON.stringify(recipe.roots)};`,
+    "for (const r of roots) {",
+    '  const p = require.resolve(r, { paths: ["/opt/cohort"] });',
+    `  if (!p.startsWith(${JSON.stringify(`${recipe.nodeModules}/`)} + r + "/")) throw new Error(r + " resolves to " + p + " from /opt/cohort");`,
+    "  require(p);",
+    "}",
+    `require(${JSON.stringify(bridge)});`,
+    'const loaded = Object.keys(require.cache).filter((k) => k.endsWith(".node"));',
+    `if (!loaded.includes(${JSON.stringify(native)})) throw new Error("the native bridge ${native} was not loaded (loaded: " + JSON.stringify(loaded) + ")");`,
+    'console.log("run-worker smoke: ok");',
+  ].join("\n");
+}
+
+/**
+ * Builds the Temporal run worker image: the closure ({@link runWorkerClosure}, checked equal to the planned one)
+ * copied into the build context by {@link copyClosure}, made world-readable (`chmod -R a+rX`), then a
+ * legacy-builder Dockerfile on the Node image (`COPY opt/node_modules /opt/node_modules` + the config), then the
+ * smoke check ({@link runWorkerSmokeProgram}) with `docker run --rm --network none` as the image's user (root) and
+ * as 1000:1000 (the `node` user a pod may run as). `closure.json` (the packages) and the Dockerfile are kept in
+ * the tool directory.
+ *
+ * @throws ToolBuildError when node_modules no longer gives the planned closure, or the smoke check fails (naming the user).
+ */
+async function runWorkerImage(recipe: RunWorkerRecipe, plan: ImagePlan, ctx: BuildContext): Promise<void> {
+  const label = plan.name;
+  const o = { env: ctx.env, log: ctx.log };
+  const base = await nodeBaseImage(plan, ctx);
+  const packages = runWorkerClosure(repoRoot);
+  if (canonicalJson(packages) !== canonicalJson(plan.inputs.packages ?? [])) {
+    throw new ToolBuildError(`${label}: package-lock.json or node_modules changed since the images were planned; run the tool set again`, label);
+  }
+  const context = path.join(ctx.workDir, "context");
+  const dest = path.join(context, recipe.nodeModules);
+  fs.mkdirSync(dest, { recursive: true });
+  const started = Date.now();
+  const copied = copyClosure(packages, repoRoot, dest, recipe.trim, label);
+  ctx.log(`${label}: copied ${packages.length} packages (${copied.files} files, ${(copied.bytes / 1e6).toFixed(1)} MB) in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  await run(label, "chmod", ["-R", "a+rX", dest], { ...o, quiet: true });
+  writeFileAtomic(path.join(ctx.outDir, "closure.json"), `${JSON.stringify(packages, null, 2)}\n`);
+  const dockerfile = [`FROM ${base.reference}`, `COPY ${recipe.nodeModules.replace(/^\//, "")} ${recipe.nodeModules}`, ...dockerChanges(recipe.config)].join("\n");
+  fs.writeFileSync(path.join(context, "Dockerfile"), `${dockerfile}\n`);
+  fs.copyFileSync(path.join(context, "Dockerfile"), path.join(ctx.outDir, "Dockerfile"));
+  const reference = `${recipe.repository}:${recipe.tag}`;
+  await run(label, "docker", ["build", "--network=none", "-t", reference, context], { ...o, env: { ...ctx.env, DOCKER_BUILDKIT: "0" } });
+  const program = runWorkerSmokeProgram(recipe);
+  for (const user of [undefined, "1000:1000"]) {
+    const who = user === undefined ? "the image's user (root)" : `user ${user}`;
+    let out: RunResult;
+    try {
+      out = await run(label, "docker", ["run", "--rm", "--network", "none", ...(user === undefined ? [] : ["--user", user]), reference, "node", "-e", program], {
+        env: ctx.env,
+        quiet: true,
+      });
+    } catch (err) {
+      throw new ToolBuildError(
+        `${label}: smoke check failed as ${who} (loading ${recipe.roots.join(", ")} and the native bridge from ${recipe.nodeModules}): ${(err as Error).message}`,
+        label,
+      );
+    }
+    if (!out.stdout.includes("run-worker smoke: ok"))
+      throw new ToolBuildError(`${label}: smoke check as ${who} printed no ok line: ${`${out.stdout}${out.stderr}`.slice(-2000)}`, label);
+    ctx.log(`${label}: smoke check as ${who}: ok`);
+  }
 }
 
 /** Options of {@link containerdDigest}. */
@@ -382,15 +524,16 @@ export async function containerdDigest(archive: string, repository: string, tag:
  * @param plan - from `planImages()`, or the error when its sources are missing (the tool then fails to build
  *   with that message, after the images before it in the set are done).
  */
-export function imageTool(plan: ImagePlan | Error, key: string): Tool {
+export function imageTool(plan: ImagePlan | Error, key: AppImageKey): Tool {
   if (plan instanceof Error) {
+    const name = imageToolName(key);
     return {
-      name: `image-${key}`,
+      name,
       version: "sources-missing",
       pin: { missing: plan.message },
       binaries: { archive: IMAGE_FILES.archive, record: IMAGE_FILES.record },
       buildDescription: "an image build",
-      build: () => Promise.reject(new ToolBuildError(plan.message, `image-${key}`)),
+      build: () => Promise.reject(new ToolBuildError(plan.message, name)),
     };
   }
   const recipe = plan.recipe;
@@ -403,13 +546,16 @@ export function imageTool(plan: ImagePlan | Error, key: string): Tool {
     buildDescription:
       recipe.kind === "openclaw"
         ? `npm install ${recipe.npmPackage}@${recipe.version} + a legacy-builder Dockerfile on the Node image`
-        : `docker import of a ${recipe.kind} root filesystem`,
+        : recipe.kind === "runWorker"
+          ? `${plan.inputs.packages?.length ?? 0} npm packages (${recipe.roots.join(", ")}) copied from node_modules + a legacy-builder Dockerfile on the Node image`
+          : `docker import of a ${recipe.kind} root filesystem`,
     async build(ctx: BuildContext) {
       const label = plan.name;
       await requireDocker(label, ctx.env);
       const o = { env: ctx.env, log: ctx.log };
       let t = Date.now();
       if (recipe.kind === "openclaw") await openclawImage(recipe, plan, ctx);
+      else if (recipe.kind === "runWorker") await runWorkerImage(recipe, plan, ctx);
       else {
         const layer = recipe.kind === "node" ? await nodeLayer(recipe, plan, ctx) : await distrolessLayer(recipe, plan, ctx);
         const changes = dockerChanges(recipe.config).flatMap((c) => ["--change", c]);
