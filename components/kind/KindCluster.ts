@@ -189,7 +189,18 @@ export const STEPS_ENTRY = "scripts/local-profile.cjs";
 
 /** A step of components/kind/steps.cjs. */
 export type KindStep =
-  "create" | "delete" | "webhook-probe" | "run-summary" | "run-progress" | "run-forget" | "capacity-check" | "load-images" | "worker-guard" | "run-identity" | "run-submit";
+  | "create"
+  | "delete"
+  | "webhook-probe"
+  | "run-summary"
+  | "run-progress"
+  | "run-forget"
+  | "capacity-check"
+  | "load-images"
+  | "worker-guard"
+  | "run-identity"
+  | "run-submit"
+  | "run-keep";
 
 /** The command line of one step of components/kind/steps.cjs (run with `dir` = the project directory). */
 export function stepCommand(nodePath: string, step: KindStep): string {

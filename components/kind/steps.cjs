@@ -37,7 +37,7 @@
  *   not member output) to fd 3, the command provider's status pipe; exits 0 when the Job finished. Never fails:
  *   anything in its way is one note on stderr and exit 0.
  *   (components/run/job-steps.cjs `followJobProgress`, shared with `gke`.)
- * - `worker-guard`, `run-identity`, `run-submit`: the cluster workflow execution (`local.runAs: workflow`,
+ * - `worker-guard`, `run-identity`, `run-submit`, `run-keep`: the cluster workflow execution (`local.runAs: workflow`,
  *   components/run/workflow-steps.cjs): the rollout guard of the run worker, the run identity, and `cohort submit`
  *   with the summary's ledger mapped to the host path as `run-summary` maps it.
  *
@@ -434,6 +434,7 @@ const STEPS = {
   "worker-guard": workflowSteps.workerGuard,
   "run-identity": workflowSteps.runIdentity,
   "run-submit": () => workflowSteps.runSubmit(hostMountedSummary),
+  "run-keep": workflowSteps.runKeep,
   "capacity-check": capacityCheck,
   "load-images": loadImages,
 };

@@ -20,8 +20,9 @@
  *    (from `runCohort`'s heartbeats) goes to the provider's status pipe (fd 3): the `-run` row of `pulumi up`.
  *    A run that did not succeed is in the state and fails `pulumi up` with the runtime's one-line reason (the
  *    process executor's contract: `reason`); a workflow that lost its run (the worker died) fails it naming the
- *    cause, and records the workflow id so the next `up` runs again under a new one. Delete: `run-forget` (the
- *    ledger removed when `keepLedgers` is false).
+ *    cause, and records the workflow id so the next `up` runs again under a new one. Update (an input other than
+ *    the triggers changed): `run-keep`, the summary unchanged. Delete: `run-forget` (the ledger removed when
+ *    `keepLedgers` is false).
  */
 import * as path from "node:path";
 import * as command from "@pulumi/command";
@@ -35,7 +36,7 @@ import type { RunNamespace } from "./RunNamespace.js";
 import { renderRunWorker, type RunWorkerInput } from "./worker-manifests.js";
 
 /** The host-side steps of the workflow execution (components/kind/steps.cjs has them). */
-export type WorkflowHostStepName = "worker-guard" | "run-identity" | "run-submit" | "run-forget";
+export type WorkflowHostStepName = "worker-guard" | "run-identity" | "run-submit" | "run-keep" | "run-forget";
 
 /** How a `command:local:Command` runs one host-side step (a `KindHostStep` is one). */
 export interface WorkflowHostStep {
@@ -148,6 +149,9 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
     `${plan.name}-run`,
     {
       create: submit.command,
+      // An input change that is not a trigger (e.g. the host address) keeps the summary: the run is not submitted
+      // again (a re-submit would attach or read the closed workflow, unless Temporal lost its history).
+      update: cluster.hostStep("run-keep").command,
       delete: cluster.hostStep("run-forget").command,
       dir: submit.dir,
       stdin: plan.specJson,

@@ -236,7 +236,7 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
               securityContext,
               volumeMounts: [
                 { name: "source", mountPath: SOURCE_DIR, readOnly: true },
-                { name: "runtime", mountPath: RUNTIME_DIR, readOnly: true },
+                { name: "runtime", mountPath: RUNTIME_DIR },
                 { name: "artifacts", mountPath: input.artifactsPath },
                 { name: "tmp", mountPath: "/tmp" },
               ],

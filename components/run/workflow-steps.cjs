@@ -9,6 +9,7 @@
  * - {@link workerGuard} (`worker-guard`): refuses a worker rollout while the task queue has running workflows.
  * - {@link runIdentity} (`run-identity`): the run identity, 12 random hex digits, kept once created.
  * - {@link runSubmit} (`run-submit`): start or attach, wait, print the summary with the ledger's host path.
+ * - {@link runKeep} (`run-keep`): the run Command's update: its previous summary, unchanged.
  *
  * Environment: COHORT_BUNDLE, COHORT_TEMPORAL_ADDRESS, COHORT_TASK_QUEUE (guard and submit); the submit step also
  * COHORT_WORKFLOW_ID, COHORT_PROFILE, COHORT_ARTIFACTS_DIR, COHORT_ARTIFACTS_NODE_PATH, COHORT_UNSUCCESSFUL_RUN_FILE,
@@ -106,6 +107,11 @@ async function workerGuard() {
   throw new StepError(`worker guard: cohort open-runs exited with status ${r.code}: ${r.stderr.slice(-3).join(" | ") || "no output"}`);
 }
 
+/** `run-keep`: the update of the run Command: its previous summary (`PULUMI_COMMAND_STDOUT`), unchanged (the run is not submitted again). */
+async function runKeep() {
+  process.stdout.write(process.env.PULUMI_COMMAND_STDOUT ?? "");
+}
+
 /** `run-identity`: the previous identity (`PULUMI_COMMAND_STDOUT`, an update) or 12 new random hex digits. */
 async function runIdentity() {
   const previous = (process.env.PULUMI_COMMAND_STDOUT ?? "").trim();
@@ -187,4 +193,4 @@ async function runSubmit(mapSummary) {
   process.exit(r.code === 0 ? 1 : r.code);
 }
 
-module.exports = { workerGuard, runIdentity, runSubmit, runBundle, OPEN_RUNS_EXIT };
+module.exports = { workerGuard, runIdentity, runSubmit, runKeep, runBundle, OPEN_RUNS_EXIT };
