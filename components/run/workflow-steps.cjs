@@ -7,6 +7,7 @@
  * `@temporalio/*` from the project's node_modules) under the Node that runs the step.
  *
  * - {@link workerGuard} (`worker-guard`): refuses a worker rollout while the task queue has running workflows.
+ *   (The same listing keeps `run-submit` from starting a second run beside one still open.)
  * - {@link runIdentity} (`run-identity`): the run identity, 12 random hex digits, kept once created.
  * - {@link runSubmit} (`run-submit`): start or attach, wait, print the summary with the ledger's host path.
  * - {@link runKeep} (`run-keep`): the run Command's update: its previous summary, unchanged.
@@ -90,21 +91,29 @@ function statusPipeOpen() {
 async function workerGuard() {
   const queue = env("COHORT_TASK_QUEUE");
   const address = env("COHORT_TEMPORAL_ADDRESS");
-  const r = await runBundle(["open-runs", "--temporal-address", address, "--task-queue", queue, "--wait-s", "120"], {});
-  if (r.code === 0) {
+  const open = await openRuns();
+  if (open.length === 0) {
     log(`worker guard: no run open on task queue ${queue}; the run worker may roll`);
     return;
   }
-  if (r.code === OPEN_RUNS_EXIT) {
-    const open = r.stdout.split("\n").filter((l) => l.trim() !== "");
-    const ids = open.map((l) => l.split(" ")[0]);
-    throw new StepError(
-      `the run worker cannot roll while runs are open on task queue ${queue} (a rollout would hand a running activity to a pod being deleted): ` +
-        `${open.join("; ")}. Let them finish (\`pulumi up\` with the unchanged program attaches to a run and waits for it), ` +
-        `or cancel one: temporal workflow cancel --address ${address} --workflow-id ${ids[0]}`,
-    );
-  }
-  throw new StepError(`worker guard: cohort open-runs exited with status ${r.code}: ${r.stderr.slice(-3).join(" | ") || "no output"}`);
+  throw new StepError(
+    `the run worker cannot roll while runs are open on task queue ${queue} (a rollout would hand a running activity to a pod being deleted): ` +
+      `${open.join("; ")}. Let them finish (\`pulumi up\` with the unchanged program attaches to a run and waits for it), ` +
+      `or cancel one: temporal workflow cancel --address ${address} --workflow-id ${open[0]?.split(" ")[0]}`,
+  );
+}
+
+/**
+ * The task queue's running workflows (`cohort open-runs`, retrying an unreachable Temporal for 120 s): one
+ * `<workflow id> <run id> <start time>` line each.
+ *
+ * @returns {Promise<string[]>}
+ * @throws {StepError} when `open-runs` fails (Temporal unreachable, bad task queue)
+ */
+async function openRuns() {
+  const r = await runBundle(["open-runs", "--temporal-address", env("COHORT_TEMPORAL_ADDRESS"), "--task-queue", env("COHORT_TASK_QUEUE"), "--wait-s", "120"], {});
+  if (r.code !== 0 && r.code !== OPEN_RUNS_EXIT) throw new StepError(`cohort open-runs exited with status ${r.code}: ${r.stderr.slice(-3).join(" | ") || "no output"}`);
+  return r.stdout.split("\n").filter((l) => l.trim() !== "");
 }
 
 /** `run-keep`: the update of the run Command: its previous summary (`PULUMI_COMMAND_STDOUT`), unchanged (the run is not submitted again). */
@@ -135,7 +144,8 @@ function record(file, text) {
 }
 
 /**
- * `run-submit`: `cohort submit` (start or attach, then wait) with the ledger root the worker sees; prints the
+ * `run-submit`: refuses while a workflow of another id is open on the task queue (no second run beside a live
+ * one); then `cohort submit` (start or attach, then wait) with the ledger root the worker sees; prints the
  * summary `mapSummary` gives (the ledger's host path). A run that did not succeed prints its summary, its reason on
  * stderr, records the summary (COHORT_UNSUCCESSFUL_RUN_FILE) and exits 0, as the process executor does; a workflow
  * that lost its run records its id (COHORT_LOST_WORKFLOW_FILE) and fails with the cause. A signal ends the
@@ -173,6 +183,15 @@ async function runSubmit(mapSummary) {
       /* the provider stopped reading */
     }
   };
+  // One run at a time on the task queue (one per cluster): a workflow of another id still open (an `up` killed
+  // mid-run, then the RunSpec changed) must end first, or two cohorts would run side by side.
+  const others = (await openRuns()).filter((line) => line.split(" ")[0] !== workflowId);
+  if (others.length > 0) {
+    throw new StepError(
+      `another run is still open on task queue ${env("COHORT_TASK_QUEUE")}: ${others.join("; ")}; a second run is not started beside it. ` +
+        `Let it finish (it goes on in the run worker), or cancel it: temporal workflow cancel --address ${env("COHORT_TEMPORAL_ADDRESS")} --workflow-id ${others[0]!.split(" ")[0]}`,
+    );
+  }
   const r = await runBundle(args, { input: spec, statusFd, onStderrLine: note });
   const summaryLine = r.stdout
     .split("\n")

@@ -288,7 +288,7 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(await workflowsWithId("wf-killed")).toHaveLength(1);
   }, 300_000);
 
-  it("the cluster workflow's host steps (components/kind/steps.cjs): worker-guard refuses while a run is open and passes after; run-submit prints the summary and its progress on fd 3", async () => {
+  it("the cluster workflow's host steps (components/kind/steps.cjs): worker-guard refuses while a run is open and passes after; run-submit refuses a second run beside it, prints the summary and its progress on fd 3", async () => {
     const steps = path.join(projectDir, "components", "kind", "steps.cjs");
     const stepEnv = {
       ...process.env,
@@ -324,6 +324,11 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(idle.code, idle.stderr).toBe(0);
     const submitting = step("run-submit", {}, cohort("steps", 2, "10s"));
     const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("steps")[0]);
+    // A submit of another workflow id while this run is open: refused, nothing started beside it.
+    const second = await step("run-submit", { COHORT_WORKFLOW_ID: "wf-steps-second" }, cohort("steps2", 1, "1s"));
+    expect(second.code).toBe(1);
+    expect(second.stderr).toMatch(/another run is still open on task queue cohort-test-runs: wf-steps /);
+    expect(await workflowsWithId("wf-steps-second")).toHaveLength(0);
     const refused = await step("worker-guard");
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/cannot roll while runs are open on task queue cohort-test-runs .*wf-steps/);
