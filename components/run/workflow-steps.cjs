@@ -189,7 +189,7 @@ async function runSubmit(mapSummary) {
   if (others.length > 0) {
     throw new StepError(
       `another run is still open on task queue ${env("COHORT_TASK_QUEUE")}: ${others.join("; ")}; a second run is not started beside it. ` +
-        `Let it finish (it goes on in the run worker), or cancel it: temporal workflow cancel --address ${env("COHORT_TEMPORAL_ADDRESS")} --workflow-id ${others[0]!.split(" ")[0]}`,
+        `Let it finish (it goes on in the run worker), or cancel it: temporal workflow cancel --address ${env("COHORT_TEMPORAL_ADDRESS")} --workflow-id ${others[0]?.split(" ")[0]}`,
     );
   }
   const r = await runBundle(args, { input: spec, statusFd, onStderrLine: note });
