@@ -349,9 +349,9 @@ export function copyClosure(
 /**
  * The program the smoke check runs in the built run worker image (`node -e`): resolves each root as
  * `/opt/cohort/*.cjs` would (the `cohort` directory beside `nodeModules`: `require.resolve(<root>, { paths:
- * ["/opt/cohort"] })` must land under `<nodeModules>/<root>/`) and loads it, loads `@temporalio/core-bridge`, and checks that the native bridge of the
- * kept release (`releases/x86_64-unknown-linux-gnu/index.node`) is among the loaded modules; prints
- * `run-worker smoke: ok` or throws naming what failed.
+ * ["/opt/cohort"] })` must land under `<nodeModules>/<root>/`) and loads it, loads `@temporalio/core-bridge`, and
+ * checks that the native bridge of the kept release (`releases/x86_64-unknown-linux-gnu/index.node`) is among the
+ * loaded modules; prints `run-worker smoke: ok` or throws naming what failed.
  */
 export function runWorkerSmokeProgram(recipe: RunWorkerRecipe): string {
   const bridge = `${recipe.nodeModules}/@temporalio/core-bridge`;
