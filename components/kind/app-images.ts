@@ -4,11 +4,13 @@
  * scripts/local/app-images/build.ts), and {@link findAppImages}, which the Pulumi program uses to reference them.
  *
  * Each image is `docker import`ed from a root filesystem tar (or, for OpenClaw and the Temporal run worker, built on
- * the Node image with the legacy builder), `docker save`d to an archive kept in its tool directory, and its digest is the one containerd
- * computes when that archive is imported: a private containerd 1.6 (the nodes' version) is started for the build,
- * `ctr images import` run, the digest read from `ctr images ls`, and the daemon stopped. A kind node importing the
- * same archive the way {@link nodeImportArgs} does gets the same digest and the name `<repository>@<digest>`, so
- * manifests can say `<repository>:<tag>@<digest>` and no registry is ever asked.
+ * the Node image with the legacy builder), `docker save`d to an archive kept in its tool directory, and its digest
+ * is the one containerd computes when that archive is imported: a private containerd 1.6 (the nodes' version) is
+ * started for the build, `ctr images import` run, the digest read from `ctr images ls`, and the daemon stopped. A
+ * kind node importing the same archive the way {@link nodeImportArgs} does gets the same digest and the name
+ * `<repository>@<digest>`, so manifests can say `<repository>:<tag>@<digest>` and no registry is ever asked.
+ * The run worker image is the exception to "from binaries in the tool cache": its `/opt/node_modules` is copied
+ * from this repository's `node_modules` (components/kind/run-worker-closure.ts).
  *
  * Cache: one tool directory per image, `<cache>/image-<name>-<tag>-<12 hex>`, the hex being the start of a
  * SHA-256 over the image's inputs ({@link imageInputs}: source binary SHA-256s, versions, the recipe, the builder

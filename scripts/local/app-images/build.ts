@@ -348,19 +348,20 @@ export function copyClosure(
 
 /**
  * The program the smoke check runs in the built run worker image (`node -e`): resolves each root as
- * `/opt/cohort/*.cjs` would (`require.resolve(<root>, { paths: ["/opt/cohort"] })` must land under
- * `<nodeModules>/<root>/`) and loads it, loads `@temporalio/core-bridge`, and checks that the native bridge of the
- * kept release (`releases/x86_64-unknown-linux-gnu/index.node`) is among the loaded modules; prints
- * `run-worker smoke: ok` or throws naming what failed.
+ * `/opt/cohort/*.cjs` would (the `cohort` directory beside `nodeModules`: `require.resolve(<root>, { paths:
+ * ["/opt/cohort"] })` must land under `<nodeModules>/<root>/`) and loads it, loads `@temporalio/core-bridge`, and
+ * checks that the native bridge of the kept release (`releases/x86_64-unknown-linux-gnu/index.node`) is among the
+ * loaded modules; prints `run-worker smoke: ok` or throws naming what failed.
  */
 export function runWorkerSmokeProgram(recipe: RunWorkerRecipe): string {
   const bridge = `${recipe.nodeModules}/@temporalio/core-bridge`;
   const native = `${bridge}/releases/x86_64-unknown-linux-gnu/index.node`;
+  const cohortDir = path.posix.join(path.posix.dirname(recipe.nodeModules), "cohort");
   return [
     `const roots = ${JSON.stringify(recipe.roots)};`,
     "for (const r of roots) {",
-    '  const p = require.resolve(r, { paths: ["/opt/cohort"] });',
-    `  if (!p.startsWith(${JSON.stringify(`${recipe.nodeModules}/`)} + r + "/")) throw new Error(r + " resolves to " + p + " from /opt/cohort");`,
+    `  const p = require.resolve(r, { paths: [${JSON.stringify(cohortDir)}] });`,
+    `  if (!p.startsWith(${JSON.stringify(`${recipe.nodeModules}/`)} + r + "/")) throw new Error(r + " resolves to " + p + " from ${cohortDir}");`,
     "  require(p);",
     "}",
     `require(${JSON.stringify(bridge)});`,
