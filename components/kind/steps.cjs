@@ -317,10 +317,11 @@ async function runSummary() {
  */
 function hostMountedSummary(summary) {
   const hostRoot = env("COHORT_ARTIFACTS_DIR");
-  const nodeRoot = env("COHORT_ARTIFACTS_NODE_PATH");
-  const ledger = String(summary.ledgerPath);
+  // Normalized (a `..` segment cannot climb out of the root; a trailing slash on the root is no refusal).
+  const nodeRoot = path.posix.normalize(env("COHORT_ARTIFACTS_NODE_PATH")).replace(/(.)\/$/, "$1");
+  const ledger = path.posix.normalize(String(summary.ledgerPath));
   if (ledger !== nodeRoot && !ledger.startsWith(`${nodeRoot}/`)) {
-    throw new StepError(`the runtime wrote its ledger to ${ledger}, outside the mounted artifacts directory ${nodeRoot}`);
+    throw new StepError(`the runtime wrote its ledger to ${String(summary.ledgerPath)}, outside the mounted artifacts directory ${nodeRoot}`);
   }
   const hostLedger = path.join(hostRoot, path.relative(nodeRoot, ledger));
   if (!fs.existsSync(path.join(hostLedger, "completion.json"))) {
@@ -328,7 +329,7 @@ function hostMountedSummary(summary) {
   }
   // reportPath (the run's report.html, absent from an older runtime's summary) is mapped the same way; a path
   // outside the mounted directory has no host path and becomes null.
-  const report = typeof summary.reportPath === "string" ? summary.reportPath : null;
+  const report = typeof summary.reportPath === "string" ? path.posix.normalize(summary.reportPath) : null;
   const hostReport = report !== null && report.startsWith(`${nodeRoot}/`) ? path.join(hostRoot, path.relative(nodeRoot, report)) : null;
   return { ...summary, ledgerPath: hostLedger, reportPath: hostReport };
 }

@@ -389,6 +389,28 @@ describe("run-summary", () => {
     expect(step("run-forget", { COHORT_ARTIFACTS_DIR: host, COHORT_KEEP_LEDGERS: "false", PULUMI_COMMAND_STDOUT: stored }).status).toBe(0);
   });
 
+  it("refuses a ledger path that climbs out of the mounted directory with `..`; accepts a root with a trailing slash", () => {
+    const escaped = path.join(tmp, "escaped");
+    fs.mkdirSync(escaped, { recursive: true });
+    fs.writeFileSync(path.join(escaped, "completion.json"), "{}");
+    const host = path.join(tmp, "artifacts", "deep");
+    const climbing = `/var/lib/cohort-lab-artifacts/${path.relative(host, escaped)}`;
+    const r = step("run-summary", { ...base, COHORT_ARTIFACTS_DIR: host, FAKE_JOB_LOG: `${JSON.stringify({ ...summary, ledgerPath: climbing })}\n` });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain(`the runtime wrote its ledger to ${climbing}, outside the mounted artifacts directory /var/lib/cohort-lab-artifacts`);
+    const artifacts = path.join(tmp, "artifacts");
+    fs.mkdirSync(path.join(artifacts, runId), { recursive: true });
+    fs.writeFileSync(path.join(artifacts, runId, "completion.json"), "{}");
+    const slash = step("run-summary", {
+      ...base,
+      COHORT_ARTIFACTS_NODE_PATH: "/var/lib/cohort-lab-artifacts/",
+      COHORT_ARTIFACTS_DIR: artifacts,
+      FAKE_JOB_LOG: `${JSON.stringify(summary)}\n`,
+    });
+    expect([slash.status, slash.stderr]).toEqual([0, ""]);
+    expect(JSON.parse(slash.stdout).ledgerPath).toBe(path.join(artifacts, runId));
+  });
+
   it("fails when the ledger did not reach the host", () => {
     const r = step("run-summary", { ...base, COHORT_ARTIFACTS_DIR: path.join(tmp, "nowhere"), FAKE_JOB_LOG: `${JSON.stringify(summary)}\n` });
     expect(r.status).toBe(1);
