@@ -18,7 +18,7 @@
  * `WorkflowType = 'cohortRun' AND TaskQueue = 'Q' AND ExecutionStatus = 'Running'`), one
  * `<workflow id> <run id> <start time>` line each: exit 0 when there are none, 3 when there are some. A worker
  * rollout is refused while it exits 3 (the `worker-guard` host step). An unreachable server is retried for
- * `--wait-s` seconds (default 60), then exit 1.
+ * `--wait-s` seconds (default 60), then exit 1 with one line naming the address.
  *
  * `submit` starts the `cohortRun` workflow with `workflowIdConflictPolicy: USE_EXISTING` (a running workflow of
  * that id is attached to, not started twice) and `workflowIdReusePolicy: REJECT_DUPLICATE` (a closed one is never
@@ -116,6 +116,18 @@ async function workerCommand(args: readonly string[], io: TemporalCliIo): Promis
   const address = need(values, "temporal-address", "worker");
   const readyFile = values["ready-file"] !== undefined ? path.resolve(values["ready-file"]) : undefined;
   const taskQueue = need(values, "task-queue", "worker");
+  // A file left by a worker that died without its `finally` (SIGKILL, OOM kill) must not mark this one ready: the
+  // pod's /tmp is an emptyDir, which outlives a container restart.
+  // Its directory is checked here, before connecting: a worker that cannot write it would poll but never be Ready.
+  if (readyFile !== undefined) {
+    try {
+      fs.mkdirSync(path.dirname(readyFile), { recursive: true });
+      fs.accessSync(path.dirname(readyFile), fs.constants.W_OK);
+      fs.rmSync(readyFile, { force: true });
+    } catch (error) {
+      throw new TemporalUsageError(`worker: --ready-file ${readyFile} cannot be written: ${(error as Error).message}`);
+    }
+  }
   const backendConfigFile = path.resolve(need(values, "backend-config", "worker"));
   readBackendConfig(backendConfigFile);
   const here = __dirname;
@@ -179,7 +191,12 @@ async function openRunsCommand(args: readonly string[], io: TemporalCliIo): Prom
       for (const line of open) io.stdout.write(`${line}\n`);
       return open.length === 0 ? 0 : OPEN_RUNS_EXIT;
     } catch (error) {
-      if (!isTransient(error) || Date.now() + delay > deadline) throw error;
+      if (!isTransient(error)) throw error;
+      if (Date.now() + delay > deadline) {
+        // One line naming the address (the worker-guard step reports the last lines; a gRPC stack names nothing).
+        io.stderr.write(`cohort: open-runs: Temporal at ${address} unreachable for ${waitS} s (--wait-s): ${(error as Error).message.split("\n")[0]}\n`);
+        return 1;
+      }
       io.stderr.write(`cohort: open-runs: Temporal unreachable (${(error as Error).message.split("\n")[0]}); retrying in ${delay} ms\n`);
       await sleep(delay);
     } finally {
@@ -363,7 +380,12 @@ export async function main(argv: readonly string[], io: TemporalCliIo): Promise<
     throw new TemporalUsageError(`expected worker, submit or open-runs, got ${JSON.stringify(command ?? "")}`);
   } catch (error) {
     const code = (error as { code?: string }).code;
-    if (error instanceof TemporalUsageError || code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" || code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+    if (
+      error instanceof TemporalUsageError ||
+      code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ||
+      code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE" ||
+      code === "ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL"
+    ) {
       io.stderr.write(`cohort: ${(error as Error).message}\n`);
       return 2;
     }

@@ -1,0 +1,77 @@
+/**
+ * runtime/temporal/cli.ts `main` on bad input, with no Temporal server: usage errors exit 2 with one line, an
+ * unreachable server makes `open-runs` exit 1 with one line naming the address (the `worker-guard` step reports
+ * the last lines of its stderr), and `worker --ready-file` refuses an unusable file before connecting and removes
+ * a file a dead worker left.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { PassThrough } from "node:stream";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../runtime/temporal/cli.js";
+
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-temporal-cli-"));
+afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
+
+async function cli(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const stdout = new PassThrough();
+  const stderr = new PassThrough();
+  let out = "";
+  let err = "";
+  stdout.on("data", (d) => (out += String(d)));
+  stderr.on("data", (d) => (err += String(d)));
+  const code = await main(argv, { stdout, stderr, stdin: () => "" });
+  return { code, stdout: out, stderr: err };
+}
+
+describe("cohort open-runs", () => {
+  it("exits 2 on an unexpected positional argument, with one line and no stack", async () => {
+    const r = await cli(["open-runs", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "extra"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r.stderr).toContain("Unexpected argument 'extra'");
+  });
+
+  it("refuses a task queue that would end the visibility query's string literal", async () => {
+    const r = await cli(["open-runs", "--temporal-address", "127.0.0.1:1", "--task-queue", "q' OR TaskQueue = 'x"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--task-queue must be letters, digits");
+  });
+
+  it("exits 1 with one line naming the address when Temporal stays unreachable", { timeout: 30_000 }, async () => {
+    const r = await cli(["open-runs", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "--wait-s", "0"]);
+    expect(r.code).toBe(1);
+    const last = r.stderr.trim().split("\n").at(-1);
+    expect(last).toMatch(/^cohort: open-runs: Temporal at 127\.0\.0\.1:1 unreachable for 0 s \(--wait-s\): /);
+    expect(r.stderr).not.toContain("    at ");
+  });
+});
+
+describe("cohort worker --ready-file", () => {
+  const backend = path.join(tmp, "backend.json");
+  fs.writeFileSync(backend, "{}");
+  const args = (readyFile: string) => ["worker", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "--backend-config", backend, "--ready-file", readyFile];
+
+  it("refuses a directory, or a file in a directory it cannot create, before connecting", async () => {
+    const dir = path.join(tmp, "a-directory");
+    fs.mkdirSync(dir);
+    const r = await cli(args(dir));
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`--ready-file ${dir} cannot be written`);
+    const blocker = path.join(tmp, "a-file");
+    fs.writeFileSync(blocker, "");
+    const under = await cli(args(path.join(blocker, "ready")));
+    expect(under.code).toBe(2);
+    expect(under.stderr).toContain("cannot be written");
+  });
+
+  it("removes a ready file a dead worker left before anything else can fail", async () => {
+    const stale = path.join(tmp, "stale.ready");
+    fs.writeFileSync(stale, "12345\n");
+    // A missing backend config fails the worker after the ready file's check: the stale file is gone by then.
+    const r = await cli(["worker", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "--backend-config", path.join(tmp, "none.json"), "--ready-file", stale]);
+    expect(r.code).not.toBe(0);
+    expect(fs.existsSync(stale)).toBe(false);
+  });
+});
