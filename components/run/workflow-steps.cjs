@@ -91,7 +91,8 @@ function statusPipeOpen() {
 async function workerGuard() {
   const queue = env("COHORT_TASK_QUEUE");
   const address = env("COHORT_TEMPORAL_ADDRESS");
-  const open = await openRuns();
+  // The retry notes as they come (the guard's stderr is its row in `pulumi up`): up to 120 s would pass silently.
+  const open = await openRuns((line) => process.stderr.write(`${line}\n`));
   if (open.length === 0) {
     log(`worker guard: no run open on task queue ${queue}; the run worker may roll`);
     return;
@@ -107,12 +108,16 @@ async function workerGuard() {
  * The task queue's running workflows (`cohort open-runs`, retrying an unreachable Temporal for 120 s): one
  * `<workflow id> <run id> <start time>` line each.
  *
+ * @param {(line: string) => void} [onStderrLine] - sees each stderr line of `open-runs` (its retry notes) as it comes
  * @returns {Promise<string[]>}
- * @throws {StepError} when `open-runs` fails (Temporal unreachable, bad task queue)
+ * @throws {StepError} when `open-runs` fails (Temporal unreachable, bad task queue), with its last stderr line
  */
-async function openRuns() {
-  const r = await runBundle(["open-runs", "--temporal-address", env("COHORT_TEMPORAL_ADDRESS"), "--task-queue", env("COHORT_TASK_QUEUE"), "--wait-s", "120"], {});
-  if (r.code !== 0 && r.code !== OPEN_RUNS_EXIT) throw new StepError(`cohort open-runs exited with status ${r.code}: ${r.stderr.slice(-3).join(" | ") || "no output"}`);
+async function openRuns(onStderrLine) {
+  const r = await runBundle(
+    ["open-runs", "--temporal-address", env("COHORT_TEMPORAL_ADDRESS"), "--task-queue", env("COHORT_TASK_QUEUE"), "--wait-s", "120"],
+    onStderrLine ? { onStderrLine } : {},
+  );
+  if (r.code !== 0 && r.code !== OPEN_RUNS_EXIT) throw new StepError(`cohort open-runs exited with status ${r.code}: ${r.stderr.at(-1) ?? "no output"}`);
   return r.stdout.split("\n").filter((l) => l.trim() !== "");
 }
 
@@ -157,6 +162,9 @@ function record(file, text) {
 async function runSubmit(mapSummary) {
   const hostRoot = env("COHORT_ARTIFACTS_DIR");
   const workflowId = env("COHORT_WORKFLOW_ID");
+  // Read before the run, so a missing one is named at once, not after a run of an hour.
+  const unsuccessfulRunFile = path.join(hostRoot, env("COHORT_UNSUCCESSFUL_RUN_FILE"));
+  const lostWorkflowFile = path.join(hostRoot, env("COHORT_LOST_WORKFLOW_FILE"));
   const spec = fs.readFileSync(0, "utf8");
   const statusFd = statusPipeOpen();
   const args = [
@@ -185,7 +193,7 @@ async function runSubmit(mapSummary) {
   };
   // One run at a time on the task queue (one per cluster): a workflow of another id still open (an `up` killed
   // mid-run, then the RunSpec changed) must end first, or two cohorts would run side by side.
-  const others = (await openRuns()).filter((line) => line.split(" ")[0] !== workflowId);
+  const others = (await openRuns(note)).filter((line) => line.split(" ")[0] !== workflowId);
   if (others.length > 0) {
     throw new StepError(
       `another run is still open on task queue ${env("COHORT_TASK_QUEUE")}: ${others.join("; ")}; a second run is not started beside it. ` +
@@ -203,12 +211,17 @@ async function runSubmit(mapSummary) {
     process.stdout.write(`${JSON.stringify(summary)}\n`);
     if (r.code !== 0) {
       process.stderr.write(`${reasonLine ?? `the cohort runtime exited with status ${r.code} and printed no reason`}\n`);
-      record(path.join(hostRoot, env("COHORT_UNSUCCESSFUL_RUN_FILE")), `${JSON.stringify(summary)}\n`);
+      record(unsuccessfulRunFile, `${JSON.stringify(summary)}\n`);
     }
     return;
   }
-  if (r.stderr.some((l) => /^cohort: workflow .* lost the run: /.test(l))) record(path.join(hostRoot, env("COHORT_LOST_WORKFLOW_FILE")), `${workflowId}\n`);
-  process.stderr.write(`${reasonLine ?? `cohort submit exited with status ${r.code} and printed no reason`}\n`);
+  if (r.stderr.some((l) => /^cohort: workflow .* lost the run: /.test(l))) record(lostWorkflowFile, `${workflowId}\n`);
+  const signal = r.code > 128 ? Object.entries(os.constants.signals).find(([, n]) => n === r.code - 128)?.[0] : undefined;
+  const silent =
+    signal !== undefined
+      ? `cohort submit ended by ${signal}: the workflow ${workflowId} goes on in the run worker; \`pulumi up\` attaches to it`
+      : `cohort submit exited with status ${r.code} and printed no reason`;
+  process.stderr.write(`${reasonLine ?? silent}\n`);
   process.exit(r.code === 0 ? 1 : r.code);
 }
 
