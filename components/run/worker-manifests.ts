@@ -109,13 +109,14 @@ export class RunWorkerFilesError extends CohortLabError {
   }
 }
 
-/** The init container's program: for each file of `files.json`, join its parts, gunzip, check the SHA-256, write. */
+/** The init container's program: for each file of `files.json`, join its parts, gunzip, check the SHA-256, write; a part that does not gunzip or a mismatch exits 1 with one line naming the file. */
 export const UNPACK_FILES_SCRIPT = [
   'const fs = require("node:fs"), zlib = require("node:zlib"), crypto = require("node:crypto");',
   `const files = JSON.parse(fs.readFileSync("${SOURCE_DIR}/files.json", "utf8"));`,
   "for (const f of files) {",
   `  const gz = Buffer.concat(f.parts.map((p) => fs.readFileSync(\`${SOURCE_DIR}/\${p}\`)));`,
-  "  const bytes = zlib.gunzipSync(gz);",
+  "  let bytes;",
+  '  try { bytes = zlib.gunzipSync(gz); } catch (e) { console.error(`${f.name}: its parts ${f.parts.join(", ")} do not gunzip: ${e.message}`); process.exit(1); }',
   '  const sum = crypto.createHash("sha256").update(bytes).digest("hex");',
   "  if (sum !== f.sha256) { console.error(`${f.name}: sha256 ${sum} != ${f.sha256}`); process.exit(1); }",
   `  fs.writeFileSync(\`${RUNTIME_DIR}/\${f.name}\`, bytes);`,
@@ -211,6 +212,8 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
               imagePullPolicy: "IfNotPresent",
               command: ["node", "-e", UNPACK_FILES_SCRIPT],
               resources,
+              // The refusal (a corrupt part, a SHA-256 mismatch) as the container's termination message.
+              terminationMessagePolicy: "FallbackToLogsOnError",
               securityContext,
               volumeMounts: [
                 { name: "source", mountPath: SOURCE_DIR, readOnly: true },

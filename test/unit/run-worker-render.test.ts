@@ -104,6 +104,14 @@ describe("renderRunWorker", () => {
       const r = spawnSync(process.execPath, ["-e", program], { encoding: "utf8" });
       expect(r.status).toBe(1);
       expect(r.stderr).toContain("cohort-temporal.cjs: sha256");
+      // A corrupt part (a flipped byte in the gzip trailer): one line naming the file, no zlib stack.
+      const part = path.join(src, "cohort.cjs.gz.0");
+      const bytes = fs.readFileSync(part);
+      bytes[bytes.length - 5]! ^= 0xff;
+      fs.writeFileSync(part, bytes);
+      const corrupt = spawnSync(process.execPath, ["-e", program], { encoding: "utf8" });
+      expect(corrupt.status).toBe(1);
+      expect(corrupt.stderr.trim()).toMatch(/^cohort\.cjs: its parts cohort\.cjs\.gz\.0(, cohort\.cjs\.gz\.\d+)* do not gunzip: /);
     } finally {
       fs.rmSync(tmp, { recursive: true, force: true });
     }
