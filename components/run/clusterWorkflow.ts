@@ -5,11 +5,11 @@
  * `up` attaches to the same run and reads its result: one run, one ledger.
  *
  * Children, in order:
- * 1. the worker's ServiceAccount, RoleBinding (to the run's Role) and ConfigMaps, in the run namespace;
- * 2. `<name>-worker-guard`, a Command on the host (the cluster's `worker-guard` step) whose trigger is the worker
+ * 1. `<name>-worker-guard`, a Command on the host (the cluster's `worker-guard` step) whose trigger is the worker
  *    Deployment's object: before the Deployment is created or changed it lists the task queue's running workflows
  *    (`cohort open-runs`) and fails, naming them, when there is one. A rollout is refused while runs are open;
- *    the Deployment depends on the guard, so a refused rollout leaves the running worker alone;
+ *    the Deployment and its ConfigMaps depend on the guard, so a refused rollout leaves the running worker alone;
+ * 2. the worker's ServiceAccount, RoleBinding (to the run's Role) and ConfigMaps, in the run namespace;
  * 3. the Deployment (`cohort-run-worker`, one replica, `Recreate`), awaited by pulumi-kubernetes until the new
  *    revision's pod is Ready (its readiness probe: the worker polls), not any ready replica;
  * 4. `<name>-identity` (the run cluster step `run-identity`: 12 random hex digits, kept in state; same triggers as
@@ -93,9 +93,6 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
   const { cluster, run } = args;
   const objects = renderRunWorker({ ...args.worker, namespace: run.namespaceName, localQueue: run.localQueueName });
   const opts = { parent, provider: cluster.provider };
-  const inRun = { ...opts, dependsOn: [...run.resources] };
-  const workerObjects = [objects.serviceAccount, objects.config, ...objects.fileParts].map((o) => createObject(plan.name, o, inRun));
-  const roleBinding = createObject(plan.name, objects.roleBinding, { ...opts, dependsOn: [...run.resources, workerObjects[0]!] });
   const hostEnv = {
     COHORT_BUNDLE: args.submitter.runtimeBundlePath,
     COHORT_TEMPORAL_ADDRESS: args.temporal.hostAddress,
@@ -114,6 +111,11 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
     },
     { parent, dependsOn: [...args.workerDependsOn] },
   );
+  // The ConfigMaps change after the guard: a refused rollout leaves the running worker's objects as they were (a
+  // pod recreated later would unpack new parts into the old template, or miss a part ConfigMap deleted).
+  const inRun = { ...opts, dependsOn: [...run.resources, guard] };
+  const workerObjects = [objects.serviceAccount, objects.config, ...objects.fileParts].map((o) => createObject(plan.name, o, inRun));
+  const roleBinding = createObject(plan.name, objects.roleBinding, { ...opts, dependsOn: [...run.resources, workerObjects[0]!] });
   // The stop budget covers the run's teardown: pulumi-kubernetes awaits the new revision's Ready pod.
   const deployment = createObject(plan.name, objects.deployment, {
     ...opts,

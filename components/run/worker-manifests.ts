@@ -193,7 +193,12 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
         metadata: {
           labels,
           // The files' digests: a runtime change rolls the pod (ConfigMap contents do not change the pod template).
-          annotations: { "cohort-lab.dev/files-sha256": createHash("sha256").update(JSON.stringify(fileSha256)).digest("hex") },
+          // The backend settings too: the kubelet updates a projected ConfigMap in place, some time later, so a
+          // settings change would otherwise reach a run started soon after `up`, or not, unguarded.
+          annotations: {
+            "cohort-lab.dev/files-sha256": createHash("sha256").update(JSON.stringify(fileSha256)).digest("hex"),
+            "cohort-lab.dev/backend-sha256": createHash("sha256").update(JSON.stringify(backend)).digest("hex"),
+          },
         },
         spec: {
           serviceAccountName: RUN_WORKER_NAMES.serviceAccount,

@@ -96,7 +96,7 @@ describe("local profile graph with runAs workflow", () => {
     expect(JSON.stringify(kind.inputs)).toContain("cohort-lab.local/run-worker:1.24.0");
   });
 
-  it("the Deployment waits for the rollout guard (triggered by the Deployment's object), for Temporal and for the run's objects", (ctx) => {
+  it("the Deployment and its ConfigMaps wait for the rollout guard (triggered by the Deployment's object), for Temporal and for the run's objects", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const deployment = byType("kubernetes:apps/v1:Deployment").find((r) => r.name.endsWith("/cohort-run-worker"))!;
     const guard = find(regs, "command:local:Command", "cohort-worker-guard");
@@ -104,6 +104,10 @@ describe("local profile graph with runAs workflow", () => {
     expect(guard.inputs.create).toBe(`'${process.execPath}' scripts/local-profile.cjs worker-guard`);
     expect(guard.inputs.triggers).toEqual([expect.stringMatching(/^[0-9a-f]{64}$/)]);
     expect((guard.inputs.environment as Record<string, string>).COHORT_TEMPORAL_ADDRESS).toBe("127.0.0.1:7235");
+    // The worker's ConfigMaps change only after the guard passed: a refused rollout leaves them as the running pod has them.
+    const configMaps = byType("kubernetes:core/v1:ConfigMap").filter((r) => r.name.includes("/cohort-run-worker"));
+    expect(configMaps.length).toBeGreaterThan(1);
+    for (const cm of configMaps) expect(cm.dependencies, cm.name).toContain(guard.urn);
   });
 
   it("the run Command submits after the worker and the controllers, with the workflow id, the host and node ledger paths, the status pipe", async (ctx) => {
