@@ -36,12 +36,16 @@ const OPEN_RUNS_EXIT = 3;
  * @param {readonly string[]} args
  * @param {{ input?: string, statusFd?: boolean, onStderrLine?: (line: string) => void }} o
  * @returns {Promise<{ code: number, stdout: string, stderr: string[] }>} `code` is 128 + N for a child killed by signal N
+ * @throws {StepError} when COHORT_BUNDLE is unset or names no file
  */
 function runBundle(args, o) {
+  const bundle = env("COHORT_BUNDLE");
+  // Node's own report of a missing entry ends in its version line, which is all a failure would quote.
+  if (!fs.existsSync(bundle)) return Promise.reject(new StepError(`the runtime bundle ${bundle} (COHORT_BUNDLE) does not exist; run \`npm run build\``));
   return new Promise((resolve, reject) => {
     const childEnv = { ...process.env };
     if (!o.statusFd) delete childEnv.COHORT_STATUS_FD;
-    const child = spawn(process.execPath, [env("COHORT_BUNDLE"), ...args], { stdio: ["pipe", "pipe", "pipe", ...(o.statusFd ? [3] : [])], env: childEnv });
+    const child = spawn(process.execPath, [bundle, ...args], { stdio: ["pipe", "pipe", "pipe", ...(o.statusFd ? [3] : [])], env: childEnv });
     const forward = (/** @type {NodeJS.Signals} */ signal) => () => child.kill(signal);
     const handlers = /** @type {const} */ (["SIGTERM", "SIGINT", "SIGHUP"]).map((s) => /** @type {const} */ ([s, forward(s)]));
     for (const [s, h] of handlers) process.on(s, h);

@@ -81,6 +81,12 @@ describe("run-submit", () => {
 });
 
 describe("worker-guard", () => {
+  it("names a runtime bundle that does not exist (not Node's version line)", () => {
+    const r = spawnSync(process.execPath, [SCRIPT, "worker-guard"], { env: { ...env, COHORT_BUNDLE: path.join(tmp, "none.cjs") }, encoding: "utf8" });
+    expect(r.status).toBe(1);
+    expect(r.stderr.trim()).toBe(`[cohort-lab local] the runtime bundle ${path.join(tmp, "none.cjs")} (COHORT_BUNDLE) does not exist; run \`npm run build\``);
+  });
+
   it("shows open-runs' retry notes as they come and fails with its last line", () => {
     const r = spawnSync(process.execPath, [SCRIPT, "worker-guard"], {
       env: {
