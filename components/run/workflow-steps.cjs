@@ -137,18 +137,21 @@ async function runIdentity() {
 }
 
 /**
- * Writes `text` to `file` by a rename (a reader never sees half of it); a failure is ignored (the record only
- * re-runs the next `up`).
+ * Writes `text` to `file` by a rename (a reader never sees half of it).
  *
  * @param {string} file
  * @param {string} text
+ * @returns {string} `""`, or a note for the reason line when it could not be written: without the record the next
+ *   `up` would not run the cohort again (it would read the same run or lost workflow)
  */
 function record(file, text) {
   try {
     fs.writeFileSync(`${file}.tmp`, text);
     fs.renameSync(`${file}.tmp`, file);
-  } catch {
-    /* the run's outcome is reported either way */
+    return "";
+  } catch (error) {
+    fs.rmSync(`${file}.tmp`, { force: true });
+    return ` (and ${file} could not be written: ${/** @type {Error} */ (error).message}; until it can, the next \`pulumi up\` does not run the cohort again)`;
   }
 }
 
@@ -214,18 +217,18 @@ async function runSubmit(mapSummary) {
     const summary = mapSummary(JSON.parse(summaryLine));
     process.stdout.write(`${JSON.stringify(summary)}\n`);
     if (r.code !== 0) {
-      process.stderr.write(`${reasonLine ?? `the cohort runtime exited with status ${r.code} and printed no reason`}\n`);
-      record(unsuccessfulRunFile, `${JSON.stringify(summary)}\n`);
+      const unrecorded = record(unsuccessfulRunFile, `${JSON.stringify(summary)}\n`);
+      process.stderr.write(`${reasonLine ?? `the cohort runtime exited with status ${r.code} and printed no reason`}${unrecorded}\n`);
     }
     return;
   }
-  if (r.stderr.some((l) => /^cohort: workflow .* lost the run: /.test(l))) record(lostWorkflowFile, `${workflowId}\n`);
+  const unrecorded = r.stderr.some((l) => /^cohort: workflow .* lost the run: /.test(l)) ? record(lostWorkflowFile, `${workflowId}\n`) : "";
   const signal = r.code > 128 ? Object.entries(os.constants.signals).find(([, n]) => n === r.code - 128)?.[0] : undefined;
   const silent =
     signal !== undefined
       ? `cohort submit ended by ${signal}: the workflow ${workflowId} goes on in the run worker; \`pulumi up\` attaches to it`
       : `cohort submit exited with status ${r.code} and printed no reason`;
-  process.stderr.write(`${reasonLine ?? silent}\n`);
+  process.stderr.write(`${reasonLine ?? silent}${unrecorded}\n`);
   process.exit(r.code === 0 ? 1 : r.code);
 }
 

@@ -177,7 +177,8 @@ async function openRunsCommand(args: readonly string[], io: TemporalCliIo): Prom
   const address = need(values, "temporal-address", "open-runs");
   const taskQueue = need(values, "task-queue", "open-runs");
   if (!TASK_QUEUE.test(taskQueue)) throw new TemporalUsageError(`open-runs: --task-queue must be letters, digits and - _ . / (got ${JSON.stringify(taskQueue)})`);
-  const waitS = values["wait-s"] === undefined ? 60 : Number(values["wait-s"]);
+  if (values.namespace === "") throw new TemporalUsageError("open-runs: --namespace must not be empty");
+  const waitS = values["wait-s"] === undefined ? 60 : /^[0-9]{1,6}$/.test(values["wait-s"]) ? Number(values["wait-s"]) : NaN;
   if (!Number.isInteger(waitS) || waitS < 0) throw new TemporalUsageError(`open-runs: --wait-s must be an integer >= 0 (got ${JSON.stringify(values["wait-s"])})`);
   const deadline = Date.now() + waitS * 1000;
   const query = `WorkflowType = '${WORKFLOW_TYPE}' AND TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;

@@ -39,6 +39,17 @@ describe("cohort open-runs", () => {
     expect(r.stderr).toContain("--task-queue must be letters, digits");
   });
 
+  it("refuses a --wait-s that is not plain digits, and an empty --namespace, before connecting", async () => {
+    for (const w of ["", " 3", "0x3", "1e3", "-1"]) {
+      const r = await cli(["open-runs", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", `--wait-s=${w}`]);
+      expect(r.code, w).toBe(2);
+      expect(r.stderr, w).toContain("--wait-s must be an integer >= 0");
+    }
+    const r = await cli(["open-runs", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "--namespace="]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--namespace must not be empty");
+  });
+
   it("exits 1 with one line naming the address when Temporal stays unreachable", { timeout: 30_000 }, async () => {
     const r = await cli(["open-runs", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "--wait-s", "0"]);
     expect(r.code).toBe(1);
