@@ -134,7 +134,7 @@ describe("refusals before any resource", () => {
         "cohort-lab:local.workers: must be an integer from 1 to 16 (got 0)",
         'cohort-lab:local.temporalPort: must be an integer from 1024 to 65535 (got "80")',
         'cohort-lab:local.queue.cpu: must be a Kubernetes quantity such as 8, 7500m, 16Gi (got "lots")',
-        "cohort-lab:local.extra: unknown field (known fields: clusterName, workers, temporalPort, waitForPodsReadyTimeout, queue, nodeImage)",
+        "cohort-lab:local.extra: unknown field (known fields: clusterName, workers, temporalPort, runAs, waitForPodsReadyTimeout, queue, nodeImage)",
       ].join("\n"),
     );
   });

@@ -12,23 +12,43 @@ import { readProcStat } from "../../runtime/backends/process/status";
 import { tempDir } from "./process-helpers";
 
 const CONTENDER = `
+import { existsSync } from "node:fs";
 import { acquireRunLock } from ${JSON.stringify(path.resolve(__dirname, "../../runtime/core/run-lock.ts"))};
 const [artifacts, runId, at] = process.argv.slice(2);
 while (Date.now() < Number(at)) {}
 acquireRunLock(artifacts, runId, artifacts + "/" + runId, async () => 0).then(
-  (held) => { console.log("held" + (held.reaped === null ? "" : " took-over")); setTimeout(() => held.release(), 1500); },
+  // The winner holds the lock until the test has every other contender's answer (the release file), so a contender
+  // started late on a loaded machine still contends with a live holder instead of finding the lock released.
+  (held) => {
+    console.log("held" + (held.reaped === null ? "" : " took-over"));
+    const deadline = Date.now() + 60_000;
+    const poll = setInterval(() => {
+      if (existsSync(artifacts + "/release") || Date.now() > deadline) { clearInterval(poll); held.release(); }
+    }, 50);
+  },
   (error) => console.log(error.code === "run-locked" ? "refused" : "error " + error.message),
 );
 `;
 
-function contend(artifacts: string, script: string, runId: string, at: number): Promise<string> {
-  return new Promise((resolve) => {
+/** One contender: `answered` resolves with its first output line, `exited` with all of it. */
+function contend(artifacts: string, script: string, runId: string, at: number): { answered: Promise<string>; exited: Promise<string> } {
+  let answer: (line: string) => void = () => undefined;
+  const answered = new Promise<string>((resolve) => (answer = resolve));
+  const exited = new Promise<string>((resolve) => {
     const child = spawn(process.execPath, ["--import", "tsx", script, artifacts, runId, String(at)], { stdio: ["ignore", "pipe", "pipe"] });
     let out = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (out += d));
-    child.on("close", () => resolve(out.trim()));
+    const onData = (d: Buffer) => {
+      out += String(d);
+      if (out.includes("\n")) answer(out.split("\n")[0]!.trim());
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("close", () => {
+      answer(out.trim());
+      resolve(out.trim());
+    });
   });
+  return { answered, exited };
 }
 
 describe("acquireRunLock under contention", () => {
@@ -38,7 +58,10 @@ describe("acquireRunLock under contention", () => {
     for (let round = 0; round < 5; round++) {
       const artifacts = tempDir("artifacts");
       const at = Date.now() + 2_500;
-      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => contend(artifacts, script, `run-${i}`, at)));
+      const contenders = Array.from({ length: 12 }, (_, i) => contend(artifacts, script, `run-${i}`, at));
+      const results = await Promise.all(contenders.map((c) => c.answered));
+      fs.writeFileSync(path.join(artifacts, "release"), "");
+      await Promise.all(contenders.map((c) => c.exited));
       expect(
         results.filter((r) => r.startsWith("held")),
         results.join("; "),
