@@ -116,7 +116,7 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
   const inRun = { ...opts, dependsOn: [...run.resources, guard] };
   const workerObjects = [objects.serviceAccount, objects.config, ...objects.fileParts].map((o) => createObject(plan.name, o, inRun));
   const roleBinding = createObject(plan.name, objects.roleBinding, { ...opts, dependsOn: [...run.resources, workerObjects[0]!] });
-  // The stop budget covers the run's teardown: pulumi-kubernetes awaits the new revision's Ready pod.
+  // pulumi-kubernetes awaits the new revision's Ready pod: the images are in the nodes, so 10 minutes is the unpack and the worker's connect.
   const deployment = createObject(plan.name, objects.deployment, {
     ...opts,
     dependsOn: [...run.resources, ...workerObjects, roleBinding, guard, ...args.workerDependsOn],
