@@ -75,12 +75,16 @@ function runBundle(args, o) {
   });
 }
 
-/** Whether fd 3 is open here (the command provider's status pipe; the upstream provider has none). */
+/**
+ * Whether fd 3 is the command provider's status pipe (the upstream provider passes none): a pipe or socket, as
+ * components/run/job-steps.cjs `followJobProgress` checks, not a descriptor Node opened for itself in its place (its
+ * epoll instance takes the lowest free number at start).
+ */
 function statusPipeOpen() {
   if (process.env.COHORT_STATUS_FD !== "3") return false;
   try {
-    fs.fstatSync(3);
-    return true;
+    const st = fs.fstatSync(3);
+    return st.isFIFO() || st.isSocket();
   } catch {
     return false;
   }
