@@ -334,18 +334,27 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       }
       await new Promise((r) => setTimeout(r, 500));
     }
-    expect(runDir, "the run's members never became ready").toBeDefined();
-    timings.workflowToHold = performance.now() - started;
-    // The run worker is the Deployment's one Ready pod, polling (its readiness probe is the worker's ready file).
-    const deploy = JSON.parse(await project.kubectl(["get", "deployments", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as {
-      items: { metadata: { namespace: string }; status?: { readyReplicas?: number } }[];
-    };
-    expect(deploy.items).toHaveLength(1);
-    expect(deploy.items[0]!.status?.readyReplicas).toBe(1);
-    // No runtime Job in workflow mode.
-    expect((JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: unknown[] }).items).toHaveLength(0);
-    // Time for a progress line to travel (runCohort's heartbeat details, the submitter's describe, the status pipe).
-    await new Promise((r) => setTimeout(r, 4_000));
+    try {
+      expect(runDir, "the run's members never became ready").toBeDefined();
+      timings.workflowToHold = performance.now() - started;
+      // The run worker is the Deployment's one Ready pod, polling (its readiness probe is the worker's ready file).
+      const deploy = JSON.parse(await project.kubectl(["get", "deployments", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as {
+        items: { metadata: { namespace: string }; status?: { readyReplicas?: number } }[];
+      };
+      expect(deploy.items).toHaveLength(1);
+      expect(deploy.items[0]!.status?.readyReplicas).toBe(1);
+      // No runtime Job runs in workflow mode (the earlier tests' completed Jobs are deleted only at the end of this up).
+      const jobs = JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: { status?: { active?: number } }[] };
+      expect(jobs.items.filter((j) => (j.status?.active ?? 0) > 0)).toHaveLength(0);
+      // Time for a progress line to travel (runCohort's heartbeat details, the submitter's describe, the status pipe).
+      await new Promise((r) => setTimeout(r, 4_000));
+    } catch (error) {
+      // A failed check must not leave the up running: the later tests would find the stack locked.
+      const upPid = pulumiUpPid();
+      if (upPid !== undefined) process.kill(upPid, "SIGKILL");
+      await first;
+      throw error;
+    }
     const pid = pulumiUpPid();
     expect(pid, "no pulumi up process").toBeDefined();
     process.kill(pid!, "SIGKILL");
