@@ -66,6 +66,20 @@ export const BUNDLE_PART_BYTES = 960 * 1024;
 /** At most this many parts (a bundle of ~8 MiB compressed): a larger one is a build problem, not a deployment one. */
 export const MAX_BUNDLE_PARTS = 8;
 
+/**
+ * The container security settings of the runtime's pods (the Job's and the run worker's containers, init ones
+ * included): no privilege escalation, every capability dropped, a read-only root file system.
+ */
+export const RUNTIME_CONTAINER_SECURITY = { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, readOnlyRootFilesystem: true } as const;
+
+/**
+ * The pod security context of the runtime's pods: the host user's uid/gid (so the ledger files on the host are the
+ * user's), `runAsNonRoot` unless that user is root, the runtime's default seccomp profile.
+ */
+export function runtimePodSecurity(runAs: { readonly uid: number; readonly gid: number }): Record<string, unknown> {
+  return { runAsUser: runAs.uid, runAsGroup: runAs.gid, runAsNonRoot: runAs.uid !== 0, seccompProfile: { type: "RuntimeDefault" } };
+}
+
 /** Label keys on every per-run object. */
 export const RUN_LABELS = { name: "app.kubernetes.io/name", partOf: "app.kubernetes.io/part-of", run: "cohort-lab.dev/run-namespace" } as const;
 
@@ -259,11 +273,7 @@ function renderInClusterRuntime(run: RunObjectsInput, input: InClusterRuntimeInp
     { name: "runtime", mountPath: RUNTIME_DIR },
     { name: "artifacts", mountPath: input.artifactsPath },
   ];
-  const securityContext = {
-    allowPrivilegeEscalation: false,
-    capabilities: { drop: ["ALL"] },
-    readOnlyRootFilesystem: true,
-  };
+  const securityContext = RUNTIME_CONTAINER_SECURITY;
   const job: KubernetesObject = {
     apiVersion: "batch/v1",
     kind: "Job",
@@ -277,12 +287,7 @@ function renderInClusterRuntime(run: RunObjectsInput, input: InClusterRuntimeInp
           serviceAccountName: RUNTIME_NAMES.serviceAccount,
           restartPolicy: "Never",
           enableServiceLinks: false,
-          securityContext: {
-            runAsUser: input.runAs.uid,
-            runAsGroup: input.runAs.gid,
-            runAsNonRoot: input.runAs.uid !== 0,
-            seccompProfile: { type: "RuntimeDefault" },
-          },
+          securityContext: runtimePodSecurity(input.runAs),
           initContainers: [
             {
               name: "unpack",

@@ -30,7 +30,7 @@ import { createHash } from "node:crypto";
 import { gzipSync } from "node:zlib";
 import type { KubernetesObject } from "../k8s/manifests/cache.js";
 import { CohortLabError } from "../errors.js";
-import { BUNDLE_PART_BYTES, MAX_BUNDLE_PARTS, RUN_LABELS, RUNTIME_DIR, RUNTIME_NAMES } from "./manifests.js";
+import { BUNDLE_PART_BYTES, MAX_BUNDLE_PARTS, RUN_LABELS, RUNTIME_CONTAINER_SECURITY, RUNTIME_DIR, RUNTIME_NAMES, runtimePodSecurity } from "./manifests.js";
 
 /** Names of the worker's objects inside the run namespace. */
 export const RUN_WORKER_NAMES = {
@@ -179,7 +179,7 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
     roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: RUNTIME_NAMES.role },
     subjects: [{ kind: "ServiceAccount", name: RUN_WORKER_NAMES.serviceAccount, namespace: ns }],
   };
-  const securityContext = { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] }, readOnlyRootFilesystem: true };
+  const securityContext = RUNTIME_CONTAINER_SECURITY;
   const resources = { requests: { ...RUN_WORKER_RESOURCES.requests }, limits: { ...RUN_WORKER_RESOURCES.limits } };
   const deployment: KubernetesObject = {
     apiVersion: "apps/v1",
@@ -204,12 +204,7 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
           serviceAccountName: RUN_WORKER_NAMES.serviceAccount,
           enableServiceLinks: false,
           terminationGracePeriodSeconds: input.terminationGracePeriodSeconds,
-          securityContext: {
-            runAsUser: input.runAs.uid,
-            runAsGroup: input.runAs.gid,
-            runAsNonRoot: input.runAs.uid !== 0,
-            seccompProfile: { type: "RuntimeDefault" },
-          },
+          securityContext: runtimePodSecurity(input.runAs),
           initContainers: [
             {
               name: "unpack",
