@@ -27,6 +27,7 @@ import { PROJECT_DIR } from "../../stacks/config";
 import { findLocalArtifacts } from "../../stacks/local";
 import { OPENCLAW_MEMBER_CONFIG } from "../../stacks/members";
 import { freePort, kindContainers, localUnavailableReason, LocalProject } from "./harness";
+import { pulumiUpPid } from "../e2e/project";
 
 const unavailable = localUnavailableReason();
 if (unavailable !== undefined) process.stderr.write(`local tier skipped: ${unavailable}\n`);
@@ -51,21 +52,6 @@ function fakeKindNode(containerName: string, cluster: string): void {
 function ledgerDirs(): string[] {
   if (!existsSync(project.artifactRoot)) return [];
   return readdirSync(project.artifactRoot).filter((d) => existsSync(path.join(project.artifactRoot, d, "records.ndjson")));
-}
-
-/** The pid of this project's `pulumi up` (the CLI, not the launcher above it). */
-function pulumiUpPid(): number | undefined {
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
-    } catch {
-      continue;
-    }
-    if ((argv[0] ?? "").endsWith("/pulumi") && argv.includes("up") && argv.includes(project.projectDir)) return Number(d);
-  }
-  return undefined;
 }
 
 async function ledgerVerify(ledgerPath: string): Promise<{ exitCode: number; out: string }> {
@@ -350,12 +336,12 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       await new Promise((r) => setTimeout(r, 4_000));
     } catch (error) {
       // A failed check must not leave the up running: the later tests would find the stack locked.
-      const upPid = pulumiUpPid();
+      const upPid = pulumiUpPid(project.projectDir);
       if (upPid !== undefined) process.kill(upPid, "SIGKILL");
       await first;
       throw error;
     }
-    const pid = pulumiUpPid();
+    const pid = pulumiUpPid(project.projectDir);
     expect(pid, "no pulumi up process").toBeDefined();
     process.kill(pid!, "SIGKILL");
     const killed = await first;

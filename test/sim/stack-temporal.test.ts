@@ -16,6 +16,7 @@ import { readState } from "../../simctl/state";
 import { PROJECT_DIR } from "../../stacks/config";
 import { simUnavailableReason } from "./harness";
 import { SimStackProject } from "./pulumi-stack";
+import { pulumiUpPid } from "../e2e/project";
 
 const unavailable =
   simUnavailableReason() ?? (existsSync(path.join(PROJECT_DIR, "dist", "cohort-temporal.cjs")) ? undefined : "dist/cohort-temporal.cjs is missing: npm run build");
@@ -42,21 +43,6 @@ const cohort = JSON.stringify({
 
 /** Run directories under the artifact root (dot files are the step script's and the lock's). */
 const ledgers = () => (existsSync(project.artifactRoot) ? readdirSync(project.artifactRoot).filter((d) => !d.startsWith(".")) : []);
-
-/** pid of the `pulumi up` CLI of this project (not the launcher's npm, sh or node stages). */
-function pulumiUpPid(): number | undefined {
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    let argv: string[];
-    try {
-      argv = readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0");
-    } catch {
-      continue;
-    }
-    if ((argv[0] ?? "").endsWith("/pulumi") && argv.includes("up") && argv.includes(project.projectDir)) return Number(d);
-  }
-  return undefined;
-}
 
 describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, real engine", () => {
   beforeAll(async () => {
@@ -94,7 +80,7 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
     // runCohort's heartbeat details (1 s poll, 1 s throttle), the submitter's describe (1 s), the status pipe.
     await sleep(4_000);
     project.noteProcesses();
-    const pid = pulumiUpPid();
+    const pid = pulumiUpPid(project.projectDir);
     expect(pid).toBeDefined();
     process.kill(pid!, "SIGKILL");
     const killed = await first;
