@@ -285,6 +285,24 @@ function progressFilter() {
 const FOLLOW_GRACE_MS = 2000;
 
 /**
+ * The command provider's status pipe: the descriptor COHORT_STATUS_FD names (an integer >= 3) when it is a pipe or
+ * socket the provider opened, not a descriptor Node opened for itself in its place (the upstream provider passes
+ * none, and Node's epoll instance then takes the lowest free number).
+ *
+ * @returns {number | undefined}
+ */
+function statusPipeFd() {
+  const fd = Number(process.env.COHORT_STATUS_FD ?? "");
+  if (!Number.isInteger(fd) || fd < 3) return undefined;
+  try {
+    const st = fs.fstatSync(fd);
+    return st.isFIFO() || st.isSocket() ? fd : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * The `run-progress` step of every cluster profile: follows the runtime container's log while the Job runs and writes every progress line to
  * fd 3 (COHORT_STATUS_FD, the substitute command provider's status pipe: ephemeral info on the row, stored
  * nowhere). Returns when the Job is Complete/Failed (after at most {@link FOLLOW_GRACE_MS} for the stream to
@@ -301,13 +319,8 @@ const FOLLOW_GRACE_MS = 2000;
  */
 async function followJobProgress(resolveKubectl) {
   const { spawn } = require("node:child_process");
-  const fd = Number(process.env.COHORT_STATUS_FD ?? "");
-  try {
-    if (!Number.isInteger(fd) || fd < 3) throw new Error("COHORT_STATUS_FD is not set");
-    // A pipe or socket the provider opened, not a descriptor Node opened for itself in its place.
-    const st = fs.fstatSync(fd);
-    if (!st.isFIFO() && !st.isSocket()) throw new Error(`fd ${fd} is not a pipe`);
-  } catch {
+  const fd = statusPipeFd();
+  if (fd === undefined) {
     log("no status pipe (COHORT_STATUS_FD): the runtime's progress is in the Job's log only");
     return;
   }
@@ -474,6 +487,7 @@ module.exports = {
   pinnedTool,
   jobSummary,
   followJobProgress,
+  statusPipeFd,
   isProgressLine,
   progressFilter,
   runStepProgram,

@@ -24,7 +24,7 @@ const crypto = require("node:crypto");
 const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
-const { StepError, env, log } = require("./job-steps.cjs");
+const { StepError, env, log, statusPipeFd } = require("./job-steps.cjs");
 
 /** `cohort open-runs`' exit code when runs are open (runtime/temporal/cli.ts `OPEN_RUNS_EXIT`). */
 const OPEN_RUNS_EXIT = 3;
@@ -75,19 +75,9 @@ function runBundle(args, o) {
   });
 }
 
-/**
- * Whether fd 3 is the command provider's status pipe (the upstream provider passes none): a pipe or socket, as
- * components/run/job-steps.cjs `followJobProgress` checks, not a descriptor Node opened for itself in its place (its
- * epoll instance takes the lowest free number at start).
- */
+/** Whether fd 3 is the command provider's status pipe (job-steps.cjs `statusPipeFd`; submit is given it as its fd 3). */
 function statusPipeOpen() {
-  if (process.env.COHORT_STATUS_FD !== "3") return false;
-  try {
-    const st = fs.fstatSync(3);
-    return st.isFIFO() || st.isSocket();
-  } catch {
-    return false;
-  }
+  return process.env.COHORT_STATUS_FD === "3" && statusPipeFd() === 3;
 }
 
 /**
