@@ -104,7 +104,9 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     } finally {
       holder.close();
     }
-    await project.config("--path", "local.temporalPort", String(await freePort()));
+    // A new free port (the one init chose may be taken by now); the harness field follows it.
+    project.temporalPort = await freePort();
+    await project.config("--path", "local.temporalPort", String(project.temporalPort));
   }, 600_000);
 
   it("refuses a foreign kind cluster of the same name and leaves it untouched", async () => {
@@ -356,7 +358,12 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
     timings.workflowUpAfterKill = again.ms;
     expect(again.exitCode, again.all.slice(-4000)).toBe(0);
-    const o = (await project.outputs()) as { run: { id: string; outcome: string; readyCount: number; ledgerPath: string }; queues: { temporalTaskQueue?: string } };
+    const o = (await project.outputs()) as {
+      run: { id: string; outcome: string; readyCount: number; ledgerPath: string };
+      queues: { temporalTaskQueue?: string };
+      temporalAddress: string;
+    };
+    expect(o.temporalAddress).toBe(`127.0.0.1:${project.temporalPort}`);
     expect(o.run).toMatchObject({ id: path.basename(runDir!), outcome: "succeeded", readyCount: 9, ledgerPath: realpathSync(runDir!) });
     expect(o.queues.temporalTaskQueue).toBe("cohort-lab-local-runs");
     // One run: the killed up's, attached to and finished; no second ledger beside it.
@@ -366,7 +373,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     // Nothing open on the task queue; the run's Sandboxes are gone (the workflow's cleanup step).
     const open = await execa(
       process.execPath,
-      [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "open-runs", "--temporal-address", `127.0.0.1:${project.temporalPort}`, "--task-queue", "cohort-lab-local-runs"],
+      [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "open-runs", "--temporal-address", o.temporalAddress, "--task-queue", "cohort-lab-local-runs"],
       { reject: false, all: true },
     );
     expect(open.exitCode, String(open.all)).toBe(0);
