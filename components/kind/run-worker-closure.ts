@@ -23,6 +23,44 @@ export interface LockPackageEntry {
   readonly link?: boolean;
   readonly dependencies?: Readonly<Record<string, string>>;
   readonly optionalDependencies?: Readonly<Record<string, string>>;
+  /** package.json `os` of a platform-specific package, e.g. `["linux"]` (`!name` excludes one). */
+  readonly os?: readonly string[];
+  /** package.json `cpu`, e.g. `["x64"]`. */
+  readonly cpu?: readonly string[];
+  /** package.json `libc`, e.g. `["glibc"]` (Linux only). */
+  readonly libc?: readonly string[];
+}
+
+/**
+ * A platform as npm matches package.json's `os`, `cpu` and `libc` against it: Node's `process.platform`,
+ * `process.arch` and, on Linux, `glibc` or `musl`.
+ *
+ * @see https://docs.npmjs.com/cli/v10/configuring-npm/package-json#os (and #cpu, #libc)
+ */
+export interface NpmPlatform {
+  readonly os: string;
+  readonly cpu: string;
+  readonly libc: "glibc" | "musl";
+}
+
+/** The run worker image's platform: the Node image, Debian bookworm on x86_64 (glibc). */
+export const RUN_WORKER_PLATFORM: NpmPlatform = { os: "linux", cpu: "x64", libc: "glibc" };
+
+/**
+ * Whether npm would install a package with `entry`'s `os`, `cpu` and `libc` on `platform`: for each field present,
+ * no `!value` entry names the platform's value, and when the field has a positive entry, one of them is the value.
+ * A package without these fields is for every platform.
+ *
+ * @see https://docs.npmjs.com/cli/v10/configuring-npm/package-json#os (`!` blocks a value)
+ */
+export function matchesPlatform(entry: Pick<LockPackageEntry, "os" | "cpu" | "libc">, platform: NpmPlatform): boolean {
+  const fits = (list: readonly string[] | undefined, value: string) => {
+    if (list === undefined || list.length === 0) return true;
+    if (list.includes(`!${value}`)) return false;
+    const positive = list.filter((v) => !v.startsWith("!"));
+    return positive.length === 0 || positive.includes(value);
+  };
+  return fits(entry.os, platform.os) && fits(entry.cpu, platform.cpu) && fits(entry.libc, platform.libc);
 }
 
 /** The part of package-lock.json the closure reads. */
@@ -79,20 +117,27 @@ export function resolveLockDependency(lock: PackageLockFile, from: string, name:
 /**
  * The dependency closure of `roots` as installed by `npm ci` from `lock`: starting from the root project's view
  * of each root name, follows every entry's `dependencies` and `optionalDependencies`, each name resolved with
- * {@link resolveLockDependency} from the dependant's lock key. An optional dependency is included only when it is
- * locked and `exists(<its lock key>)` (npm installs only the optional packages of this platform, e.g. the
- * linux-x64 `@swc/core-*`). Peer dependencies are not followed (the Temporal packages' peers are also regular
+ * {@link resolveLockDependency} from the dependant's lock key. An optional dependency is included when it is locked,
+ * is for `platform` ({@link matchesPlatform}: the image's, not this machine's) and `exists(<its lock key>)`; a
+ * platform-specific one for `platform` that is not installed is an error (npm installed another platform's build,
+ * e.g. on a Mac: the image would lack its native package). Peer dependencies are not followed (the Temporal packages' peers are also regular
  * dependencies of some package of the closure, or not needed by the worker).
  *
  * @param lock - parsed package-lock.json (lockfileVersion 2 or 3; `packages` is required).
  * @param exists - whether the directory at a lock key (relative to the lockfile's directory) exists.
  * @param roots - names required by the root project. @default {@link TEMPORAL_WORKER_ROOTS}
+ * @param platform - the platform the closure runs on. @default {@link RUN_WORKER_PLATFORM}
  * @returns the packages sorted by lock key (a package directory before the packages nested in it), each once.
  * @throws RunWorkerClosureError when the lock has no `packages`, a root or required dependency is not locked or
- *   its directory does not exist (run `npm ci`), an entry has no version, or an entry is a link (workspaces are not
- *   supported).
+ *   its directory does not exist (run `npm ci`), an entry has no version, an entry is a link (workspaces are not
+ *   supported), or an optional package built for `platform` is locked but not installed.
  */
-export function temporalWorkerClosure(lock: PackageLockFile, exists: (lockPath: string) => boolean, roots: readonly string[] = TEMPORAL_WORKER_ROOTS): ClosurePackage[] {
+export function temporalWorkerClosure(
+  lock: PackageLockFile,
+  exists: (lockPath: string) => boolean,
+  roots: readonly string[] = TEMPORAL_WORKER_ROOTS,
+  platform: NpmPlatform = RUN_WORKER_PLATFORM,
+): ClosurePackage[] {
   const packages = lock.packages;
   if (packages === undefined) throw new RunWorkerClosureError("package-lock.json has no `packages` (lockfileVersion 2 or 3 needed; run `npm install` with npm 7 or later)");
   const seen = new Map<string, ClosurePackage>();
@@ -105,11 +150,20 @@ export function temporalWorkerClosure(lock: PackageLockFile, exists: (lockPath: 
       throw new RunWorkerClosureError(`package-lock.json: ${name}, a dependency of ${who}, is not locked; run \`npm install\``);
     }
     if (seen.has(key)) return;
+    const locked = packages[key] as LockPackageEntry;
+    // Another platform's build (this machine's own, when it is not the image's) stays out of the image.
+    if (optional && !matchesPlatform(locked, platform)) return;
     if (!exists(key)) {
+      const specific = locked.os !== undefined || locked.cpu !== undefined || locked.libc !== undefined;
+      if (optional && specific)
+        throw new RunWorkerClosureError(
+          `${key} (${name}, a dependency of ${who}) is the ${platform.os}-${platform.cpu} ${platform.libc} build the run worker image needs, ` +
+            `locked but not installed here (npm installs only this machine's platform's optional packages): build the image on ${platform.os}-${platform.cpu} after \`npm ci\``,
+        );
       if (optional) return;
       throw new RunWorkerClosureError(`${key} (${name}, a dependency of ${who}) is locked but not installed; run \`npm ci\``);
     }
-    const entry = packages[key] as LockPackageEntry;
+    const entry = locked;
     if (entry.link === true)
       throw new RunWorkerClosureError(`package-lock.json: ${key} is a link (${entry.resolved ?? "?"}); linked packages are not supported in the run worker image`);
     if (entry.version === undefined) throw new RunWorkerClosureError(`package-lock.json: ${key} has no version`);

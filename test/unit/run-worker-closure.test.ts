@@ -1,6 +1,7 @@
 /**
  * The Temporal run worker image's npm closure (components/kind/run-worker-closure.ts): Node's `node_modules`
- * resolution over lock keys, the walk of `dependencies`/`optionalDependencies`, the SDK version read from
+ * resolution over lock keys, the walk of `dependencies`/`optionalDependencies` (optional native packages by the
+ * image's platform, package.json `os`/`cpu`/`libc`), the SDK version read from
  * package.json, the closure of this repository's own package-lock.json, and the builder's copy with its trim
  * (scripts/local/app-images/build.ts `copyClosure`).
  */
@@ -69,6 +70,30 @@ describe("temporalWorkerClosure", () => {
     expect(() => temporalWorkerClosure({}, () => true, ["a"])).toThrow(/no `packages`/);
   });
 
+  it("takes the image's platform's build of an optional native package, not this machine's, and refuses one npm did not install", () => {
+    const native: PackageLockFile = {
+      packages: {
+        "": { dependencies: { tool: "1" } },
+        "node_modules/tool": { version: "1.0.0", optionalDependencies: { "tool-linux-x64-gnu": "1", "tool-linux-x64-musl": "1", "tool-darwin-arm64": "1", "tool-not-mac": "1" } },
+        "node_modules/tool-linux-x64-gnu": { version: "1.0.0", os: ["linux"], cpu: ["x64"], libc: ["glibc"] },
+        "node_modules/tool-linux-x64-musl": { version: "1.0.0", os: ["linux"], cpu: ["x64"], libc: ["musl"] },
+        "node_modules/tool-darwin-arm64": { version: "1.0.0", os: ["darwin"], cpu: ["arm64"] },
+        "node_modules/tool-not-mac": { version: "1.0.0", os: ["!darwin"] },
+      },
+    };
+    // Built on linux-x64 glibc: the glibc build, and the package for every OS but darwin.
+    const onLinux = (k: string) => k !== "node_modules/tool-darwin-arm64" && k !== "node_modules/tool-linux-x64-musl";
+    expect(temporalWorkerClosure(native, onLinux, ["tool"]).map((p) => p.name)).toEqual(["tool", "tool-linux-x64-gnu", "tool-not-mac"]);
+    // Built on a Mac: its darwin build is installed, the image's is not: refused, naming the package and the platform.
+    const onMac = (k: string) => k === "node_modules/tool" || k === "node_modules/tool-darwin-arm64";
+    expect(() => temporalWorkerClosure(native, onMac, ["tool"])).toThrow(
+      /node_modules\/tool-linux-x64-gnu \(tool-linux-x64-gnu, a dependency of node_modules\/tool\) is the linux-x64 glibc build the run worker image needs, locked but not installed here/,
+    );
+    // For a musl image, the musl build.
+    const musl = temporalWorkerClosure(native, () => true, ["tool"], { os: "linux", cpu: "x64", libc: "musl" });
+    expect(musl.map((p) => p.name)).toEqual(["tool", "tool-linux-x64-musl", "tool-not-mac"]);
+  });
+
   it("of this repository's lockfile: every Temporal root, the native bridge, only the installed swc binary", () => {
     const c = runWorkerClosure(repoRoot);
     const keys = c.map((p) => p.path);
@@ -78,8 +103,8 @@ describe("temporalWorkerClosure", () => {
       expect(fs.existsSync(path.join(repoRoot, p.path))).toBe(true);
       expect(JSON.parse(fs.readFileSync(path.join(repoRoot, p.path, "package.json"), "utf8"))).toMatchObject({ name: p.name, version: p.version });
     }
-    const swc = keys.filter((k) => k.startsWith("node_modules/@swc/core-"));
-    expect(swc.every((k) => fs.existsSync(path.join(repoRoot, k)))).toBe(true);
+    // The image's (linux-x64 glibc) swc binary only.
+    expect(keys.filter((k) => k.startsWith("node_modules/@swc/core-"))).toEqual(["node_modules/@swc/core-linux-x64-gnu"]);
     // Measured 2026-12-02 with @temporalio/* 1.24.0: 151 packages.
     expect(c.length).toBeGreaterThan(100);
   });
