@@ -7,7 +7,7 @@
  * `@temporalio/*` from the project's node_modules) under the Node that runs the step.
  *
  * - {@link workerGuard} (`worker-guard`): refuses a worker rollout while the task queue has running workflows.
- *   (The same listing keeps `run-submit` from starting a second run beside one still open.)
+ *   (The same listing, `submit --sole`, keeps `run-submit` from starting a second run beside one still open.)
  * - {@link runIdentity} (`run-identity`): the run identity, 12 random hex digits, kept once created.
  * - {@link runSubmit} (`run-submit`): start or attach, wait, print the summary with the ledger's host path.
  * - {@link runKeep} (`run-keep`): the run Command's update: its previous summary, unchanged.
@@ -150,8 +150,8 @@ function record(file, text) {
 }
 
 /**
- * `run-submit`: refuses while a workflow of another id is open on the task queue (no second run beside a live
- * one); then `cohort submit` (start or attach, then wait) with the ledger root the worker sees; prints the
+ * `run-submit`: `cohort submit --sole` (refused while a workflow of another id is open on the task queue: no second
+ * run beside a live one; otherwise start or attach, then wait) with the ledger root the worker sees; prints the
  * summary `mapSummary` gives (the ledger's host path). A run that did not succeed prints its summary, its reason on
  * stderr, records the summary (COHORT_UNSUCCESSFUL_RUN_FILE) and exits 0, as the process executor does; a workflow
  * that lost its run records its id (COHORT_LOST_WORKFLOW_FILE) and fails with the cause. A signal ends the
@@ -180,6 +180,9 @@ async function runSubmit(mapSummary) {
     env("COHORT_ARTIFACTS_NODE_PATH"),
     "--profile",
     env("COHORT_PROFILE"),
+    // One run at a time on the task queue (one per cluster): submit refuses, after it accepted the spec, while a
+    // workflow of another id is open (an `up` killed mid-run, then the RunSpec changed): two cohorts would run side by side.
+    "--sole",
     "--spec",
     "-",
   ];
@@ -192,15 +195,6 @@ async function runSubmit(mapSummary) {
       /* the provider stopped reading */
     }
   };
-  // One run at a time on the task queue (one per cluster): a workflow of another id still open (an `up` killed
-  // mid-run, then the RunSpec changed) must end first, or two cohorts would run side by side.
-  const others = (await openRuns(note)).filter((line) => line.split(" ")[0] !== workflowId);
-  if (others.length > 0) {
-    throw new StepError(
-      `another run is still open on task queue ${env("COHORT_TASK_QUEUE")}: ${others.join("; ")}; a second run is not started beside it. ` +
-        `Let it finish (it goes on in the run worker), or cancel it: temporal workflow cancel --address ${env("COHORT_TEMPORAL_ADDRESS")} --workflow-id ${others[0]?.split(" ")[0]}`,
-    );
-  }
   const r = await runBundle(args, { input: spec, statusFd, onStderrLine: note });
   const summaryLine = r.stdout
     .split("\n")

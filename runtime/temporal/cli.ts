@@ -6,7 +6,7 @@
  *
  *   cohort worker --temporal-address HOST:PORT [--namespace default] --task-queue Q --backend-config FILE
  *   cohort submit --temporal-address HOST:PORT [--namespace default] --task-queue Q --workflow-id ID
- *                 --artifacts DIR [--profile P] [--run-id R] [--progress-fd N] (--spec FILE | SPEC)
+ *                 --artifacts DIR [--profile P] [--run-id R] [--progress-fd N] [--sole] (--spec FILE | SPEC)
  *
  *   cohort open-runs --temporal-address HOST:PORT [--namespace default] --task-queue Q [--wait-s S]
  *
@@ -29,6 +29,11 @@
  * {@link PROGRESS_POLL_MS} it describes the workflow and writes the `progress` of `runCohort`'s last heartbeat
  * ({@link RunCohortHeartbeat}), when it changed, to `--progress-fd N` (default: the descriptor named by
  * `COHORT_STATUS_FD`, the command provider's status pipe; otherwise stderr).
+ *
+ * `submit --sole` keeps one run per task queue: after the spec is accepted and before anything starts, the same
+ * visibility query as `open-runs` lists the queue's running `cohortRun` workflows; one with another workflow id
+ * (an `up` killed mid-run, then its RunSpec changed) refuses the submit with exit 3 ({@link OPEN_RUNS_EXIT}) and one
+ * line naming it and the `temporal workflow cancel` command. The workflow's own id is attached to as usual.
  */
 import * as path from "node:path";
 import { parseArgs } from "node:util";
@@ -168,6 +173,21 @@ const TASK_QUEUE = /^[A-Za-z0-9][-A-Za-z0-9_./]{0,199}$/;
 /** Exit code of `open-runs` when runs are open. */
 export const OPEN_RUNS_EXIT = 3;
 
+/**
+ * The running `cohortRun` workflows of `taskQueue` (the visibility query
+ * `WorkflowType = 'cohortRun' AND TaskQueue = 'Q' AND ExecutionStatus = 'Running'`,
+ * https://docs.temporal.io/list-filter), one `<workflow id> <run id> <start time ISO 8601>` line each.
+ *
+ * @param taskQueue - matches {@link TASK_QUEUE} (checked by the callers), so no quote ends the string literal
+ * @throws the client's error when the query fails (a transient one when Temporal is unreachable)
+ */
+async function openRunLines(client: Client, taskQueue: string): Promise<string[]> {
+  const query = `WorkflowType = '${WORKFLOW_TYPE}' AND TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
+  const open: string[] = [];
+  for await (const w of client.workflow.list({ query })) open.push(`${w.workflowId} ${w.runId} ${w.startTime.toISOString()}`);
+  return open;
+}
+
 async function openRunsCommand(args: readonly string[], io: TemporalCliIo): Promise<number> {
   const { values } = parseArgs({
     args: [...args],
@@ -181,14 +201,12 @@ async function openRunsCommand(args: readonly string[], io: TemporalCliIo): Prom
   const waitS = values["wait-s"] === undefined ? 60 : /^[0-9]{1,6}$/.test(values["wait-s"]) ? Number(values["wait-s"]) : NaN;
   if (!Number.isInteger(waitS) || waitS < 0) throw new TemporalUsageError(`open-runs: --wait-s must be an integer >= 0 (got ${JSON.stringify(values["wait-s"])})`);
   const deadline = Date.now() + waitS * 1000;
-  const query = `WorkflowType = '${WORKFLOW_TYPE}' AND TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
   for (let delay = 1_000; ; delay = Math.min(delay * 2, 10_000)) {
     let connection: Connection | undefined;
     try {
       connection = await Connection.connect({ address, connectTimeout: 5_000 });
       const client = new Client({ connection, namespace: values.namespace ?? "default" });
-      const open: string[] = [];
-      for await (const w of client.workflow.list({ query })) open.push(`${w.workflowId} ${w.runId} ${w.startTime.toISOString()}`);
+      const open = await openRunLines(client, taskQueue);
       for (const line of open) io.stdout.write(`${line}\n`);
       return open.length === 0 ? 0 : OPEN_RUNS_EXIT;
     } catch (error) {
@@ -219,12 +237,16 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
       profile: { type: "string" },
       "run-id": { type: "string" },
       "progress-fd": { type: "string" },
+      sole: { type: "boolean" },
     },
     allowPositionals: true,
     strict: true,
   });
   const address = need(values, "temporal-address", "submit");
   const taskQueue = need(values, "task-queue", "submit");
+  // --sole puts the task queue in a visibility query (as open-runs does).
+  if (values.sole === true && !TASK_QUEUE.test(taskQueue))
+    throw new TemporalUsageError(`submit: --sole needs a --task-queue of letters, digits and - _ . / (got ${JSON.stringify(taskQueue)})`);
   const workflowId = need(values, "workflow-id", "submit");
   const artifacts = path.resolve(need(values, "artifacts", "submit"));
   if (positionals.length > 1 || (positionals.length === 1 && values.spec !== undefined))
@@ -247,6 +269,16 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
   const connection = await retrying("submit connect", io, () => Connection.connect({ address }));
   try {
     const client = new Client({ connection, namespace: values.namespace ?? "default" });
+    if (values.sole === true) {
+      const others = (await retrying("list open runs", io, () => openRunLines(client, taskQueue))).filter((line) => line.split(" ")[0] !== workflowId);
+      if (others.length > 0) {
+        io.stderr.write(
+          `cohort: another run is still open on task queue ${taskQueue}: ${others.join("; ")}; a second run is not started beside it. ` +
+            `Let it finish (it goes on in its worker), or cancel it: temporal workflow cancel --address ${address} --workflow-id ${others[0]!.split(" ")[0]}\n`,
+        );
+        return OPEN_RUNS_EXIT;
+      }
+    }
     const handle: WorkflowHandle = await retrying("start", io, async () => {
       try {
         const h = await client.workflow.start(WORKFLOW_TYPE, {

@@ -326,7 +326,8 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("steps")[0]);
     // A submit of another workflow id while this run is open: refused, nothing started beside it.
     const second = await step("run-submit", { COHORT_WORKFLOW_ID: "wf-steps-second" }, cohort("steps2", 1, "1s"));
-    expect(second.code).toBe(1);
+    // `cohort submit --sole` refused it (exit 3, OPEN_RUNS_EXIT) after accepting its spec.
+    expect(second.code, second.stderr).toBe(3);
     expect(second.stderr).toMatch(/another run is still open on task queue cohort-test-runs: wf-steps /);
     expect(await workflowsWithId("wf-steps-second")).toHaveLength(0);
     const refused = await step("worker-guard");

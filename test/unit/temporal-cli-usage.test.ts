@@ -2,7 +2,7 @@
  * runtime/temporal/cli.ts `main` on bad input, with no Temporal server: usage errors exit 2 with one line, an
  * unreachable server makes `open-runs` exit 1 with one line naming the address (the `worker-guard` step reports
  * the last lines of its stderr), and `worker --ready-file` refuses an unusable file before connecting and removes
- * a file a dead worker left.
+ * a file a dead worker left; `submit --sole` checks the RunSpec and the task queue before it connects.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -56,6 +56,28 @@ describe("cohort open-runs", () => {
     const last = r.stderr.trim().split("\n").at(-1);
     expect(last).toMatch(/^cohort: open-runs: Temporal at 127\.0\.0\.1:1 unreachable for 0 s \(--wait-s\): /);
     expect(r.stderr).not.toContain("    at ");
+  });
+});
+
+describe("cohort submit --sole", () => {
+  const base = ["submit", "--temporal-address", "127.0.0.1:1", "--workflow-id", "w", "--artifacts", tmp, "--sole"];
+
+  it("refuses a bad RunSpec, naming the field, before it connects to list the open runs", { timeout: 10_000 }, async () => {
+    const spec = path.join(tmp, "bad-spec.json");
+    fs.writeFileSync(spec, JSON.stringify({ name: "x", roles: [{ name: "a", replicas: -1, app: { command: ["true"] } }] }));
+    const started = Date.now();
+    const r = await cli([...base, "--task-queue", "q", "--spec", spec]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/replicas/);
+    expect(r.stderr).not.toContain("unreachable");
+    // Nothing waited on the unreachable address (its retries start at 1 s).
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
+  it("refuses a task queue that would end the visibility query's string literal", async () => {
+    const r = await cli([...base, "--task-queue", "q'", "--spec", "-"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("--sole needs a --task-queue of letters, digits");
   });
 });
 
