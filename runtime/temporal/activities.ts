@@ -169,8 +169,10 @@ export function createActivities(config: WorkerActivityConfig) {
         if (summary === undefined) {
           throw ApplicationFailure.nonRetryable(`cohort run exited ${exitCode} without a summary line; its last output (${errFile}):\n${stderrTail}`, "CohortRunNoSummary");
         }
+        // The line written after the last tick (the run's `done:` line): the result carries it (CohortRunResult.progress).
+        const progress = tail.poll() ?? details.progress;
         fs.rmSync(outDir, { recursive: true, force: true });
-        return { summary, exitCode };
+        return { summary, exitCode, ...(progress !== undefined ? { progress } : {}) };
       } finally {
         clearInterval(beat);
         if (follow !== undefined) clearInterval(follow);

@@ -310,6 +310,8 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
     } finally {
       await following.stop();
     }
+    // The run's last line (`done: ...`) from the result: no heartbeat carries it.
+    if (typeof result.progress === "string") following.last(result.progress);
     io.stdout.write(`${JSON.stringify(wellFormedValue(result.summary))}\n`);
     io.stderr.write(`cohort: run ${result.summary.runId} ${result.summary.outcome}; ledger ${result.summary.ledgerPath} (workflow ${workflowId})\n`);
     return result.exitCode;
@@ -352,9 +354,11 @@ function progressSink(flag: string | undefined, io: TemporalCliIo): (line: strin
  * Polls `describe` every {@link PROGRESS_POLL_MS} and writes the `progress` of `runCohort`'s last heartbeat when
  * it changed. Errors of a poll (Temporal unreachable) are ignored: the wait for the result retries on its own.
  *
- * @returns `stop()`, which ends the polling and waits for a poll in flight, at most {@link PROGRESS_POLL_MS}
+ * @returns `stop()`, which ends the polling and waits for a poll in flight, at most {@link PROGRESS_POLL_MS}; and
+ *   `last(line)`, which writes the run's final line (from {@link CohortRunResult.progress}) unless it was the last
+ *   one written
  */
-function followProgress(handle: WorkflowHandle, write: (line: string) => void): { stop(): Promise<void> } {
+function followProgress(handle: WorkflowHandle, write: (line: string) => void): { stop(): Promise<void>; last(line: string): void } {
   let last: string | undefined;
   let stopped = false;
   let inFlight: Promise<void> | undefined;
@@ -384,6 +388,10 @@ function followProgress(handle: WorkflowHandle, write: (line: string) => void): 
       clearInterval(timer);
       // A describe that hangs must not hold the summary: its late line is dropped (`stopped`).
       if (inFlight !== undefined) await Promise.race([inFlight, sleep(PROGRESS_POLL_MS)]);
+    },
+    last(line: string) {
+      if (line !== last) write(line);
+      last = line;
     },
   };
 }

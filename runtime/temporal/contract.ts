@@ -66,6 +66,13 @@ export interface CohortRunResult {
    * completed, 128+N interrupted by signal N): the summary does not carry the signal, so it travels beside it.
    */
   readonly exitCode: number;
+  /**
+   * The run's last progress line (`done: started N/N ready N/N stopped N/N`, runtime/core/progress.ts), read from
+   * its progress file after it exited: the heartbeats that carry the earlier ones end with the activity, so the
+   * submitter shows this one from the result. Absent when the run printed none (or a worker older than this field
+   * ran it).
+   */
+  readonly progress?: string;
 }
 
 /** The compiled spec's budgets {@link runBudgetSeconds} reads (runtime/core/spec.ts CompiledRunSpec, ms). */

@@ -339,6 +339,8 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(JSON.parse(r.stdout)).toMatchObject({ runId, outcome: "succeeded", ledgerPath: path.join(artifacts, runId) });
     // The run's progress (runCohort's heartbeat details, read by the submitter) on the status pipe.
     expect(r.status).toMatch(/(startup|hold): started \d\/2/);
+    // The run's last line, from the workflow's result (no heartbeat carries it).
+    expect(r.status).toMatch(/^done: started 2\/2 ready 2\/2 stopped 2\/2/m);
     const after = await step("worker-guard");
     expect(after.code, after.stderr).toBe(0);
     expect(fs.existsSync(path.join(artifacts, ".unsuccessful.json"))).toBe(false);
