@@ -358,6 +358,8 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
     timings.workflowUpAfterKill = again.ms;
     expect(again.exitCode, again.all.slice(-4000)).toBe(0);
+    // The attached up's row ends with the run's last line (from the workflow's result, CohortRunResult.progress).
+    expect(again.all).toMatch(/command:local:Command\s+cohort-run\s+creating.*done: started 9\/9 ready 9\/9 stopped 9\/9/);
     const o = (await project.outputs()) as {
       run: { id: string; outcome: string; readyCount: number; ledgerPath: string };
       queues: { temporalTaskQueue?: string };
