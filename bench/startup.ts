@@ -29,6 +29,8 @@
  * (Socket), else node; the choice is printed. The machine's load average is printed next to the figures.
  * Env: BENCH_BASELINE=0 skips (2); BENCH_CASES, BENCH_REPEAT (3b, 3c); BENCH_RSS_MEMBERS (default 1000, 0 skips 4 and 5); BENCH_KEEP=1 keeps the artifacts;
  * BENCH_LAUNCHER=perl|direct|auto (default auto) picks how the process backend forks members.
+ * BENCH_COMPARE_BUNDLE=<cohort.cjs> runs that runtime bundle too, in turn with this tree's in every repeat of
+ * every case (3b, 3c), and prints its tables and the two medians side by side.
  */
 import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -355,11 +357,23 @@ async function main(): Promise<void> {
     .filter((name) => name !== "");
   for (const name of caseNames) if (CASES[name] === undefined) throw new Error(`BENCH_CASES: unknown case "${name}" (known: ${Object.keys(CASES).join(", ")})`);
   const repeat = Math.max(1, Math.floor(Number(process.env.BENCH_REPEAT ?? 3)));
+  // BENCH_COMPARE_BUNDLE: another runtime bundle (e.g. main's dist/cohort.cjs before a change), run in turn with
+  // this tree's in every repeat (the order alternating), so both are measured under the same minute's load.
+  const compare = process.env.BENCH_COMPARE_BUNDLE;
+  if (compare !== undefined && !fs.existsSync(compare)) throw new Error(`BENCH_COMPARE_BUNDLE: ${compare} does not exist`);
+  if (compare !== undefined) out(`compared with: ${compare} (each repeat runs both, the order alternating)`);
   const caseResults = new Map<string, CaseRun[]>();
+  const compareResults = new Map<string, CaseRun[]>();
   for (const name of caseNames) {
     const runs: CaseRun[] = [];
-    for (let i = 0; i < repeat; i++) runs.push(await runCase(built.outfile, built.launcher.file, member.command, name, i));
+    const other: CaseRun[] = [];
+    for (let i = 0; i < repeat; i++) {
+      if (compare !== undefined && i % 2 === 0) other.push(await runCase(compare, built.launcher.file, member.command, name, i + 1000));
+      runs.push(await runCase(built.outfile, built.launcher.file, member.command, name, i));
+      if (compare !== undefined && i % 2 === 1) other.push(await runCase(compare, built.launcher.file, member.command, name, i + 1000));
+    }
     caseResults.set(name, runs);
+    if (compare !== undefined) compareResults.set(name, other);
   }
   const first200 = caseResults.get("200")?.[0];
   const parallel = first200?.run ?? (await runCli(built.outfile, startupSpec("bench", member.command, 256), "parallel"));
@@ -442,7 +456,21 @@ async function main(): Promise<void> {
     row("runtime peak RSS, ledger appends", "skipped", "BENCH_RSS_MEMBERS=0");
   }
   out();
-  for (const [name, runs] of caseResults) printCase(out, name, runs);
+  for (const [name, runs] of caseResults) {
+    const other = compareResults.get(name);
+    if (other !== undefined) out(`--- this tree's runtime (${path.basename(built.outfile)}) ---`);
+    printCase(out, name, runs);
+    if (other === undefined) continue;
+    out(`--- compared runtime (${compare}) ---`);
+    printCase(out, name, other);
+    const ready = (c: CaseRun): number => c.run.summary.timeToReadyMs! / (c.criticalPathMs + c.floor.lastMs);
+    const mine = median(runs.map(ready));
+    const theirs = median(other.map(ready));
+    out(
+      `  side by side, ${CASES[name]!.label}: time to ready / (critical path + floor last), medians: this ${mine.toFixed(3)}, compared ${theirs.toFixed(3)}; this / compared = ${(mine / theirs).toFixed(3)}`,
+    );
+    out();
+  }
   out(
     `load average (1/5/15 min): before ${loadBefore}; after the cases ${loadAfterParallel}${sequential ? `; after sequential ${loadAfterSeq}` : ""}; after ${rssMembers}-member run ${loadAfterRss}`,
   );
