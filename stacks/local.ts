@@ -5,9 +5,10 @@
  *
  * Config keys (besides the common ones of stacks/config.ts; objects are set field by field with `--path`):
  * - `cohort-lab:local` — `clusterName` (default `cohort-lab`), `workers` (2), `temporalPort` (7233, a loopback
- *   host port, checked free before the cluster is created), `runAs` (`job`, the default: the runtime runs as a
- *   Kubernetes Job; `workflow`: the run is a Temporal workflow executed by the in-cluster run worker and submitted
- *   from this machine, so a killed `up` followed by `up` attaches to the same run; docs/temporal.md), `waitForPodsReadyTimeout` (default: the cohort's
+ *   host port, checked free before the cluster is created), `runAs` (`workflow`, the default: the run is a
+ *   Temporal workflow executed by the in-cluster run worker and submitted from this machine, so a killed `up`
+ *   followed by `up` attaches to the same run, docs/temporal.md; it needs the run worker image built here, and
+ *   without it a preview warns and `up` is refused; `job`: the runtime runs as a Kubernetes Job), `waitForPodsReadyTimeout` (default: the cohort's
  *   `startupTimeout` + 1m; must be longer than it), `queue.cpu` / `queue.memory` (lower the ClusterQueue quota;
  *   never above what the nodes hold).
  * - `cohort-lab:images` — `kueue`, `agentSandbox`, `runtime`: `<repository>[:<tag>]@sha256:<64 hex>` for the pins
@@ -25,7 +26,8 @@
  *    exists, a capacity check re-derives the quota from the nodes' real allocatable before the ClusterQueue;
  * 4. KindCluster → Kueue (in-cluster; webhook gate) → Agent Sandbox and Temporal (after Kueue's webhooks,
  *    whose pod webhook fails closed for every namespace but kube-system and kueue-system) → RunNamespace (run
- *    namespace, LocalQueue, RBAC, bundle) → CohortRun with the Kubernetes-Job executor.
+ *    namespace, LocalQueue, RBAC, bundle) → CohortRun with the cluster workflow executor (the run worker
+ *    Deployment, its guard and the host's `cohort submit`) or, with `local.runAs: job`, the Kubernetes-Job executor.
  */
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
@@ -34,7 +36,7 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import * as YAML from "yaml";
 import { z } from "zod";
-import { AppImagesMissingError, findAppImages } from "../components/kind/app-images.js";
+import { AppImagesMissingError, findAppImages, IMAGE_RECIPES } from "../components/kind/app-images.js";
 import {
   ETCD_IMAGE_TAG,
   IMAGE_REPOSITORY,
@@ -84,7 +86,7 @@ import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from
 export const LOCAL_QUEUES = cohortQueueNames("cohort-lab-default");
 
 /** Defaults of `cohort-lab:local` (the ONE place they are set). */
-export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalPort: 7233, kindWait: "5m", runAs: "job" } as const;
+export const LOCAL_DEFAULTS = { clusterName: "cohort-lab", workers: 2, temporalPort: 7233, kindWait: "5m", runAs: "workflow" } as const;
 
 /** The task queue the `local` run worker polls (`queues.temporalTaskQueue` with `local.runAs: workflow`). */
 export const LOCAL_TEMPORAL_TASK_QUEUE = "cohort-lab-local-runs";
@@ -295,7 +297,7 @@ export interface LocalConfig extends ClusterKnobs {
   readonly clusterName: string;
   readonly workers: number;
   readonly temporalPort: number;
-  /** How the run executes: a Job (`job`) or a Temporal workflow run by the in-cluster worker (`workflow`). @default "job" */
+  /** How the run executes: a Temporal workflow run by the in-cluster worker (`workflow`) or a Job (`job`). @default "workflow" */
   readonly runAs: LocalRunMode;
 }
 
@@ -625,7 +627,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     spec,
   });
 
-  const worker = localConfig.runAs === "workflow" ? planWorker(artifacts.images, projectDir, bundle) : undefined;
+  const worker = localConfig.runAs === "workflow" ? planWorker(artifacts.images, projectDir, bundle, input.dryRun, warn) : undefined;
   const ms = (text: string) => parseDurationMs(text);
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
   return {
@@ -633,7 +635,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     // runAsNonRoot: true (kubelet refuses to start them). They still drop every capability and cannot escalate.
     backendOptions: resolved.usesRuntimeImage ? { runAsNonRoot: "false" } : {},
     nodeImage,
-    loadImages: [...images.load, ...resolved.memberImages, ...(worker !== undefined ? [worker.load] : [])],
+    loadImages: [...images.load, ...resolved.memberImages, ...(worker?.load !== undefined ? [worker.load] : [])],
     local: localConfig,
     images,
     resolved,
@@ -649,21 +651,40 @@ export function planLocal(input: PlanInput): LocalPlan {
 }
 
 /**
- * The run worker of `local.runAs: workflow`: its image (built here by `npm run toolchain -- local-apps`) and the
- * bundle files it runs (`dist/cohort.cjs` as planned, and `dist/cohort-temporal.cjs`, `dist/cohort-temporal-workflows.js`).
+ * The run worker of `local.runAs: workflow` (the default): its image (built here by `npm run toolchain -- local-apps`)
+ * and the bundle files it runs (`dist/cohort.cjs` as planned, and `dist/cohort-temporal.cjs`,
+ * `dist/cohort-temporal-workflows.js`). The image is this project's own, so no registry holds it: where it is not
+ * built (a machine that pulls upstream images), a preview warns and plans the worker with the image's tag and
+ * nothing to load, and `pulumi up` is refused, before anything exists, with the two ways out (build the image, or
+ * `local.runAs job`).
  *
- * @throws {StackConfigError} naming `cohort-lab:local.runAs` when the image is not built or a bundle file is missing
+ * @returns `load` is undefined when the image is not built (preview only)
+ * @throws {StackConfigError} naming `cohort-lab:local.runAs` when the image is not built (not in a preview) or a bundle file is missing
  */
-function planWorker(built: BuiltImages, projectDir: string, bundle: Buffer): { image: string; load: ClusterImage; files: WorkerFile[] } {
+function planWorker(
+  built: BuiltImages,
+  projectDir: string,
+  bundle: Buffer,
+  dryRun: boolean,
+  warn: (message: string) => void,
+): { image: string; load?: ClusterImage; files: WorkerFile[] } {
   const refuse = (reason: string) => new StackConfigError([{ key: configKey("local.runAs"), reason }]);
-  const image = built.runWorker;
-  if (image === undefined) throw refuse("workflow: the run worker image is not built here; run `npm run toolchain -- local-apps`");
   const files: WorkerFile[] = RUN_WORKER_FILES.map((name) => {
     if (name === "cohort.cjs") return { name, bytes: bundle };
     const file = path.join(projectDir, "dist", name);
     if (!existsSync(file)) throw refuse(`workflow: ${file} is missing; run \`npm run build\``);
     return { name, bytes: readFileSync(file) };
   });
+  const image = built.runWorker;
+  if (image === undefined) {
+    const { repository, tag } = IMAGE_RECIPES.runWorker;
+    const reason =
+      `workflow (the default): the run worker image ${repository}:${tag} is not built here (it is this project's image, in no registry); ` +
+      "build it with `npm run toolchain -- local-apps`, or run the cohort as a Job: `npm run pulumi -- config set --stack local --path local.runAs job`";
+    if (!dryRun) throw refuse(reason);
+    warn(`local profile: \`pulumi up\` refuses until the run worker image is built:\n${configKey("local.runAs")}: ${reason}`);
+    return { image: `${repository}:${tag}`, files };
+  }
   return { image: `${image.repository}:${image.tag}@${image.digest}`, load: { ref: `${image.repository}:${image.tag}`, digest: image.digest, archive: image.archive }, files };
 }
 

@@ -1,7 +1,9 @@
 /**
- * The `local` profile in a PREVIEW (mocks with preview=true) and no image digests configured: the program
- * warns, naming every missing `cohort-lab:images.*` key and how to get the digest, and still builds the whole
- * graph with the release tags (a preview pulls nothing). `pulumi up` refuses the same config
+ * The `local` profile in a PREVIEW (mocks with preview=true), no image digests configured and no image built here
+ * (a machine that pulls upstream images), in the default run mode (`local.runAs: workflow`): the program warns,
+ * naming every missing `cohort-lab:images.*` key and how to get the digest, and that the run worker image is
+ * not built (naming `cohort-lab:local.runAs` and both ways out), and still builds the whole graph with the
+ * release tags and the worker's tag (a preview pulls nothing). `pulumi up` refuses the same config
  * (local-refusals.test.ts).
  */
 import * as fs from "node:fs";
@@ -9,6 +11,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, expect, it, vi } from "vitest";
+import { PROJECT_DIR } from "../../stacks/config.js";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
 import { find, installMocks, settle, type Registration } from "./local-harness.js";
 
@@ -24,6 +27,9 @@ beforeAll(async () => {
     console.warn(`local preview mock test SKIPPED: ${skipReason}`);
     return;
   }
+  // The run worker's Temporal bundles are read from <projectDir>/dist: the real ones (npm run build).
+  fs.mkdirSync(path.join(projectDir, "dist"));
+  for (const f of ["cohort-temporal.cjs", "cohort-temporal-workflows.js"]) fs.copyFileSync(path.join(PROJECT_DIR, "dist", f), path.join(projectDir, "dist", f));
   regs = await installMocks({ preview: true });
   const warn = vi.spyOn(pulumi.log, "warn").mockImplementation(async (message: string) => {
     warnings.push(message);
@@ -43,9 +49,9 @@ beforeAll(async () => {
   warn.mockRestore();
 }, 900_000);
 
-it("warns once, naming each image key without a digest and the command that finds it", (ctx) => {
+it("warns once naming each image key without a digest and the command that finds it, once naming the run worker image", (ctx) => {
   if (skipReason !== undefined) return ctx.skip(skipReason);
-  expect(warnings).toHaveLength(1);
+  expect(warnings).toHaveLength(2);
   expect(warnings[0]).toBe(
     [
       "local profile: preview uses image tags without digests; `pulumi up` refuses until they are set:",
@@ -60,6 +66,11 @@ it("warns once, naming each image key without a digest and the command that find
         "`npm run pulumi -- config set --stack local --path images.runtime docker.io/library/node:24.22.3-bookworm-slim@sha256:<digest>`",
     ].join("\n"),
   );
+  expect(warnings[1]).toBe(
+    "local profile: `pulumi up` refuses until the run worker image is built:\n" +
+      "cohort-lab:local.runAs: workflow (the default): the run worker image cohort-lab.local/run-worker:1.24.0 is not built here (it is this project's image, in no registry); " +
+      "build it with `npm run toolchain -- local-apps`, or run the cohort as a Job: `npm run pulumi -- config set --stack local --path local.runAs job`",
+  );
 });
 
 it("still previews the whole graph, with the release tags", (ctx) => {
@@ -67,8 +78,13 @@ it("still previews the whole graph, with the release tags", (ctx) => {
   const kueue = find(regs, "kubernetes:apps/v1:Deployment", "kueue:kueue-system/kueue-controller-manager");
   expect((kueue.inputs.spec as { template: { spec: { containers: { image: string }[] } } }).template.spec.containers[0]!.image).toBe("registry.k8s.io/kueue/kueue:v0.17.0");
   expect(find(regs, "command:local:Command", "local-kind").custom).toBe(true);
-  expect(regs.filter((r) => r.type === "kubernetes:batch/v1:Job")).toHaveLength(1);
-  // 4 CPUs per worker: 2 × 4000m − 1250m reserved.
+  // The default run mode: the run worker Deployment with the image's tag (no digest, nothing to load), no runtime Job.
+  expect(regs.filter((r) => r.type === "kubernetes:batch/v1:Job")).toHaveLength(0);
+  const worker = regs.find((r) => r.type === "kubernetes:apps/v1:Deployment" && r.name.endsWith("/cohort-run-worker"));
+  expect((worker?.inputs.spec as { template: { spec: { containers: { image: string }[] } } }).template.spec.containers[0]!.image).toBe("cohort-lab.local/run-worker:1.24.0");
+  // Nothing is built here, so nothing is loaded into the nodes (the worker's tag names an image no node has).
+  expect(regs.some((r) => r.name === "local-images")).toBe(false);
+  // 4 CPUs per worker: 2 × 4000m − 1300m reserved (the run worker of the default run mode: 300m).
   const cq = find(regs, "kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", "kueue:cohort-lab");
-  expect(JSON.stringify(cq.inputs.spec)).toContain('"nominalQuota":"6750m"');
+  expect(JSON.stringify(cq.inputs.spec)).toContain('"nominalQuota":"6700m"');
 });

@@ -1,14 +1,16 @@
 /**
  * The `local` profile refuses before creating anything (no resource is registered) — `pulumi up` mode:
  * a cohort that cannot fit the queue's quota (with the arithmetic), missing image digests, no custom roster,
- * an unsupported platform, bad `cohort-lab:local` values, a waitForPodsReady timeout shorter than startupTimeout.
+ * an unsupported platform, bad `cohort-lab:local` values, a waitForPodsReady timeout shorter than startupTimeout,
+ * the default run mode (`local.runAs: workflow`) without the run worker image. The quota arithmetic is the
+ * default run mode's (the run worker's 300m reserved).
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
-import type { RawConfig } from "../../stacks/config.js";
+import { PROJECT_DIR, type RawConfig } from "../../stacks/config.js";
 import type { LocalHostFacts } from "../../stacks/local.js";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
 import { installMocks, settle, TEST_DIGEST, type Registration } from "./local-harness.js";
@@ -32,6 +34,9 @@ beforeAll(async () => {
     skipReason = tools.reason;
     return;
   }
+  // The run worker's Temporal bundles are read from <projectDir>/dist: the real ones (npm run build).
+  fs.mkdirSync(path.join(projectDir, "dist"));
+  for (const f of ["cohort-temporal.cjs", "cohort-temporal-workflows.js"]) fs.copyFileSync(path.join(PROJECT_DIR, "dist", f), path.join(projectDir, "dist", f));
   regs = await installMocks({ preview: false });
   const { parseStackConfig } = await import("../../stacks/config.js");
   const { buildLocal, localProfile } = await import("../../stacks/local.js");
@@ -59,7 +64,7 @@ describe("refusals before any resource", () => {
   it("a cohort that cannot fit the queue's quota, with the arithmetic", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(await refusal({ cohort: JSON.stringify({ roles: [role(40, "1100m")] }), images })).toBe(
-      "cohort-lab:cohort: 40 members need 44000m CPU (agent 40 × 1100m), more than the ClusterQueue quota of 14750m (2 nodes × 8000m allocatable − 1250m reserved = 14750m); " +
+      "cohort-lab:cohort: 40 members need 44000m CPU (agent 40 × 1100m), more than the ClusterQueue quota of 14700m (2 nodes × 8000m allocatable − 1300m reserved = 14700m); " +
         "Kueue admits the cohort all-or-nothing, so it would wait forever. lower cohort.roles[0].replicas to at most 13, lower the members' requests, or lower what else runs on the nodes",
     );
   });
@@ -67,14 +72,14 @@ describe("refusals before any resource", () => {
   it("a quota override above what the nodes hold", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(await refusal({ cohort: JSON.stringify({ roles: [role(2, "1")] }), images, local: JSON.stringify({ queue: { cpu: "32" } }) })).toBe(
-      "cohort-lab:local.queue.cpu: 32 (32000m) is more than the nodes can hold: 2 nodes × 8000m allocatable − 1250m reserved = 14750m; set it to at most 14750m or leave it unset",
+      "cohort-lab:local.queue.cpu: 32 (32000m) is more than the nodes can hold: 2 nodes × 8000m allocatable − 1300m reserved = 14700m; set it to at most 14700m or leave it unset",
     );
   });
 
   it("a cohort that fits the config-lowered quota only without the override", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(await refusal({ cohort: JSON.stringify({ roles: [role(5, "1")] }), images, local: JSON.stringify({ queue: { cpu: "4" } }) })).toContain(
-      "cohort-lab:cohort: 5 members need 5000m CPU (agent 5 × 1000m), more than the ClusterQueue quota of 4000m (lowered by config; the nodes could hold 2 nodes × 8000m allocatable − 1250m reserved = 14750m)",
+      "cohort-lab:cohort: 5 members need 5000m CPU (agent 5 × 1000m), more than the ClusterQueue quota of 4000m (lowered by config; the nodes could hold 2 nodes × 8000m allocatable − 1300m reserved = 14700m)",
     );
   });
 
@@ -136,6 +141,14 @@ describe("refusals before any resource", () => {
         'cohort-lab:local.queue.cpu: must be a Kubernetes quantity such as 8, 7500m, 16Gi (got "lots")',
         "cohort-lab:local.extra: unknown field (known fields: clusterName, workers, temporalPort, runAs, waitForPodsReadyTimeout, queue, nodeImage)",
       ].join("\n"),
+    );
+  });
+
+  it("the default run mode (workflow) when the run worker image is not built, naming local.runAs and both ways out", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images })).toBe(
+      "cohort-lab:local.runAs: workflow (the default): the run worker image cohort-lab.local/run-worker:1.24.0 is not built here (it is this project's image, in no registry); " +
+        "build it with `npm run toolchain -- local-apps`, or run the cohort as a Job: `npm run pulumi -- config set --stack local --path local.runAs job`",
     );
   });
 

@@ -1,5 +1,5 @@
 /**
- * The `local` profile with `local.runAs: workflow` under Pulumi mocks (one program in this file, `pulumi up`
+ * The `local` profile in its default run mode, `local.runAs: workflow` (not set here), under Pulumi mocks (one program in this file, `pulumi up`
  * mode): the run is a Temporal workflow executed by the in-cluster run worker, so the graph has no runtime Job and
  * instead, in the run namespace, the worker's ServiceAccount bound to the run's Role, its ConfigMaps and its
  * Deployment, which waits for the rollout guard (whose trigger is the Deployment's object) and for Temporal; the
@@ -50,7 +50,8 @@ beforeAll(async () => {
     "cohort-lab:artifactRoot": artifactRoot,
     "cohort-lab:cohort": JSON.stringify({ name: "society", roles }),
     "cohort-lab:images": JSON.stringify(images),
-    "cohort-lab:local": JSON.stringify({ temporalPort: 7235, runAs: "workflow" }),
+    // No runAs: workflow is the default.
+    "cohort-lab:local": JSON.stringify({ temporalPort: 7235 }),
   });
   const { parseStackConfig, readRawConfig } = await import("../../stacks/config.js");
   const { buildLocal, localProfile } = await import("../../stacks/local.js");

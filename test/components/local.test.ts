@@ -74,7 +74,8 @@ beforeAll(async () => {
     "cohort-lab:artifactRoot": artifactRoot,
     "cohort-lab:cohort": JSON.stringify({ name: "society", roles }),
     "cohort-lab:images": JSON.stringify(images),
-    "cohort-lab:local": JSON.stringify({ temporalPort: 7234 }),
+    // The Job executor (the default, workflow, is local-workflow.test.ts).
+    "cohort-lab:local": JSON.stringify({ temporalPort: 7234, runAs: "job" }),
   });
   const { parseStackConfig, readRawConfig } = await import("../../stacks/config.js");
   const { buildLocal, localProfile } = await import("../../stacks/local.js");

@@ -5,11 +5,12 @@
  * copy of Pulumi.yaml + Pulumi.local.yaml whose `main` is this repository's index.ts.
  *
  * Covers: the shipped stack file previews successfully and lists the kind cluster Command, Kueue's install and
- * queue objects, Agent Sandbox, Temporal, and the runtime's per-run objects and Job; the preview warns naming
- * the image digests that `up` will require; `pulumi up` is refused before anything is created while they are
- * missing; with digests set and no Docker engine, `pulumi up` fails at the kind step (the real command provider
- * runs components/kind/steps.cjs) and no Kubernetes resource is created; a cohort that cannot fit is refused at
- * preview with the arithmetic. Wall times are printed.
+ * queue objects, Agent Sandbox, Temporal, and the runtime's per-run objects and, in the default run mode
+ * (`local.runAs: workflow`), the run worker's Deployment and no Job; the preview warns naming the image digests
+ * that `up` will require and the run worker image that is not built; `pulumi up` is refused before anything is
+ * created while they are missing; with digests set, `local.runAs: job` and no Docker engine, `pulumi up` fails at
+ * the kind step (the real command provider runs components/kind/steps.cjs) and no Kubernetes resource is
+ * created; a cohort that cannot fit is refused at preview with the arithmetic. Wall times are printed.
  *
  * The program is pointed at an empty directory for built node and project images (COHORT_LOCAL_ARTIFACTS_ROOT), so
  * this is the path of a machine that pulls upstream images; test/local runs the images built here for real.
@@ -103,11 +104,18 @@ describe("local profile, real engine", () => {
     expect(has("kubernetes:core/v1:Service", "temporal:cohort-lab-system/temporal")).toBe(true);
     expect(has("cohortlab:runtime:Runtime", "runtime")).toBe(true);
     expect(count("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue")).toBe(1);
-    expect(count("kubernetes:batch/v1:Job")).toBe(1);
+    // The default run mode, workflow: the run worker's Deployment (and its rollout guard), no runtime Job.
+    expect(count("kubernetes:batch/v1:Job")).toBe(0);
+    expect(steps.some((s) => s.type === "kubernetes:apps/v1:Deployment" && s.name.endsWith("/cohort-run-worker") && s.op === "create")).toBe(true);
+    expect(has("command:local:Command", "cohort-worker-guard")).toBe(true);
     expect(has("cohortlab:runtime:CohortRun", "cohort")).toBe(true);
-    expect(has("command:local:Command", "cohort-summary")).toBe(true);
+    expect(has("command:local:Command", "cohort-identity")).toBe(true);
+    expect(has("command:local:Command", "cohort-run")).toBe(true);
     const warnings = (preview.diagnostics ?? []).filter((d) => d.severity === "warning").map((d) => d.message);
     expect(warnings.some((m) => m.includes("cohort-lab:images.kueue") && m.includes("docker buildx imagetools inspect registry.k8s.io/kueue/kueue:v0.17.0"))).toBe(true);
+    expect(
+      warnings.some((m) => m.includes("cohort-lab:local.runAs: workflow (the default): the run worker image cohort-lab.local/run-worker:") && m.includes("local.runAs job")),
+    ).toBe(true);
   }, 900_000);
 
   it("refuses `pulumi up` before creating anything while image digests are missing", async () => {
@@ -119,7 +127,7 @@ describe("local profile, real engine", () => {
     expect((exported.deployment?.resources ?? []).filter((res) => res.type !== "pulumi:pulumi:Stack")).toEqual([]);
   }, 900_000);
 
-  it("with digests set, `pulumi up` on a machine without Docker fails at the kind step and creates no Kubernetes resource", async (ctx) => {
+  it("with digests set and the Job executor, `pulumi up` on a machine without Docker fails at the kind step and creates no Kubernetes resource", async (ctx) => {
     const { execa } = await loadExeca();
     const docker = await execa("docker", ["info"], { reject: false, stdin: "ignore" });
     if (docker.exitCode === 0) return ctx.skip("a Docker engine is reachable here: this test would create a real kind cluster");
@@ -128,6 +136,8 @@ describe("local profile, real engine", () => {
       ["images.kueue", `registry.k8s.io/kueue/kueue:v0.17.0@${digest}`],
       ["images.agentSandbox", `registry.k8s.io/agent-sandbox/agent-sandbox-controller:v0.5.5@${digest}`],
       ["images.runtime", `docker.io/library/node:24.22.3-bookworm-slim@${digest}`],
+      // No run worker image is built here (nor in any registry): a machine that pulls upstream images runs the Job.
+      ["local.runAs", "job"],
     ];
     for (const [k, v] of images) await ok(["config", "set", "--stack", "local", "--path", k, v]);
     try {

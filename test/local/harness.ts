@@ -70,6 +70,12 @@ export class LocalProject {
   /** The Temporal host port `init` configured (`local.temporalPort`). */
   temporalPort = 0;
 
+  /**
+   * `local.runAs` as `init` and {@link restoreStackFile} set it: `job` for the tests of the Job executor, or
+   * undefined to leave the key unset (the default, `workflow`).
+   */
+  runAs: "job" | "workflow" | undefined = "job";
+
   async init(temporalPort: number): Promise<void> {
     this.temporalPort = temporalPort;
     mkdirSync(this.projectDir, { recursive: true });
@@ -82,6 +88,7 @@ export class LocalProject {
     await this.config("artifactRoot", this.artifactRoot);
     await this.config("--path", "local.clusterName", this.clusterName);
     await this.config("--path", "local.temporalPort", String(temporalPort));
+    if (this.runAs !== undefined) await this.config("--path", "local.runAs", this.runAs);
   }
 
   /** Runs `pulumi <args>` through the launcher in the project directory. */
@@ -168,6 +175,7 @@ export class LocalProject {
     await this.config("artifactRoot", this.artifactRoot);
     await this.config("--path", "local.clusterName", this.clusterName);
     await this.config("--path", "local.temporalPort", keep);
+    if (this.runAs !== undefined) await this.config("--path", "local.runAs", this.runAs);
   }
 
   /** The built node image's tag (for fake kind node containers). */

@@ -2,8 +2,9 @@
  * End to end on a real kind cluster: `pulumi up --stack local` with the real Pulumi engine (the pinned CLI
  * through the launcher), the real command and kubernetes providers, a three-node kind cluster on this machine's
  * Docker engine from the node image built offline, Kueue, Agent Sandbox and Temporal from images built offline
- * and loaded by digest, the cohort runtime as a Job, and the ledger on the host through the mounted artifacts
- * directory.
+ * and loaded by digest, the cohort runtime as a Job (`local.runAs: job`, set by the harness) or, in the default
+ * run mode (`workflow`, the key unset), as a Temporal workflow run by the in-cluster run worker, and the ledger on
+ * the host through the mounted artifacts directory.
  *
  * Covers: refusals before anything exists (a cohort over the derived quota, with the arithmetic; the Temporal host
  * port taken, naming it; a foreign cluster of the same name, left untouched; a cluster `<name>1` does not make
@@ -11,8 +12,8 @@
  * Ready, outputs and a verified ledger; a second `up` that changes nothing; a member image that does not exist
  * (the run fails fast, naming the member and the image); the runtime's progress lines on the `cohort-progress`
  * row of `pulumi up` while the Job runs, naming members, stored nowhere; `kind delete cluster` by hand, then `destroy` completes
- * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context; with `local.runAs: workflow`
- * the in-cluster run worker (a Ready Deployment, no Job) and a SIGKILLed `up` mid-hold followed by `up`, which
+ * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context; in the default run mode
+ * (`local.runAs` unset: workflow) the in-cluster run worker (a Ready Deployment, no Job) and a SIGKILLed `up` mid-hold followed by `up`, which
  * attaches to the same workflow: one run, one ledger, nothing left open on the task queue. Wall times are printed.
  *
  * Skipped, with the reason, when the Docker engine, the built tools, node image, images or manifests are missing.
@@ -300,8 +301,10 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     await project.restoreStackFile();
   }, 900_000);
 
-  it("runAs workflow: the in-cluster run worker; a SIGKILLed up mid-hold, then up: the same run, one workflow, one ledger", async () => {
-    await project.config("--path", "local.runAs", "workflow");
+  it("the default run mode (workflow): the in-cluster run worker; a SIGKILLed up mid-hold, then up: the same run, one workflow, one ledger", async () => {
+    // `local.runAs` unset: the default. (The harness sets it back to job at the end of this test.)
+    await project.ok(["config", "rm", "--stack", "local", "--path", "local.runAs"]);
+    project.runAs = undefined;
     await project.config("--path", "cohort.hold", "45s");
     const before = new Set(ledgerDirs());
     const started = performance.now();
@@ -382,7 +385,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     const sandboxes = JSON.parse(await project.kubectl(["get", "sandboxes.agents.x-k8s.io", "-A", "-o", "json"])) as { items: unknown[] };
     expect(sandboxes.items).toHaveLength(0);
     await project.ok(["config", "rm", "--stack", "local", "--path", "cohort.hold"]);
-    await project.ok(["config", "rm", "--stack", "local", "--path", "local.runAs"]);
+    project.runAs = "job";
     await project.restoreStackFile();
   }, 1_500_000);
 

@@ -37,16 +37,19 @@ describe("Pulumi.local.yaml sample cohort", () => {
       ["router", 1, ""],
       ["agent", 8, ""],
     ]);
-    // 2 workers × 2000m − 1250m; 2 × 8Gi − 1136Mi.
+    // 2 workers × 2000m − 1300m; 2 × 8Gi − 1264Mi (the run worker of the default run mode: 300m, 384Mi).
     expect(plan.quota.arithmetic).toEqual({
-      cpu: "2 nodes × 2000m allocatable − 1250m reserved = 2750m",
-      memory: "2 nodes × 8Gi allocatable − 1136Mi reserved = 15248Mi",
+      cpu: "2 nodes × 2000m allocatable − 1300m reserved = 2700m",
+      memory: "2 nodes × 8Gi allocatable − 1264Mi reserved = 15120Mi",
     });
-    expect(plan.quota.nominalQuota).toEqual({ cpu: "2750m", memory: "15248Mi" });
+    expect(plan.quota.nominalQuota).toEqual({ cpu: "2700m", memory: "15120Mi" });
     expect(plan.configuration.waitForPodsReady.timeout).toBe("6m");
     expect(plan.backendOptions).toEqual({ runAsNonRoot: "false" });
+    expect(plan.local.runAs).toBe("workflow");
     expect(plan.namespace).toMatch(/^society-[0-9a-f]{10}$/);
-    expect(warnings).toHaveLength(1);
+    // The image digests, and the run worker image that is not built (`up` refuses both).
+    expect(warnings).toHaveLength(2);
+    expect(warnings[1]).toMatch(/^local profile: `pulumi up` refuses until the run worker image is built:\ncohort-lab:local\.runAs: workflow \(the default\)/);
     expect(
       warnings[0]!
         .split("\n")
@@ -60,20 +63,38 @@ describe("Pulumi.local.yaml sample cohort", () => {
     const raw = stackFileConfig();
     const config = parseStackConfig(raw, { stack: "local", projectDir: PROJECT_DIR, profileKeys: localProfile.configKeys });
     expect(() => planLocal({ config, raw, projectDir: PROJECT_DIR, facts: facts(1, 8), dryRun: true, warn: () => undefined, bundle: Buffer.from("//") })).toThrow(
-      "cohort-lab:cohort: 9 members need 900m CPU (router 1 × 100m + agent 8 × 100m), more than the ClusterQueue quota of 750m (2 nodes × 1000m allocatable − 1250m reserved = 750m); " +
+      "cohort-lab:cohort: 9 members need 900m CPU (router 1 × 100m + agent 8 × 100m), more than the ClusterQueue quota of 700m (2 nodes × 1000m allocatable − 1300m reserved = 700m); " +
         "Kueue admits the cohort all-or-nothing, so it would wait forever. lower cohort.roles[1].replicas to at most 6, lower the members' requests, or lower what else runs on the nodes",
     );
   });
 
-  it("local.runAs workflow: refused naming the key until the run worker image is built; with it, the worker's files and requests are planned", (ctx) => {
+  it("local.runAs workflow (the default): `up` refused naming the key until the run worker image is built, a preview warns; with it, the worker's files and requests are planned", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
-    const raw = { ...stackFileConfig(), local: JSON.stringify({ runAs: "workflow" }) };
-    const config = parseStackConfig(raw, { stack: "local", projectDir: PROJECT_DIR, profileKeys: localProfile.configKeys });
-    const plan = (images: NonNullable<Parameters<typeof planLocal>[0]["artifacts"]>["images"]) =>
-      planLocal({ config, raw, projectDir: PROJECT_DIR, facts: facts(2, 8), dryRun: true, warn: () => undefined, bundle: Buffer.from("//"), artifacts: { images } });
-    expect(() => plan({})).toThrow(/cohort-lab:local\.runAs: workflow: the run worker image is not built here; run `npm run toolchain -- local-apps`/);
     const missing = ["cohort-temporal.cjs", "cohort-temporal-workflows.js"].some((f) => !fs.existsSync(path.join(PROJECT_DIR, "dist", f)));
     if (missing) return ctx.skip("dist/ has no Temporal bundles: npm run build");
+    const raw = stackFileConfig();
+    const config = parseStackConfig(raw, { stack: "local", projectDir: PROJECT_DIR, profileKeys: localProfile.configKeys });
+    const warnings: string[] = [];
+    const plan = (images: NonNullable<Parameters<typeof planLocal>[0]["artifacts"]>["images"], dryRun = true) =>
+      planLocal({ config, raw, projectDir: PROJECT_DIR, facts: facts(2, 8), dryRun, warn: (m) => warnings.push(m), bundle: Buffer.from("//"), artifacts: { images } });
+    const digest = `sha256:${"cd".repeat(32)}`; // test fixture: the upstream images by digest, so only the worker is missing
+    const upstream = {
+      ...raw,
+      images: JSON.stringify({
+        kueue: `registry.k8s.io/kueue/kueue:v0.17.0@${digest}`,
+        agentSandbox: `registry.k8s.io/agent-sandbox/agent-sandbox-controller:v0.5.5@${digest}`,
+        runtime: `docker.io/library/node:24.22.3-bookworm-slim@${digest}`,
+      }),
+    };
+    expect(() =>
+      planLocal({ config, raw: upstream, projectDir: PROJECT_DIR, facts: facts(2, 8), dryRun: false, warn: () => undefined, bundle: Buffer.from("//"), artifacts: { images: {} } }),
+    ).toThrow(
+      /^cohort-lab:local\.runAs: workflow \(the default\): the run worker image cohort-lab\.local\/run-worker:1\.24\.0 is not built here .*`npm run toolchain -- local-apps`, or run the cohort as a Job: `npm run pulumi -- config set --stack local --path local\.runAs job`$/,
+    );
+    const previewed = plan({});
+    expect(previewed.worker?.image).toBe("cohort-lab.local/run-worker:1.24.0");
+    expect(previewed.loadImages).toEqual([]);
+    expect(warnings.filter((w) => w.includes("cohort-lab:local.runAs: workflow (the default)"))).toHaveLength(1);
     const image = { repository: "cohort-lab.local/run-worker", tag: "1.24.0", digest: `sha256:${"ab".repeat(32)}`, archive: "/nonexistent/image.tar" }; // test fixture
     const p = plan({ runWorker: image });
     expect(p.worker?.image).toBe(`cohort-lab.local/run-worker:1.24.0@sha256:${"ab".repeat(32)}`);
@@ -81,6 +102,17 @@ describe("Pulumi.local.yaml sample cohort", () => {
     expect(p.loadImages.map((i) => i.ref)).toContain("cohort-lab.local/run-worker:1.24.0");
     // The worker's 300m replace the runtime Job's 250m in what the quota reserves.
     expect(p.quota.arithmetic.cpu).toBe("2 nodes × 2000m allocatable − 1300m reserved = 2700m");
+    const job = planLocal({
+      config,
+      raw: { ...raw, local: JSON.stringify({ runAs: "job" }) },
+      projectDir: PROJECT_DIR,
+      facts: facts(2, 8),
+      dryRun: true,
+      warn: () => undefined,
+      bundle: Buffer.from("//"),
+    });
+    expect(job.worker).toBeUndefined();
+    expect(job.quota.arithmetic.cpu).toBe("2 nodes × 2000m allocatable − 1250m reserved = 2750m");
     expect(() =>
       planLocal({
         config,
