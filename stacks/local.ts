@@ -257,7 +257,7 @@ export interface LocalHostFacts {
   readonly cpus: number;
   /** Total memory in bytes (MemTotal). */
   readonly memoryBytes: number;
-  /** uid/gid the runtime Job runs as (the ledger files on the host belong to them). */
+  /** uid/gid the run worker or the runtime Job runs as (the ledger files on the host belong to them). */
   readonly uid: number;
   readonly gid: number;
   /** `${process.platform}-${process.arch}`. */
@@ -532,7 +532,7 @@ export function dockerHasImage(image: string): boolean {
 export interface LocalPlan {
   /** The node image and, when it was built here, its record (kubeadm settings come from it). */
   readonly nodeImage: { readonly image: NodeImage; readonly built?: BuiltNodeImage };
-  /** Built images to load into the nodes: the controllers', the runtime's and the members'. */
+  /** Built images to load into the nodes: the controllers', the runtime's, the run worker's and the members'. */
   readonly loadImages: readonly ClusterImage[];
   readonly local: LocalConfig;
   readonly images: ResolvedImages;
@@ -546,9 +546,9 @@ export interface LocalPlan {
   readonly bundle: Buffer;
   readonly bundleSha256: string;
   readonly manifests: ClusterManifests;
-  /** Kubernetes backend options for the runtime Job (see {@link resolveLocalRunSpec}). */
+  /** Kubernetes backend options of the run, in the Job or the run worker (see {@link resolveLocalRunSpec}). */
   readonly backendOptions: Readonly<Record<string, string>>;
-  /** With `local.runAs: workflow`: the run worker's image and the bundle files it gets ({@link RUN_WORKER_FILES}). */
+  /** With `local.runAs: workflow` (the default): the run worker's image (by tag only in a preview where it is not built) and the bundle files it gets ({@link RUN_WORKER_FILES}). */
   readonly worker?: { readonly image: string; readonly files: readonly WorkerFile[] };
 }
 
@@ -589,11 +589,14 @@ export function planLocal(input: PlanInput): LocalPlan {
   const { local: localConfig, images } = parseLocalConfig(raw, artifacts.images);
   localTools(facts.platform, input.toolCacheRoot ?? cacheRoot()); // refuses an unsupported platform before anything else
   const nodeImage = chooseNodeImage(localConfig.nodeImage, artifacts.nodeImage, input.upstreamNodeImagePresent ?? (() => dockerHasImage(pinnedNodeImage())));
-  if (images.missing.length > 0) {
-    const issues = missingDigestIssues(images.missing);
-    if (!input.dryRun) throw new StackConfigError(issues);
-    warn(`local profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${issues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
+  // What `up` would refuse for want of an image (digests not known; the run worker not built), in one pass.
+  const digestIssues = missingDigestIssues(images.missing);
+  const workerIssue = localConfig.runAs === "workflow" && artifacts.images.runWorker === undefined ? runWorkerNotBuiltIssue() : undefined;
+  if (!input.dryRun && (digestIssues.length > 0 || workerIssue !== undefined)) throw new StackConfigError([...digestIssues, ...(workerIssue !== undefined ? [workerIssue] : [])]);
+  if (digestIssues.length > 0) {
+    warn(`local profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${digestIssues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
   }
+  if (workerIssue !== undefined) warn(`local profile: \`pulumi up\` refuses until the run worker image is built:\n${workerIssue.key}: ${workerIssue.reason}`);
   const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? undefined : images.refs.runtime;
   const resolved = resolveLocalRunSpec(config, runtimeImage, projectDir, artifacts.images);
   const spec = resolved.spec;
@@ -627,7 +630,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     spec,
   });
 
-  const worker = localConfig.runAs === "workflow" ? planWorker(artifacts.images, projectDir, bundle, input.dryRun, warn) : undefined;
+  const worker = localConfig.runAs === "workflow" ? planWorker(artifacts.images, projectDir, bundle) : undefined;
   const ms = (text: string) => parseDurationMs(text);
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
   return {
@@ -651,40 +654,38 @@ export function planLocal(input: PlanInput): LocalPlan {
 }
 
 /**
+ * Why `pulumi up` refuses the default run mode (`local.runAs: workflow`) where the run worker image is not built:
+ * it is this project's own image and no registry holds it (a machine that pulls upstream images has none). A
+ * preview warns with it instead.
+ */
+function runWorkerNotBuiltIssue(): ConfigIssue {
+  const { repository, tag } = IMAGE_RECIPES.runWorker;
+  return {
+    key: configKey("local.runAs"),
+    reason:
+      `workflow (the default): the run worker image ${repository}:${tag} is not built here (it is this project's image, in no registry); ` +
+      "build it with `npm run toolchain -- local-apps`, or run the cohort as a Job: `npm run pulumi -- config set --stack local --path local.runAs job`",
+  };
+}
+
+/**
  * The run worker of `local.runAs: workflow` (the default): its image (built here by `npm run toolchain -- local-apps`)
  * and the bundle files it runs (`dist/cohort.cjs` as planned, and `dist/cohort-temporal.cjs`,
- * `dist/cohort-temporal-workflows.js`). The image is this project's own, so no registry holds it: where it is not
- * built (a machine that pulls upstream images), a preview warns and plans the worker with the image's tag and
- * nothing to load, and `pulumi up` is refused, before anything exists, with the two ways out (build the image, or
- * `local.runAs job`).
+ * `dist/cohort-temporal-workflows.js`). Where the image is not built (a preview only: `planLocal` refused an `up`
+ * with {@link runWorkerNotBuiltIssue}), the worker is planned with the image's tag and nothing to load.
  *
- * @returns `load` is undefined when the image is not built (preview only)
- * @throws {StackConfigError} naming `cohort-lab:local.runAs` when the image is not built (not in a preview) or a bundle file is missing
+ * @returns `image` is `repository:tag@sha256:<64 hex>`, or `repository:tag` with `load` undefined when not built
+ * @throws {StackConfigError} naming `cohort-lab:local.runAs` when a bundle file is missing
  */
-function planWorker(
-  built: BuiltImages,
-  projectDir: string,
-  bundle: Buffer,
-  dryRun: boolean,
-  warn: (message: string) => void,
-): { image: string; load?: ClusterImage; files: WorkerFile[] } {
-  const refuse = (reason: string) => new StackConfigError([{ key: configKey("local.runAs"), reason }]);
+function planWorker(built: BuiltImages, projectDir: string, bundle: Buffer): { image: string; load?: ClusterImage; files: WorkerFile[] } {
   const files: WorkerFile[] = RUN_WORKER_FILES.map((name) => {
     if (name === "cohort.cjs") return { name, bytes: bundle };
     const file = path.join(projectDir, "dist", name);
-    if (!existsSync(file)) throw refuse(`workflow: ${file} is missing; run \`npm run build\``);
+    if (!existsSync(file)) throw new StackConfigError([{ key: configKey("local.runAs"), reason: `workflow: ${file} is missing; run \`npm run build\`` }]);
     return { name, bytes: readFileSync(file) };
   });
   const image = built.runWorker;
-  if (image === undefined) {
-    const { repository, tag } = IMAGE_RECIPES.runWorker;
-    const reason =
-      `workflow (the default): the run worker image ${repository}:${tag} is not built here (it is this project's image, in no registry); ` +
-      "build it with `npm run toolchain -- local-apps`, or run the cohort as a Job: `npm run pulumi -- config set --stack local --path local.runAs job`";
-    if (!dryRun) throw refuse(reason);
-    warn(`local profile: \`pulumi up\` refuses until the run worker image is built:\n${configKey("local.runAs")}: ${reason}`);
-    return { image: `${repository}:${tag}`, files };
-  }
+  if (image === undefined) return { image: `${IMAGE_RECIPES.runWorker.repository}:${IMAGE_RECIPES.runWorker.tag}`, files };
   return { image: `${image.repository}:${image.tag}@${image.digest}`, load: { ref: `${image.repository}:${image.tag}`, digest: image.digest, archive: image.archive }, files };
 }
 

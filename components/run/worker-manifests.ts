@@ -70,7 +70,7 @@ export interface RunWorkerInput {
   readonly namespace: string;
   /** The LocalQueue the runs submit to. */
   readonly localQueue: string;
-  /** The run worker image, `<repository>:<tag>@sha256:<64 hex>`. */
+  /** The run worker image, `<repository>:<tag>@sha256:<64 hex>` (`<repository>:<tag>` only in a preview of a machine where it is not built). */
   readonly image: string;
   /** The bundle files ({@link RUN_WORKER_FILES}, each once). */
   readonly files: readonly WorkerFile[];

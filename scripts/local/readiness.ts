@@ -14,7 +14,7 @@ import { cacheRoot } from "../../common/paths";
 /**
  * What is missing, with the command that builds it, or undefined when kind and kubectl (built), the node image, the
  * project images (kueue, agentSandbox, runtime, temporal, openclaw, and the Temporal run worker `runWorker`, which
- * the tier's `local.runAs: workflow` runs need; CI builds it with the others by `npm run toolchain -- local-apps`), the
+ * the default run mode, `local.runAs: workflow`, needs; CI builds it with the others by `npm run toolchain -- local-apps`), the
  * Kueue and Agent Sandbox manifests and the runtime bundle are all there.
  */
 export function localBuildMissing(): string | undefined {

@@ -11,7 +11,7 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { PROJECT_DIR, type RawConfig } from "../../stacks/config.js";
-import type { LocalHostFacts } from "../../stacks/local.js";
+import type { BuiltImages, LocalHostFacts } from "../../stacks/local.js";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
 import { installMocks, settle, TEST_DIGEST, type Registration } from "./local-harness.js";
 
@@ -26,7 +26,9 @@ const role = (replicas: number, cpu: string) => ({ name: "agent", replicas, app:
 
 let regs: Registration[] = [];
 let skipReason: string | undefined;
-let build: (raw: RawConfig, f?: LocalHostFacts) => void;
+/** A built run worker image (test fixture: nothing loads it), so that each refusal below is the one it checks. */
+const runWorker = { repository: "cohort-lab.local/run-worker", tag: "1.24.0", digest: TEST_DIGEST, archive: "/nonexistent/image.tar" };
+let build: (raw: RawConfig, f?: LocalHostFacts, built?: BuiltImages) => void;
 
 beforeAll(async () => {
   const tools = await ensureLocalTools();
@@ -40,17 +42,17 @@ beforeAll(async () => {
   regs = await installMocks({ preview: false });
   const { parseStackConfig } = await import("../../stacks/config.js");
   const { buildLocal, localProfile } = await import("../../stacks/local.js");
-  build = (raw, f = facts) => {
+  build = (raw, f = facts, built = { runWorker }) => {
     const config = parseStackConfig(raw, { stack: "local", projectDir, profileKeys: localProfile.configKeys });
-    buildLocal({ stack: "local", projectDir, config, raw }, { facts: f, bundle: Buffer.from("//"), artifacts: { images: {} } });
+    buildLocal({ stack: "local", projectDir, config, raw }, { facts: f, bundle: Buffer.from("//"), artifacts: { images: built } });
   };
 }, 900_000);
 
 /** Runs a refused build and checks that nothing was registered. */
-async function refusal(raw: RawConfig, f?: LocalHostFacts): Promise<string> {
+async function refusal(raw: RawConfig, f?: LocalHostFacts, built?: BuiltImages): Promise<string> {
   let message = "";
   try {
-    build(raw, f);
+    build(raw, f, built);
   } catch (error) {
     expect(error).toBeInstanceOf(pulumi.RunError);
     message = (error as Error).message;
@@ -85,8 +87,17 @@ describe("refusals before any resource", () => {
 
   it("image digests that are not known, in pulumi up", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
-    const message = await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images: JSON.stringify({ kueue: `registry.k8s.io/kueue/kueue@${TEST_DIGEST}` }) });
-    expect(message.split("\n").map((l) => l.split(":")[0] + ":" + l.split(":")[1])).toEqual(["cohort-lab:images.agentSandbox", "cohort-lab:images.runtime"]);
+    const message = await refusal(
+      { cohort: JSON.stringify({ roles: [role(1, "1")] }), images: JSON.stringify({ kueue: `registry.k8s.io/kueue/kueue@${TEST_DIGEST}` }) },
+      facts,
+      {},
+    );
+    // In one pass with the run worker image that is not built (the default run mode).
+    expect(message.split("\n").map((l) => l.split(":")[0] + ":" + l.split(":")[1])).toEqual([
+      "cohort-lab:images.agentSandbox",
+      "cohort-lab:images.runtime",
+      "cohort-lab:local.runAs",
+    ]);
     expect(message).toContain("docker buildx imagetools inspect registry.k8s.io/agent-sandbox/agent-sandbox-controller:v0.5.5");
   });
 
@@ -146,7 +157,7 @@ describe("refusals before any resource", () => {
 
   it("the default run mode (workflow) when the run worker image is not built, naming local.runAs and both ways out", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
-    expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images })).toBe(
+    expect(await refusal({ cohort: JSON.stringify({ roles: [role(1, "1")] }), images }, facts, {})).toBe(
       "cohort-lab:local.runAs: workflow (the default): the run worker image cohort-lab.local/run-worker:1.24.0 is not built here (it is this project's image, in no registry); " +
         "build it with `npm run toolchain -- local-apps`, or run the cohort as a Job: `npm run pulumi -- config set --stack local --path local.runAs job`",
     );

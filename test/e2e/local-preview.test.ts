@@ -123,6 +123,8 @@ describe("local profile, real engine", () => {
     console.log(`[e2e local] pulumi up without digests: exit ${r.exitCode} in ${(r.ms / 1000).toFixed(1)} s`);
     expect(r.exitCode).not.toBe(0);
     expect(r.all).toContain("cohort-lab:images.kueue: no digest is pinned for registry.k8s.io/kueue/kueue:v0.17.0");
+    // In the same pass: the default run mode's worker image, not built on this upstream-images path.
+    expect(r.all).toContain("cohort-lab:local.runAs: workflow (the default): the run worker image cohort-lab.local/run-worker:");
     const exported = JSON.parse((await ok(["stack", "export", "--stack", "local"])).stdout) as { deployment?: { resources?: { type: string }[] } };
     expect((exported.deployment?.resources ?? []).filter((res) => res.type !== "pulumi:pulumi:Stack")).toEqual([]);
   }, 900_000);

@@ -305,88 +305,92 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     // `local.runAs` unset: the default. (The harness sets it back to job at the end of this test.)
     await project.ok(["config", "rm", "--stack", "local", "--path", "local.runAs"]);
     project.runAs = undefined;
-    await project.config("--path", "cohort.hold", "45s");
-    const before = new Set(ledgerDirs());
-    const started = performance.now();
-    const first = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], { timedLines: true });
-    // Wait until a new run's 9 members are ready (its ledger on the host says so), then kill the CLI mid-hold.
-    let runDir: string | undefined;
-    const deadline = Date.now() + 600_000;
-    while (Date.now() < deadline && runDir === undefined) {
-      for (const dir of ledgerDirs().filter((d) => !before.has(d))) {
-        const recs = path.join(project.artifactRoot, dir, "records.ndjson");
-        if (
-          existsSync(recs) &&
-          readFileSync(recs, "utf8")
-            .split("\n")
-            .filter((l) => l.includes('"member-ready"')).length === 9
-        )
-          runDir = path.join(project.artifactRoot, dir);
-      }
-      await new Promise((r) => setTimeout(r, 500));
-    }
     try {
-      expect(runDir, "the run's members never became ready").toBeDefined();
-      timings.workflowToHold = performance.now() - started;
-      // The run worker is the Deployment's one Ready pod, polling (its readiness probe is the worker's ready file).
-      const deploy = JSON.parse(await project.kubectl(["get", "deployments", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as {
-        items: { metadata: { namespace: string }; status?: { readyReplicas?: number } }[];
-      };
-      expect(deploy.items).toHaveLength(1);
-      expect(deploy.items[0]!.status?.readyReplicas).toBe(1);
-      // No runtime Job runs in workflow mode (the earlier tests' completed Jobs are deleted only at the end of this up).
-      const jobs = JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: { status?: { active?: number } }[] };
-      expect(jobs.items.filter((j) => (j.status?.active ?? 0) > 0)).toHaveLength(0);
-      // Time for a progress line to travel (runCohort's heartbeat details, the submitter's describe, the status pipe).
-      await new Promise((r) => setTimeout(r, 4_000));
-    } catch (error) {
-      // A failed check must not leave the up running: the later tests would find the stack locked.
-      const upPid = pulumiUpPid(project.projectDir);
-      if (upPid !== undefined) process.kill(upPid, "SIGKILL");
-      await first;
-      throw error;
-    }
-    const pid = pulumiUpPid(project.projectDir);
-    expect(pid, "no pulumi up process").toBeDefined();
-    process.kill(pid!, "SIGKILL");
-    const killed = await first;
-    expect(killed.exitCode).not.toBe(0);
-    expect(existsSync(path.join(runDir!, "completion.json")), "the run ended with the killed up").toBe(false);
-    const progressRows = killed.lines.filter((l) => /command:local:Command\s+cohort-run\s+creating.*(startup|hold): started \d+\/9/.test(l.text));
-    process.stderr.write(`[e2e local workflow] ${progressRows.length} progress rows before the kill, e.g. ${progressRows[0]?.text ?? "none"}\n`);
-    expect(progressRows.length, killed.all.slice(-4000)).toBeGreaterThan(0);
+      await project.config("--path", "cohort.hold", "45s");
+      const before = new Set(ledgerDirs());
+      const started = performance.now();
+      const first = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], { timedLines: true });
+      // Wait until a new run's 9 members are ready (its ledger on the host says so), then kill the CLI mid-hold.
+      let runDir: string | undefined;
+      const deadline = Date.now() + 600_000;
+      while (Date.now() < deadline && runDir === undefined) {
+        for (const dir of ledgerDirs().filter((d) => !before.has(d))) {
+          const recs = path.join(project.artifactRoot, dir, "records.ndjson");
+          if (
+            existsSync(recs) &&
+            readFileSync(recs, "utf8")
+              .split("\n")
+              .filter((l) => l.includes('"member-ready"')).length === 9
+          )
+            runDir = path.join(project.artifactRoot, dir);
+        }
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      try {
+        expect(runDir, "the run's members never became ready").toBeDefined();
+        timings.workflowToHold = performance.now() - started;
+        // The run worker is the Deployment's one Ready pod, polling (its readiness probe is the worker's ready file).
+        const deploy = JSON.parse(await project.kubectl(["get", "deployments", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as {
+          items: { metadata: { namespace: string }; status?: { readyReplicas?: number } }[];
+        };
+        expect(deploy.items).toHaveLength(1);
+        expect(deploy.items[0]!.status?.readyReplicas).toBe(1);
+        // No runtime Job runs in workflow mode (the earlier tests' completed Jobs are deleted only at the end of this up).
+        const jobs = JSON.parse(await project.kubectl(["get", "jobs", "-A", "-o", "json"])) as { items: { status?: { active?: number } }[] };
+        expect(jobs.items.filter((j) => (j.status?.active ?? 0) > 0)).toHaveLength(0);
+        // Time for a progress line to travel (runCohort's heartbeat details, the submitter's describe, the status pipe).
+        await new Promise((r) => setTimeout(r, 4_000));
+      } catch (error) {
+        // A failed check must not leave the up running: the later tests would find the stack locked.
+        const upPid = pulumiUpPid(project.projectDir);
+        if (upPid !== undefined) process.kill(upPid, "SIGKILL");
+        await first;
+        throw error;
+      }
+      const pid = pulumiUpPid(project.projectDir);
+      expect(pid, "no pulumi up process").toBeDefined();
+      process.kill(pid!, "SIGKILL");
+      const killed = await first;
+      expect(killed.exitCode).not.toBe(0);
+      expect(existsSync(path.join(runDir!, "completion.json")), "the run ended with the killed up").toBe(false);
+      const progressRows = killed.lines.filter((l) => /command:local:Command\s+cohort-run\s+creating.*(startup|hold): started \d+\/9/.test(l.text));
+      process.stderr.write(`[e2e local workflow] ${progressRows.length} progress rows before the kill, e.g. ${progressRows[0]?.text ?? "none"}\n`);
+      expect(progressRows.length, killed.all.slice(-4000)).toBeGreaterThan(0);
 
-    await project.ok(["cancel", "--yes", "--stack", "local"]);
-    await project.pulumi(["refresh", "--clear-pending-creates", "--stack", "local", "--yes"]);
-    const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
-    timings.workflowUpAfterKill = again.ms;
-    expect(again.exitCode, again.all.slice(-4000)).toBe(0);
-    // The attached up's row ends with the run's last line (from the workflow's result, CohortRunResult.progress).
-    expect(again.all).toMatch(/command:local:Command\s+cohort-run\s+creating.*done: started 9\/9 ready 9\/9 stopped 9\/9/);
-    const o = (await project.outputs()) as {
-      run: { id: string; outcome: string; readyCount: number; ledgerPath: string };
-      queues: { temporalTaskQueue?: string };
-      temporalAddress: string;
-    };
-    expect(o.temporalAddress).toBe(`127.0.0.1:${project.temporalPort}`);
-    expect(o.run).toMatchObject({ id: path.basename(runDir!), outcome: "succeeded", readyCount: 9, ledgerPath: realpathSync(runDir!) });
-    expect(o.queues.temporalTaskQueue).toBe("cohort-lab-local-runs");
-    // One run: the killed up's, attached to and finished; no second ledger beside it.
-    expect(ledgerDirs().filter((d) => !before.has(d))).toEqual([path.basename(runDir!)]);
-    const verify = await ledgerVerify(runDir!);
-    expect(verify.exitCode, verify.out).toBe(0);
-    // Nothing open on the task queue; the run's Sandboxes are gone (the workflow's cleanup step).
-    const open = await execa(
-      process.execPath,
-      [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "open-runs", "--temporal-address", o.temporalAddress, "--task-queue", "cohort-lab-local-runs"],
-      { reject: false, all: true },
-    );
-    expect(open.exitCode, String(open.all)).toBe(0);
-    const sandboxes = JSON.parse(await project.kubectl(["get", "sandboxes.agents.x-k8s.io", "-A", "-o", "json"])) as { items: unknown[] };
-    expect(sandboxes.items).toHaveLength(0);
-    await project.ok(["config", "rm", "--stack", "local", "--path", "cohort.hold"]);
-    project.runAs = "job";
-    await project.restoreStackFile();
+      await project.ok(["cancel", "--yes", "--stack", "local"]);
+      await project.pulumi(["refresh", "--clear-pending-creates", "--stack", "local", "--yes"]);
+      const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      timings.workflowUpAfterKill = again.ms;
+      expect(again.exitCode, again.all.slice(-4000)).toBe(0);
+      // The attached up's row ends with the run's last line (from the workflow's result, CohortRunResult.progress).
+      expect(again.all).toMatch(/command:local:Command\s+cohort-run\s+creating.*done: started 9\/9 ready 9\/9 stopped 9\/9/);
+      const o = (await project.outputs()) as {
+        run: { id: string; outcome: string; readyCount: number; ledgerPath: string };
+        queues: { temporalTaskQueue?: string };
+        temporalAddress: string;
+      };
+      expect(o.temporalAddress).toBe(`127.0.0.1:${project.temporalPort}`);
+      expect(o.run).toMatchObject({ id: path.basename(runDir!), outcome: "succeeded", readyCount: 9, ledgerPath: realpathSync(runDir!) });
+      expect(o.queues.temporalTaskQueue).toBe("cohort-lab-local-runs");
+      // One run: the killed up's, attached to and finished; no second ledger beside it.
+      expect(ledgerDirs().filter((d) => !before.has(d))).toEqual([path.basename(runDir!)]);
+      const verify = await ledgerVerify(runDir!);
+      expect(verify.exitCode, verify.out).toBe(0);
+      // Nothing open on the task queue; the run's Sandboxes are gone (the workflow's cleanup step).
+      const open = await execa(
+        process.execPath,
+        [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "open-runs", "--temporal-address", o.temporalAddress, "--task-queue", "cohort-lab-local-runs"],
+        { reject: false, all: true },
+      );
+      expect(open.exitCode, String(open.all)).toBe(0);
+      const sandboxes = JSON.parse(await project.kubectl(["get", "sandboxes.agents.x-k8s.io", "-A", "-o", "json"])) as { items: unknown[] };
+      expect(sandboxes.items).toHaveLength(0);
+    } finally {
+      // Back to the Job for the later tests, whether or not this one passed.
+      project.runAs = "job";
+      await project.pulumi(["config", "rm", "--stack", "local", "--path", "cohort.hold"]);
+      await project.restoreStackFile();
+    }
   }, 1_500_000);
 
   it("kind delete cluster by hand: destroy completes, then up recreates the cluster and runs again", async () => {

@@ -1,6 +1,7 @@
 /**
  * The shipped Pulumi.local.yaml: its sample cohort passes the local profile's whole plan (config, RunSpec,
- * quota, fit) on small machines, preview warns about exactly the three unknown digests, and the quota
+ * quota, fit) on small machines, preview warns about exactly the three unknown digests and the run worker image
+ * that is not built (the default run mode, `local.runAs: workflow`; `up` refuses them in one pass), and the quota
  * arithmetic for a 2-CPU / 8 GiB machine — the smallest this project claims — is exact.
  */
 import * as fs from "node:fs";
