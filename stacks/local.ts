@@ -558,7 +558,7 @@ export interface PlanInput {
   readonly raw: RawConfig;
   readonly projectDir: string;
   readonly facts: LocalHostFacts;
-  /** `pulumi.runtime.isDryRun()`: missing digests are warnings in a preview and refusals otherwise. */
+  /** `pulumi.runtime.isDryRun()`: missing digests and an unbuilt run worker image are warnings in a preview and refusals otherwise. */
   readonly dryRun: boolean;
   /** Where warnings go. @default pulumi.log.warn */
   readonly warn?: (message: string) => void;
