@@ -40,3 +40,55 @@ export function pulumiUpPid(projectDir: string): number | undefined {
   }
   return undefined;
 }
+
+/** Pids whose parent is `pid` (from `/proc/<pid>/stat`, field 4), with their argv[0]. */
+function childProcesses(pid: number): { pid: number; argv0: string }[] {
+  const out: { pid: number; argv0: string }[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      // The command name (field 2) is in parentheses and may hold spaces: the fields after it follow the last ")".
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) out.push({ pid: Number(d), argv0: readFileSync(`/proc/${d}/cmdline`, "utf8").split("\0")[0] ?? "" });
+    } catch {
+      continue; // exited meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * SIGKILLs the `pulumi` CLI `pid` (a cancelled CI job), then stops (SIGTERM) the resource provider plugins it had
+ * started (`pulumi-resource-*`, its direct children). A SIGKILLed CLI cannot stop them: the command provider
+ * watches its parent and exits, but pulumi-resource-kubernetes is reparented to init and keeps running (seen in
+ * the sim and local tiers), where a CI runner would kill the job's whole process tree. A test that simulates the
+ * kill must not leave them behind.
+ *
+ * @returns the provider pids signalled
+ */
+export function sigkillPulumi(pid: number): number[] {
+  // (A provider that exited is reaped by init, or stays a zombie where init does not reap: see processRunning.)
+  const providers = childProcesses(pid)
+    .filter((c) => path.basename(c.argv0).startsWith("pulumi-resource-"))
+    .map((c) => c.pid);
+  process.kill(pid, "SIGKILL");
+  for (const p of providers) {
+    try {
+      process.kill(p, "SIGTERM");
+    } catch {
+      // already gone
+    }
+  }
+  return providers;
+}
+
+/** Whether `pid` is a live process: it exists and is not a zombie (`/proc/<pid>/stat` state `Z`). */
+export function processRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
+  } catch {
+    return false;
+  }
+}

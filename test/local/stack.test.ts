@@ -28,7 +28,7 @@ import { PROJECT_DIR } from "../../stacks/config";
 import { findLocalArtifacts } from "../../stacks/local";
 import { OPENCLAW_MEMBER_CONFIG } from "../../stacks/members";
 import { freePort, kindContainers, localUnavailableReason, LocalProject } from "./harness";
-import { pulumiUpPid } from "../e2e/project";
+import { processRunning, pulumiUpPid, sigkillPulumi } from "../e2e/project";
 
 const unavailable = localUnavailableReason();
 if (unavailable !== undefined) process.stderr.write(`local tier skipped: ${unavailable}\n`);
@@ -343,15 +343,23 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       } catch (error) {
         // A failed check must not leave the up running: the later tests would find the stack locked.
         const upPid = pulumiUpPid(project.projectDir);
-        if (upPid !== undefined) process.kill(upPid, "SIGKILL");
+        if (upPid !== undefined) sigkillPulumi(upPid);
         await first;
         throw error;
       }
       const pid = pulumiUpPid(project.projectDir);
       expect(pid, "no pulumi up process").toBeDefined();
-      process.kill(pid!, "SIGKILL");
+      const providers = sigkillPulumi(pid!);
+      // The CLI's provider plugins are stopped with it (pulumi-resource-kubernetes, at least: seen left running before).
+      expect(providers.length).toBeGreaterThanOrEqual(1);
       const killed = await first;
       expect(killed.exitCode).not.toBe(0);
+      const stopBy = Date.now() + 10_000;
+      while (providers.some((p) => processRunning(p)) && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 200));
+      expect(
+        providers.filter((p) => processRunning(p)),
+        "provider plugins still running after the CLI was SIGKILLed",
+      ).toEqual([]);
       expect(existsSync(path.join(runDir!, "completion.json")), "the run ended with the killed up").toBe(false);
       const progressRows = killed.lines.filter((l) => /command:local:Command\s+cohort-run\s+creating.*(startup|hold): started \d+\/9/.test(l.text));
       process.stderr.write(`[e2e local workflow] ${progressRows.length} progress rows before the kill, e.g. ${progressRows[0]?.text ?? "none"}\n`);
