@@ -68,7 +68,7 @@ function childProcesses(pid: number): { pid: number; argv0: string }[] {
  * @returns the provider pids signalled
  */
 export function sigkillPulumi(pid: number): number[] {
-  // (A provider that exited is reaped by init, or stays a zombie where init does not reap: see processRunning.)
+  // (A provider that exited is reaped by init, or stays a zombie where init does not reap: see stillRunningAfter.)
   const providers = childProcesses(pid)
     .filter((c) => path.basename(c.argv0).startsWith("pulumi-resource-"))
     .map((c) => c.pid);
@@ -84,11 +84,22 @@ export function sigkillPulumi(pid: number): number[] {
 }
 
 /** Whether `pid` is a live process: it exists and is not a zombie (`/proc/<pid>/stat` state `Z`). */
-export function processRunning(pid: number): boolean {
+function processRunning(pid: number): boolean {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "Z";
   } catch {
     return false;
   }
+}
+
+/**
+ * Waits up to `timeoutMs` for the processes {@link sigkillPulumi} signalled to stop.
+ *
+ * @returns the pids still running then (empty when all stopped)
+ */
+export async function stillRunningAfter(pids: readonly number[], timeoutMs = 10_000): Promise<number[]> {
+  const stopBy = Date.now() + timeoutMs;
+  while (pids.some((p) => processRunning(p)) && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 200));
+  return pids.filter((p) => processRunning(p));
 }

@@ -28,7 +28,7 @@ import { PROJECT_DIR } from "../../stacks/config";
 import { findLocalArtifacts } from "../../stacks/local";
 import { OPENCLAW_MEMBER_CONFIG } from "../../stacks/members";
 import { freePort, kindContainers, localUnavailableReason, LocalProject } from "./harness";
-import { processRunning, pulumiUpPid, sigkillPulumi } from "../e2e/project";
+import { pulumiUpPid, sigkillPulumi, stillRunningAfter } from "../e2e/project";
 
 const unavailable = localUnavailableReason();
 if (unavailable !== undefined) process.stderr.write(`local tier skipped: ${unavailable}\n`);
@@ -354,12 +354,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       expect(providers.length).toBeGreaterThanOrEqual(1);
       const killed = await first;
       expect(killed.exitCode).not.toBe(0);
-      const stopBy = Date.now() + 10_000;
-      while (providers.some((p) => processRunning(p)) && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 200));
-      expect(
-        providers.filter((p) => processRunning(p)),
-        "provider plugins still running after the CLI was SIGKILLed",
-      ).toEqual([]);
+      expect(await stillRunningAfter(providers), "provider plugins still running after the CLI was SIGKILLed").toEqual([]);
       expect(existsSync(path.join(runDir!, "completion.json")), "the run ended with the killed up").toBe(false);
       const progressRows = killed.lines.filter((l) => /command:local:Command\s+cohort-run\s+creating.*(startup|hold): started \d+\/9/.test(l.text));
       process.stderr.write(`[e2e local workflow] ${progressRows.length} progress rows before the kill, e.g. ${progressRows[0]?.text ?? "none"}\n`);

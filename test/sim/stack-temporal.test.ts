@@ -16,7 +16,7 @@ import { readState } from "../../simctl/state";
 import { PROJECT_DIR } from "../../stacks/config";
 import { simUnavailableReason } from "./harness";
 import { SimStackProject } from "./pulumi-stack";
-import { processRunning, pulumiUpPid, sigkillPulumi } from "../e2e/project";
+import { pulumiUpPid, sigkillPulumi, stillRunningAfter } from "../e2e/project";
 
 const unavailable =
   simUnavailableReason() ?? (existsSync(path.join(PROJECT_DIR, "dist", "cohort-temporal.cjs")) ? undefined : "dist/cohort-temporal.cjs is missing: npm run build");
@@ -87,12 +87,7 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
     expect(providers.length).toBeGreaterThanOrEqual(1);
     const killed = await first;
     expect(killed.exitCode).not.toBe(0);
-    const stopBy = Date.now() + 10_000;
-    while (providers.some((p) => processRunning(p)) && Date.now() < stopBy) await new Promise((r) => setTimeout(r, 200));
-    expect(
-      providers.filter((p) => processRunning(p)),
-      "provider plugins still running after the CLI was SIGKILLed",
-    ).toEqual([]);
+    expect(await stillRunningAfter(providers), "provider plugins still running after the CLI was SIGKILLed").toEqual([]);
     expect(existsSync(path.join(runDir!, "completion.json")), "the run ended with the killed up").toBe(false);
     // Live progress in workflow mode: the submitter showed the run's progress lines (runCohort's heartbeat details,
     // read with describe) on the cohort-run row while it waited.

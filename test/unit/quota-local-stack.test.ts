@@ -103,27 +103,20 @@ describe("Pulumi.local.yaml sample cohort", () => {
     expect(p.loadImages.map((i) => i.ref)).toContain("cohort-lab.local/run-worker:1.24.0");
     // The worker's 300m replace the runtime Job's 250m in what the quota reserves.
     expect(p.quota.arithmetic.cpu).toBe("2 nodes × 2000m allocatable − 1300m reserved = 2700m");
-    const job = planLocal({
-      config,
-      raw: { ...raw, local: JSON.stringify({ runAs: "job" }) },
-      projectDir: PROJECT_DIR,
-      facts: facts(2, 8),
-      dryRun: true,
-      warn: () => undefined,
-      bundle: Buffer.from("//"),
-    });
-    expect(job.worker).toBeUndefined();
-    expect(job.quota.arithmetic.cpu).toBe("2 nodes × 2000m allocatable − 1250m reserved = 2750m");
-    expect(() =>
+    // The same plan with `cohort-lab:local` set to `local` (no image built).
+    const planAs = (local: Record<string, unknown>) =>
       planLocal({
         config,
-        raw: { ...raw, local: JSON.stringify({ runAs: "pod" }) },
+        raw: { ...raw, local: JSON.stringify(local) },
         projectDir: PROJECT_DIR,
         facts: facts(2, 8),
         dryRun: true,
         warn: () => undefined,
         bundle: Buffer.from("//"),
-      }),
-    ).toThrow(/cohort-lab:local\.runAs: must be job or workflow \(got "pod"\)/);
+      });
+    const job = planAs({ runAs: "job" });
+    expect(job.worker).toBeUndefined();
+    expect(job.quota.arithmetic.cpu).toBe("2 nodes × 2000m allocatable − 1250m reserved = 2750m");
+    expect(() => planAs({ runAs: "pod" })).toThrow(/cohort-lab:local\.runAs: must be job or workflow \(got "pod"\)/);
   });
 });
