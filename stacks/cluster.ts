@@ -20,6 +20,7 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import type { ClusterImage } from "../components/kind/index.js";
+import { RUN_WORKER_FILES, type WorkerFile } from "../components/run/worker-manifests.js";
 import {
   AGENT_SANDBOX_MANIFESTS,
   checkCohortFits,
@@ -234,6 +235,23 @@ export function readRuntimeBundle(projectDir: string, given?: Buffer): RuntimeBu
     bundle = readFileSync(bundlePath);
   }
   return { bundle, bundleSha256: createHash("sha256").update(bundle).digest("hex") };
+}
+
+/**
+ * The bundle files the run worker of a cluster profile's workflow mode is given (components/run/worker-manifests.ts
+ * `RUN_WORKER_FILES`): `cohort.cjs` is `bundle` (the one the profile planned), the other two are read from
+ * `<projectDir>/dist/` (`npm run build` writes all three, scripts/bundle.mjs).
+ *
+ * @param key - the config key a missing file is refused under (`local.runAs`, `gke.runAs`)
+ * @throws {StackConfigError} naming `cohort-lab:<key>` and the missing file
+ */
+export function readRunWorkerFiles(projectDir: string, bundle: Buffer, key: string): WorkerFile[] {
+  return RUN_WORKER_FILES.map((name) => {
+    if (name === "cohort.cjs") return { name, bytes: bundle };
+    const file = path.join(projectDir, "dist", name);
+    if (!existsSync(file)) throw new StackConfigError([{ key: configKey(key), reason: `workflow: ${file} is missing; run \`npm run build\`` }]);
+    return { name, bytes: readFileSync(file) };
+  });
 }
 
 /** The pinned Kueue and Agent Sandbox release objects. */

@@ -32,7 +32,9 @@ import { TEMPORAL_NODE_PORT } from "../components/kind/kindConfig.js";
 import { agentPoolLabel, agentPoolTaint } from "../components/sim/fakeNode.js";
 import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbox.js";
 import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
-import { SYSTEM_NAMESPACE } from "../components/k8s/manifests/temporal.js";
+import { SYSTEM_NAMESPACE, TEMPORAL_GRPC_PORT, TEMPORAL_NAME } from "../components/k8s/manifests/temporal.js";
+import { IMAGE_RECIPES } from "../components/kind/app-images.js";
+import { RUN_WORKER_NAMES, type WorkerFile } from "../components/run/worker-manifests.js";
 import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { RUNTIME_NAMES } from "../components/run/manifests.js";
 import { RunNamespace } from "../components/run/RunNamespace.js";
@@ -64,6 +66,7 @@ import {
   planQuota,
   RUNTIME_BUNDLE,
   queueOutputs,
+  readRunWorkerFiles,
   resolvePodRunSpec,
   zodIssues,
   type ClusterKnobs,
@@ -106,7 +109,23 @@ export const GKE_DEFAULTS = {
   deleteLedgers: false,
   daemonSetRequests: { cpu: "500m", memory: "1Gi" },
   coldStart: "5m",
+  runAs: "job",
 } as const;
+
+/** Values of `cohort-lab:gke.runAs`: how the cohort run executes in the cluster (docs/gke.md "The run"). */
+export const GKE_RUN_MODES = ["job", "workflow"] as const;
+export type GkeRunMode = (typeof GKE_RUN_MODES)[number];
+
+/** The task queue the `gke` run worker polls (`queues.temporalTaskQueue` with `gke.runAs: workflow`). */
+export const GKE_TEMPORAL_TASK_QUEUE = "cohort-lab-gke-runs";
+
+/**
+ * `gke.runWorkerImage`: the run worker image as pushed to a registry the cluster pulls from, by digest
+ * (`<registry>/<path>[:<tag>]@sha256:<64 hex>`, e.g. Artifact Registry's `us-central1-docker.pkg.dev/<project>/<repo>/run-worker`).
+ * No public registry holds this project's own image: it is built here (`npm run toolchain -- local-apps`) and pushed
+ * by the user (docs/gke.md).
+ */
+export const REGISTRY_IMAGE_REF = /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+)(?::([\w][\w.-]{0,127}))?@(sha256:[0-9a-f]{64})$/;
 
 /** Pool names and the system pool's label (the agent pool's label and taint are every cluster profile's, components/sim/fakeNode.ts). */
 export const GKE_POOLS = { system: "system", agents: "agents" } as const;
@@ -165,6 +184,10 @@ export interface GkeConfig extends ClusterKnobs {
   readonly bucketName: string;
   readonly daemonSetRequests: { readonly cpu: string; readonly memory: string };
   readonly coldStart: string;
+  /** How the run executes: `job` (the runtime Job) or `workflow` (a Temporal workflow run by the in-cluster worker). */
+  readonly runAs: GkeRunMode;
+  /** The run worker image by digest ({@link REGISTRY_IMAGE_REF}); required by `up` with `runAs: workflow`. */
+  readonly runWorkerImage?: string;
 }
 
 const bool = z.unknown().transform((v, ctx): boolean => {
@@ -193,6 +216,8 @@ const gkeSchema = z.strictObject({
   bucketName: text(/^[a-z0-9][a-z0-9_-]{1,61}[a-z0-9]$/, "a GCS bucket name (3-63 characters: lower-case letters, digits, hyphens, underscores)"),
   daemonSetRequests: z.strictObject({ cpu: z.string().optional(), memory: z.string().optional() }).optional(),
   coldStart: duration.optional(),
+  runAs: z.enum(GKE_RUN_MODES, { error: (issue) => `must be ${GKE_RUN_MODES.join(" or ")} (got ${JSON.stringify(issue.input) ?? "nothing"})` }).optional(),
+  runWorkerImage: text(REGISTRY_IMAGE_REF, "the run worker image in your registry by digest, <registry>/<path>[:<tag>]@sha256:<64 hex>").optional(),
   ...clusterKnobFields,
 });
 
@@ -228,6 +253,8 @@ export function parseGkeConfig(raw: RawConfig): GkeConfig {
     bucketName: c.bucketName as string,
     daemonSetRequests: { cpu: c.daemonSetRequests?.cpu ?? GKE_DEFAULTS.daemonSetRequests.cpu, memory: c.daemonSetRequests?.memory ?? GKE_DEFAULTS.daemonSetRequests.memory },
     coldStart: c.coldStart ?? GKE_DEFAULTS.coldStart,
+    runAs: c.runAs ?? GKE_DEFAULTS.runAs,
+    ...(c.runWorkerImage !== undefined ? { runWorkerImage: c.runWorkerImage as string } : {}),
     ...clusterKnobs(c),
   };
 }
@@ -245,6 +272,11 @@ export interface GkePlan {
   readonly bundleSha256: string;
   readonly manifests: ClusterManifests;
   readonly jobDeadlineSeconds: number;
+  /**
+   * With `gke.runAs: workflow`: the run worker's image (`gke.runWorkerImage`; in a preview without it, the local
+   * build's tag, which no node can pull) and the bundle files it gets (components/run/worker-manifests.ts `RUN_WORKER_FILES`).
+   */
+  readonly worker?: { readonly image: string; readonly files: readonly WorkerFile[] };
 }
 
 /** Inputs of {@link planGke}. */
@@ -355,12 +387,18 @@ export function planGke(input: GkePlanInput): GkePlan {
       coldStartKey: configKey("gke.coldStart"),
     }),
   );
-  if (images.missing.length > 0) {
-    const issues = missingDigestIssues(images.missing);
+  const issues = missingDigestIssues(images.missing);
+  // The workflow mode's worker image is this project's own: only the user's registry holds it.
+  if (gke.runAs === "workflow" && gke.runWorkerImage === undefined) issues.push(runWorkerImageIssue());
+  if (issues.length > 0) {
     // The cluster pulls from registries: only a digest names what runs.
     if (!input.dryRun) throw new StackConfigError(issues);
     warn(`gke profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${issues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
   }
+  const worker =
+    gke.runAs === "workflow"
+      ? { image: gke.runWorkerImage ?? `${IMAGE_RECIPES.runWorker.repository}:${IMAGE_RECIPES.runWorker.tag}`, files: readRunWorkerFiles(projectDir, plan.bundle, "gke.runAs") }
+      : undefined;
   const ms = (t: string) => parseDurationMs(t);
   const jobDeadlineSeconds = Math.ceil((ms(spec.admissionTimeout) + ms(spec.startupTimeout) + ms(spec.hold) + 2 * ms(spec.stopGracePeriod)) / 1000) + 300;
   return {
@@ -375,6 +413,19 @@ export function planGke(input: GkePlanInput): GkePlan {
     bundleSha256: plan.bundleSha256,
     manifests: plan.manifests,
     jobDeadlineSeconds,
+    ...(worker !== undefined ? { worker } : {}),
+  };
+}
+
+/** Why `pulumi up` refuses `gke.runAs: workflow` without `gke.runWorkerImage` (preview warns with it). */
+function runWorkerImageIssue(): ConfigIssue {
+  const { repository, tag } = IMAGE_RECIPES.runWorker;
+  return {
+    key: configKey("gke.runWorkerImage"),
+    reason:
+      `gke.runAs is workflow, and the run worker image (${repository}:${tag}, built here by \`npm run toolchain -- local-apps\`) is in no registry the cluster pulls from: ` +
+      "push it to yours and set its digest, e.g. `npm run pulumi -- config set --stack gke --path gke.runWorkerImage us-central1-docker.pkg.dev/<project>/<repo>/run-worker@sha256:<64 hex>` (docs/gke.md), " +
+      "or run the cohort as a Job: `npm run pulumi -- config set --stack gke --path gke.runAs job`",
   };
 }
 
@@ -521,45 +572,79 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
       ],
     },
   );
-  const runtime = new RunNamespace("runtime", {
+  const runNamespace = {
     provider,
     namespace: plan.namespace,
     localQueue: GKE_QUEUES.localQueue,
     clusterQueue: GKE_QUEUES.clusterQueue,
-    inClusterRuntime: {
-      image: plan.images.refs.runtime,
-      bundle: plan.bundle,
-      specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
-      artifactsPath: GKE_ARTIFACTS_PATH,
-      profile: "gke",
-      runAs: { uid: 1000, gid: 1000 },
-      activeDeadlineSeconds: plan.jobDeadlineSeconds,
-      // The pod's run directory is an emptyDir; the runtime exports the finished ledger to the bucket as the run's
-      // service account (Workload Identity: the writer binding below).
-      ledger: { kind: "bucket", exportUri: gkeLedgerUri(g.bucketName) },
-    },
     localQueueDependsOn: kueue.localQueueReady,
-  });
-
+  };
   const bucket = new LedgerBucket("ledgers", { project: g.project, location: g.region.toUpperCase(), bucketName: g.bucketName, provider: gcpProvider });
   const projectNumber = gcp.organizations.getProjectOutput({ projectId: g.project }, { provider: gcpProvider }).apply((p) => String(p.number));
-  const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUNTIME_NAMES.serviceAccount });
-
   const runtimeBundlePath = path.join(path.resolve(projectDir), RUNTIME_BUNDLE);
-  const cohort = new CohortRun("cohort", {
-    spec: plan.resolved.spec,
-    keepLedgers: config.keepLedgers,
-    execution: {
-      kind: "kubernetesJob",
-      // GkeCluster's host steps with the provider built above (JobCluster).
-      cluster: { provider, kubeconfig: cluster.kubeconfig, hostStep: (step) => cluster.hostStep(step) },
-      run: runtime,
-      // The Job exports with the writer binding in place (IAM is eventually consistent: the runtime's upload retries
-      // for up to 120 s, runtime/gcs/index.ts), after the Kubernetes layer is ready, as on `local`.
-      dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady, temporal.deployment, writer],
-      ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath },
-    },
-  });
+  // The run waits for the Kubernetes layer (as on `local`) and for the writer binding: IAM is eventually consistent,
+  // and the runtime's upload retries for up to 120 s (runtime/gcs/index.ts).
+  const layerReady = [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady];
+  let cohort: CohortRun;
+  if (plan.worker !== undefined) {
+    // gke.runAs workflow: the run worker in the run namespace; each run exports its ledger to the bucket as the
+    // worker's service account, the one the writer binding names.
+    const runtime = new RunNamespace("runtime", runNamespace);
+    const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUN_WORKER_NAMES.serviceAccount });
+    cohort = new CohortRun("cohort", {
+      spec: plan.resolved.spec,
+      keepLedgers: config.keepLedgers,
+      execution: {
+        kind: "clusterWorkflow",
+        cluster: { provider, hostStep: (step) => cluster.hostStep(step) },
+        run: runtime,
+        worker: {
+          image: plan.worker.image,
+          files: plan.worker.files,
+          temporalAddress: `${TEMPORAL_NAME}.${SYSTEM_NAMESPACE}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`,
+          taskQueue: GKE_TEMPORAL_TASK_QUEUE,
+          runAs: { uid: 1000, gid: 1000 },
+          terminationGracePeriodSeconds: Math.ceil((2 * parseDurationMs(plan.resolved.spec.stopGracePeriod)) / 1000) + 30,
+        },
+        // The frontend is not published: the host steps reach it through a supervised port-forward.
+        temporal: { portForward: { namespace: SYSTEM_NAMESPACE, service: TEMPORAL_NAME, port: TEMPORAL_GRPC_PORT }, kubeconfig: cluster.kubeconfig },
+        profile: "gke",
+        submitter: { runtimeBundlePath },
+        ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath, podPath: GKE_ARTIFACTS_PATH, recordsDir: path.resolve(projectDir, config.artifactRoot) },
+        workerDependsOn: [temporal.deployment],
+        dependsOn: [...layerReady, writer],
+      },
+    });
+  } else {
+    const runtime = new RunNamespace("runtime", {
+      ...runNamespace,
+      inClusterRuntime: {
+        image: plan.images.refs.runtime,
+        bundle: plan.bundle,
+        specJson: `${JSON.stringify(plan.resolved.spec)}\n`,
+        artifactsPath: GKE_ARTIFACTS_PATH,
+        profile: "gke",
+        runAs: { uid: 1000, gid: 1000 },
+        activeDeadlineSeconds: plan.jobDeadlineSeconds,
+        // The pod's run directory is an emptyDir; the runtime exports the finished ledger to the bucket as the run's
+        // service account (Workload Identity: the writer binding below).
+        ledger: { kind: "bucket", exportUri: gkeLedgerUri(g.bucketName) },
+      },
+    });
+    const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUNTIME_NAMES.serviceAccount });
+    cohort = new CohortRun("cohort", {
+      spec: plan.resolved.spec,
+      keepLedgers: config.keepLedgers,
+      execution: {
+        kind: "kubernetesJob",
+        // GkeCluster's host steps with the provider built above (JobCluster).
+        cluster: { provider, kubeconfig: cluster.kubeconfig, hostStep: (step) => cluster.hostStep(step) },
+        run: runtime,
+        dependsOn: [...layerReady, temporal.deployment, writer],
+        ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath },
+      },
+    });
+  }
   // After the run too: on destroy its delete (the refusal while ledgers remain) runs after the run's own delete, which
   // removes the run's ledger first when keepLedgers is false.
   ledgerGuard("ledgers-guard", { nodePath, projectDir, bucket: bucket.bucket.name, deleteLedgers: g.deleteLedgers, runtimeBundlePath }, { dependsOn: [bucket.bucket, cohort] });
@@ -570,14 +655,14 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
     run,
     kubeContext: cluster.kubeContext,
     kubeconfig: cluster.kubeconfig,
-    queues: queueOutputs(GKE_QUEUES),
+    queues: queueOutputs(plan.worker !== undefined ? { ...GKE_QUEUES, temporalTaskQueue: GKE_TEMPORAL_TASK_QUEUE } : GKE_QUEUES),
   };
 }
 
 /** The `gke` profile entry of stacks/profiles.ts. */
 export const gkeProfile: ProfileDefinition = {
   description:
-    "a zonal GKE Standard cluster (system pool, agent pool scaling from zero, Workload Identity, GCS ledger bucket) with Kueue, Agent Sandbox and Temporal; the run is a Job whose ledger is exported to the bucket",
+    "a zonal GKE Standard cluster (system pool, agent pool scaling from zero, Workload Identity, GCS ledger bucket) with Kueue, Agent Sandbox and Temporal; the run is a Job (or, with gke.runAs workflow, a Temporal workflow run by an in-cluster worker) whose ledger is exported to the bucket",
   configKeys: ["gke", "images"],
   build: (ctx) => buildGke(ctx),
 };

@@ -57,7 +57,7 @@ import { AGENT_SANDBOX_NAMESPACE } from "../components/k8s/manifests/agentSandbo
 import { cohortQueueNames, KUEUE_NAMESPACE, kueueConfiguration, renderKueueInstall, type KueueConfigurationInput } from "../components/k8s/manifests/kueue.js";
 import { RUNTIME_JOB_RESOURCES } from "../components/run/manifests.js";
 import { SYSTEM_NAMESPACE, TEMPORAL_GRPC_PORT, TEMPORAL_NAME, TEMPORAL_REQUESTS } from "../components/k8s/manifests/temporal.js";
-import { RUN_WORKER_FILES, RUN_WORKER_RESOURCES, type WorkerFile } from "../components/run/worker-manifests.js";
+import { RUN_WORKER_RESOURCES, type WorkerFile } from "../components/run/worker-manifests.js";
 import type { NodeCapacity, QuotaResult, ReservedPods } from "../components/k8s/quota.js";
 import { RunNamespace } from "../components/run/RunNamespace.js";
 import { Temporal } from "../components/k8s/Temporal.js";
@@ -69,6 +69,7 @@ import {
   integerIn,
   parseObjectKey,
   planClusterRun,
+  readRunWorkerFiles,
   planQuota,
   queueOutputs,
   resolvePodRunSpec,
@@ -548,7 +549,7 @@ export interface LocalPlan {
   readonly manifests: ClusterManifests;
   /** Kubernetes backend options of the run, in the Job or the run worker (see {@link resolveLocalRunSpec}). */
   readonly backendOptions: Readonly<Record<string, string>>;
-  /** With `local.runAs: workflow` (the default): the run worker's image (by tag only in a preview where it is not built) and the bundle files it gets ({@link RUN_WORKER_FILES}). */
+  /** With `local.runAs: workflow` (the default): the run worker's image (by tag only in a preview where it is not built) and the bundle files it gets (components/run/worker-manifests.ts `RUN_WORKER_FILES`). */
   readonly worker?: { readonly image: string; readonly files: readonly WorkerFile[] };
 }
 
@@ -678,12 +679,7 @@ function runWorkerNotBuiltIssue(): ConfigIssue {
  * @throws {StackConfigError} naming `cohort-lab:local.runAs` when a bundle file is missing
  */
 function planWorker(built: BuiltImages, projectDir: string, bundle: Buffer): { image: string; load?: ClusterImage; files: WorkerFile[] } {
-  const files: WorkerFile[] = RUN_WORKER_FILES.map((name) => {
-    if (name === "cohort.cjs") return { name, bytes: bundle };
-    const file = path.join(projectDir, "dist", name);
-    if (!existsSync(file)) throw new StackConfigError([{ key: configKey("local.runAs"), reason: `workflow: ${file} is missing; run \`npm run build\`` }]);
-    return { name, bytes: readFileSync(file) };
-  });
+  const files = readRunWorkerFiles(projectDir, bundle, "local.runAs");
   const image = built.runWorker;
   if (image === undefined) return { image: `${IMAGE_RECIPES.runWorker.repository}:${IMAGE_RECIPES.runWorker.tag}`, files };
   return { image: `${image.repository}:${image.tag}@${image.digest}`, load: { ref: `${image.repository}:${image.tag}`, digest: image.digest, archive: image.archive }, files };
@@ -799,7 +795,6 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
           files: plan.worker.files,
           temporalAddress: `${TEMPORAL_NAME}.${SYSTEM_NAMESPACE}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`,
           taskQueue: LOCAL_TEMPORAL_TASK_QUEUE,
-          artifactsPath: ARTIFACTS_NODE_PATH,
           runAs: { uid: facts.uid, gid: facts.gid },
           backendSettings: plan.backendOptions.runAsNonRoot === "false" ? { runAsNonRoot: false } : {},
           // The run's stop budget (members, then the ledger), as the runtime Job's deadline counts it.
@@ -808,7 +803,7 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
         temporal: { hostAddress: temporal.hostAddress },
         profile: "local",
         submitter: { runtimeBundlePath: path.join(projectDir, "dist", "cohort.cjs") },
-        ledger: { hostDir: artifactsDir, nodePath: ARTIFACTS_NODE_PATH },
+        ledger: { kind: "hostMount", hostDir: artifactsDir, nodePath: ARTIFACTS_NODE_PATH },
         workerDependsOn: [temporal.deployment],
         dependsOn: [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady],
       },

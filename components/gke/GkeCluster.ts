@@ -10,10 +10,11 @@
  * explicitly, after the pools that must exist before anything is scheduled.
  *
  * {@link GkeCluster.hostStep} (with `hostSteps`): how the run's host-side steps (components/gke/steps.cjs
- * `run-summary`, `run-progress`, `run-forget`) run against this cluster: with the Node binary of the program, in the
- * project directory, with the pinned kubectl of the tool cache (components/kind/KindCluster.ts `localTools`, the
- * one `local` uses; the kubeconfig's exec credential needs `gke-gcloud-auth-plugin` on PATH), so the cluster is a
- * `JobCluster` of components/run/kubernetesJob.ts.
+ * `run-summary`, `run-progress`, `run-forget`, and the workflow execution's `worker-guard`, `run-identity`,
+ * `run-submit`, `run-keep`) run against this cluster: with the Node binary of the program, in the project directory,
+ * with the pinned kubectl of the tool cache (components/kind/KindCluster.ts `localTools`, the one `local` uses; the
+ * kubeconfig's exec credential needs `gke-gcloud-auth-plugin` on PATH), so the cluster is a `JobCluster` of
+ * components/run/kubernetesJob.ts and a `WorkflowCluster` (with its provider) of components/run/clusterWorkflow.ts.
  *
  * @see https://cloud.google.com/kubernetes-engine/docs/concepts/types-of-clusters (zonal Standard)
  * @see https://cloud.google.com/kubernetes-engine/docs/how-to/workload-identity
@@ -24,6 +25,7 @@ import * as pulumi from "@pulumi/pulumi";
 import * as path from "node:path";
 import { cacheRoot } from "../../common/paths.js";
 import { localTools, type LocalTools } from "../kind/KindCluster.js";
+import type { WorkflowHostStepName } from "../run/clusterWorkflow.js";
 import type { JobHostStep, JobHostStepName } from "../run/kubernetesJob.js";
 import { gkeContextName, renderGkeKubeconfig } from "./kubeconfig.js";
 import { gkeStepCommand } from "./Lifecycle.js";
@@ -121,7 +123,7 @@ export class GkeCluster extends pulumi.ComponentResource {
    *
    * @throws {pulumi.InputPropertyError} `hostSteps` when the cluster was created without it
    */
-  hostStep(step: JobHostStepName): JobHostStep {
+  hostStep(step: JobHostStepName | WorkflowHostStepName): JobHostStep {
     if (this.steps === undefined) {
       throw new pulumi.InputPropertyError({ propertyPath: "hostSteps", reason: `GkeCluster ${this.baseName}: created without hostSteps, so its run steps (${step}) cannot run` });
     }

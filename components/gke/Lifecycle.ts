@@ -18,8 +18,8 @@ import { shellQuote } from "../../common/shell.js";
 /** The steps file, relative to the project directory (stored in state: keep the path stable). */
 export const GKE_STEPS_ENTRY = "components/gke/steps.cjs";
 
-/** A step of components/gke/steps.cjs: the two lifecycle guards and the run's three (components/run/kubernetesJob.ts). */
-export type GkeStep = "park-check" | "ledger-guard" | "run-summary" | "run-progress" | "run-forget";
+/** A step of components/gke/steps.cjs: the two lifecycle guards, the Job's three (components/run/kubernetesJob.ts) and the workflow's four (components/run/clusterWorkflow.ts). */
+export type GkeStep = "park-check" | "ledger-guard" | "run-summary" | "run-progress" | "run-forget" | "worker-guard" | "run-identity" | "run-submit" | "run-keep";
 
 /** `<node> components/gke/steps.cjs <step>` (run with `dir` = the project directory). */
 export function gkeStepCommand(nodePath: string, step: GkeStep): string {

@@ -28,11 +28,17 @@
  * - `run-progress`: components/run/job-steps.cjs `followJobProgress` (never fails).
  * - `run-forget` (delete of the summary): with COHORT_KEEP_LEDGERS other than `true`, `cohort ledger delete
  *   <ledgerUri>` of the stored summary, only a run directly under COHORT_LEDGER_URI; otherwise nothing.
+ *
+ * With `gke.runAs: workflow` (components/run/clusterWorkflow.ts with a `bucket` ledger) the run's steps are
+ * components/run/workflow-steps.cjs's, through a supervised `kubectl port-forward` to Temporal's Service
+ * (COHORT_TEMPORAL_PORT_FORWARD): `worker-guard`, `run-identity`, `run-keep` as on `local`; `run-submit` prints
+ * {@link summaryFromBucket}'s summary of the ledger the worker's run exported; `run-forget` is the one above.
  */
 "use strict";
 
 const fs = require("node:fs");
 const shared = require("../run/job-steps.cjs");
+const workflowSteps = require("../run/workflow-steps.cjs");
 const { StepError, JobFailedError, log, env, run, tail, pinnedTool, withKubeconfig, jobSummary, followJobProgress, runStepProgram } = shared;
 
 shared.setLogPrefix("[cohort-lab gke]");
@@ -134,7 +140,9 @@ function ledgerDestination() {
  *
  * @param {any} summary - the runtime's summary line, parsed (components/run/job-steps.cjs `jobSummary`)
  * @param {readonly string[]} lines - the Job's log lines (for the runtime's `cohort: ledger export failed:` line)
- * @param {{ destination: string, bundle: string, node?: string }} o - COHORT_LEDGER_URI, the runtime bundle, the Node binary
+ * @param {{ destination: string, bundle: string, node?: string, noExportLine?: string }} o - COHORT_LEDGER_URI, the
+ *   runtime bundle, the Node binary, and what to say when `lines` has no export line (@default "the Job's log has no
+ *   export line")
  * @returns {Record<string, unknown>}
  * @throws {StepError} the export failed (no `ledgerUri`), the ledger is elsewhere than `<destination>/<runId>`, or it
  *   does not verify (the runtime's one-line reason, naming the object: a missing completion.json, a torn records.ndjson)
@@ -145,7 +153,7 @@ function summaryFromBucket(summary, lines, o) {
   if (typeof summary.ledgerUri !== "string") {
     const failed = exportFailure(lines);
     throw new StepError(
-      `run ${runId}: the runtime did not export its ledger to ${destination} (no ledgerUri in its summary), so its result cannot be read back: ${failed ?? "the Job's log has no export line"}`,
+      `run ${runId}: the runtime did not export its ledger to ${destination} (no ledgerUri in its summary), so its result cannot be read back: ${failed ?? o.noExportLine ?? "the Job's log has no export line"}`,
     );
   }
   const expected = `${destination}/${runId}`;
@@ -210,8 +218,35 @@ async function runForget() {
   log(`${r.stdout.trim()} (keepLedgers is false)`);
 }
 
+/**
+ * `run-submit` of the workflow execution (components/run/workflow-steps.cjs `runSubmit`, through the supervised
+ * port-forward of COHORT_TEMPORAL_PORT_FORWARD): the worker's run exported its ledger (its backend setting
+ * `ledgerExport`), and the summary printed is {@link summaryFromBucket}'s, as the Job's.
+ */
+async function workflowRunSubmit() {
+  const destination = ledgerDestination();
+  const bundle = env("COHORT_RUNTIME_BUNDLE");
+  await workflowSteps.runSubmit((summary) =>
+    summaryFromBucket(summary, [], {
+      destination,
+      bundle,
+      noExportLine: `the run worker's log has it (kubectl -n ${process.env.COHORT_NAMESPACE ?? "<run namespace>"} logs deploy/cohort-run-worker)`,
+    }),
+  );
+}
+
 /** @type {Record<string, () => void | Promise<void>>} */
-const STEPS = { "park-check": parkCheck, "ledger-guard": ledgerGuard, "run-summary": runSummary, "run-progress": runProgress, "run-forget": runForget };
+const STEPS = {
+  "park-check": parkCheck,
+  "ledger-guard": ledgerGuard,
+  "run-summary": runSummary,
+  "run-progress": runProgress,
+  "run-forget": runForget,
+  "worker-guard": workflowSteps.workerGuard,
+  "run-identity": workflowSteps.runIdentity,
+  "run-submit": workflowRunSubmit,
+  "run-keep": workflowSteps.runKeep,
+};
 
 module.exports = { summaryFromBucket };
 

@@ -14,9 +14,11 @@
  *    revision's pod is Ready (its readiness probe: the worker polls), not any ready replica;
  * 4. `<name>-identity` (the run cluster step `run-identity`: 12 random hex digits, kept in state; same triggers as
  *    the run, so a new run gets a new workflow id);
- * 5. `<name>-run` (`run-submit`): `cohort submit` against Temporal's host address with the workflow id, the ledger
- *    root the worker sees (`ledger.nodePath`) and the RunSpec on stdin; it prints the run's summary with the
- *    ledger's host path (after checking `completion.json` reached the host through the kind mount). Its progress
+ * 5. `<name>-run` (`run-submit`): `cohort submit` against Temporal (its host address, or a supervised
+ *    `kubectl port-forward`: {@link WorkflowTemporalAccess}) with the workflow id, the ledger root the worker sees
+ *    and the RunSpec on stdin; it prints the run's summary with the ledger's home ({@link WorkflowLedger}: the host
+ *    path after checking `completion.json` reached the host through the kind mount, or the bucket's copy
+ *    downloaded and verified). Its progress
  *    (from `runCohort`'s heartbeats) goes to the provider's status pipe (fd 3): the `-run` row of `pulumi up`.
  *    A run that did not succeed is in the state and fails `pulumi up` with the runtime's one-line reason (the
  *    process executor's contract: `reason`); a workflow that lost its run (the worker died) fails it naming the
@@ -35,7 +37,7 @@ import { parseRunSummary, STATUS_FD_ENV, type CohortExecution, type ExecutionPla
 import type { RunNamespace } from "./RunNamespace.js";
 import { renderRunWorker, type RunWorkerInput } from "./worker-manifests.js";
 
-/** The host-side steps of the workflow execution (components/kind/steps.cjs has them). */
+/** The host-side steps of the workflow execution (components/kind/steps.cjs and components/gke/steps.cjs have them). */
 export type WorkflowHostStepName = "worker-guard" | "run-identity" | "run-submit" | "run-keep" | "run-forget";
 
 /** How a `command:local:Command` runs one host-side step (a `KindHostStep` is one). */
@@ -47,11 +49,42 @@ export interface WorkflowHostStep {
   readonly environment: Readonly<Record<string, string>>;
 }
 
-/** The cluster the worker runs in and how its host-side steps run (`KindCluster` satisfies it). */
+/** The cluster the worker runs in and how its host-side steps run (`KindCluster` and `GkeCluster` satisfy it). */
 export interface WorkflowCluster {
   readonly provider: k8s.Provider;
   hostStep(step: WorkflowHostStepName): WorkflowHostStep;
 }
+
+/**
+ * How this machine reaches Temporal's frontend:
+ * - `{ hostAddress }`: directly, `HOST:PORT` (kind's port mapping on `local`);
+ * - `{ portForward }`: through a `kubectl port-forward` to the Service that the host steps start and supervise
+ *   (components/run/workflow-steps.cjs `withTemporal`: restarted on the same local port when it exits or reports a
+ *   lost connection, while the submitter retries; `gke`, whose frontend is not published), with the cluster's
+ *   kubeconfig and the pinned kubectl of the host step's environment.
+ */
+export type WorkflowTemporalAccess =
+  | { readonly hostAddress: pulumi.Input<string> }
+  | {
+      readonly portForward: { readonly namespace: string; readonly service: string; readonly port: number };
+      /** The cluster's kubeconfig (a secret). */
+      readonly kubeconfig: pulumi.Input<string>;
+    };
+
+/**
+ * Where the runs' ledgers go and how the submit step reads a run's back:
+ * - `hostMount` (kind): the worker writes into `nodePath`, a hostPath of every node that is the host's `hostDir`;
+ *   the summary's paths are mapped to the host's after `completion.json` is seen there. The step's records
+ *   (components/run/run-records.ts) are kept in `hostDir`.
+ * - `bucket` (gke): the worker writes into `podPath` (an emptyDir) and each run exports its ledger to
+ *   `uri` (`gs://<bucket>[/<prefix>]`, the worker's backend setting `ledgerExport`, so its ServiceAccount is the one
+ *   the bucket's writer binding must name); the submit step downloads and verifies `<uri>/<runId>` with the
+ *   runtime bundle at `runtimeBundlePath` (components/gke/steps.cjs `summaryFromBucket`). The records are kept in
+ *   `recordsDir` on this machine (absolute).
+ */
+export type WorkflowLedger =
+  | { readonly kind: "hostMount"; readonly hostDir: string; readonly nodePath: string }
+  | { readonly kind: "bucket"; readonly uri: string; readonly runtimeBundlePath: string; readonly podPath: string; readonly recordsDir: string };
 
 /** `CohortRunArgs.execution` for a run that is a Temporal workflow executed by an in-cluster worker. */
 export interface ClusterWorkflowExecution {
@@ -59,45 +92,71 @@ export interface ClusterWorkflowExecution {
   readonly cluster: WorkflowCluster;
   /** The run namespace (its Role and LocalQueue); without `inClusterRuntime`. */
   readonly run: RunNamespace;
-  /** The worker ({@link RunWorkerInput} less what the run namespace gives). */
-  readonly worker: Omit<RunWorkerInput, "namespace" | "localQueue">;
-  readonly temporal: {
-    /** Temporal's frontend as this machine reaches it, `HOST:PORT` (kind's port mapping). */
-    readonly hostAddress: pulumi.Input<string>;
+  /** The worker ({@link RunWorkerInput} less what the run namespace and the ledger give). */
+  readonly worker: Omit<RunWorkerInput, "namespace" | "localQueue" | "artifactsPath" | "artifactsVolume">;
+  readonly temporal: WorkflowTemporalAccess & {
     /** @default `cohort-lab/<stack>` */
     readonly workflowIdPrefix?: string;
   };
-  /** The profile recorded in the ledger manifest (`local`). */
+  /** The profile recorded in the ledger manifest (`local`, `gke`). */
   readonly profile: string;
   /** The runtime on this machine that submits: `node` and `dist/cohort.cjs` (absolute), with node_modules next to dist/. */
   readonly submitter: { readonly runtimeBundlePath: string };
-  /** The host directory of the ledgers, and the same directory as the worker sees it (the nodes' mount). */
-  readonly ledger: { readonly hostDir: string; readonly nodePath: string };
+  /** Where the ledgers go and how the submit step reads them back ({@link WorkflowLedger}). */
+  readonly ledger: WorkflowLedger;
   /** What the worker waits for besides the run namespace (Temporal's Deployment). */
   readonly workerDependsOn: readonly pulumi.Resource[];
-  /** What the run waits for besides the worker (Agent Sandbox ready, Kueue gate and ClusterQueue). */
+  /** What the run waits for besides the worker (Agent Sandbox ready, Kueue gate and ClusterQueue; on gke the bucket's writer binding). */
   readonly dependsOn: readonly pulumi.Resource[];
 }
 
 /**
  * Creates the worker and the run under `parent` (the CohortRun). See the module doc for the children.
  *
- * @throws {pulumi.InputPropertyError} naming `execution.ledger.<field>` or `execution.submitter.runtimeBundlePath` for a relative path
+ * @throws {pulumi.InputPropertyError} naming `execution.ledger.<field>` (a relative path, a bucket uri that is not
+ *   `gs://…`, an unknown kind) or `execution.submitter.runtimeBundlePath` (a relative path)
  * @throws {RunWorkerFilesError} from {@link renderRunWorker}
  */
 export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkflowExecution, parent: pulumi.Resource): CohortExecution {
   const bad = (field: string, reason: string) => new pulumi.InputPropertyError({ propertyPath: `execution.${field}`, reason: `CohortRun ${plan.name}: ${reason}` });
-  if (!path.isAbsolute(args.ledger.hostDir)) throw bad("ledger.hostDir", `hostDir must be absolute (got ${JSON.stringify(args.ledger.hostDir)})`);
-  if (!path.posix.isAbsolute(args.ledger.nodePath)) throw bad("ledger.nodePath", `nodePath must be absolute (got ${JSON.stringify(args.ledger.nodePath)})`);
+  const ledger = args.ledger;
+  const absolute = (field: string, p: string, posix: boolean) => {
+    if (!(posix ? path.posix.isAbsolute(p) : path.isAbsolute(p))) throw bad(`ledger.${field}`, `${field} must be absolute (got ${JSON.stringify(p)})`);
+  };
+  if (ledger.kind === "hostMount") {
+    absolute("hostDir", ledger.hostDir, false);
+    absolute("nodePath", ledger.nodePath, true);
+  } else if (ledger.kind === "bucket") {
+    if (!/^gs:\/\/[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](\/[^\s]*)?$/.test(ledger.uri))
+      throw bad("ledger.uri", `uri must be gs://<bucket>[/<prefix>] (got ${JSON.stringify(ledger.uri)})`);
+    absolute("podPath", ledger.podPath, true);
+    absolute("recordsDir", ledger.recordsDir, false);
+    absolute("runtimeBundlePath", ledger.runtimeBundlePath, false);
+  } else {
+    throw bad("ledger.kind", `unknown ledger kind ${JSON.stringify((ledger as { kind?: unknown }).kind)} (hostMount or bucket)`);
+  }
   if (!path.isAbsolute(args.submitter.runtimeBundlePath)) throw bad("submitter.runtimeBundlePath", `must be absolute (got ${JSON.stringify(args.submitter.runtimeBundlePath)})`);
   const { cluster, run } = args;
-  const objects = renderRunWorker({ ...args.worker, namespace: run.namespaceName, localQueue: run.localQueueName });
+  // A bucket ledger: each run exports to it (the runtime's `ledgerExport` backend setting, runtime/cli.ts).
+  const backendSettings = ledger.kind === "bucket" ? { ...(args.worker.backendSettings ?? {}), ledgerExport: ledger.uri } : args.worker.backendSettings;
+  const objects = renderRunWorker({
+    ...args.worker,
+    ...(backendSettings !== undefined ? { backendSettings } : {}),
+    namespace: run.namespaceName,
+    localQueue: run.localQueueName,
+    artifactsPath: ledger.kind === "bucket" ? ledger.podPath : ledger.nodePath,
+    artifactsVolume: ledger.kind === "bucket" ? "emptyDir" : "hostPath",
+  });
   const opts = { parent, provider: cluster.provider };
-  const hostEnv = {
-    COHORT_BUNDLE: args.submitter.runtimeBundlePath,
-    COHORT_TEMPORAL_ADDRESS: args.temporal.hostAddress,
-    COHORT_TASK_QUEUE: args.worker.taskQueue,
-  };
+  const recordsDir = ledger.kind === "bucket" ? ledger.recordsDir : ledger.hostDir;
+  const temporalEnv: Record<string, pulumi.Input<string>> = "portForward" in args.temporal
+    ? { COHORT_TEMPORAL_PORT_FORWARD: JSON.stringify(args.temporal.portForward), COHORT_KUBECONFIG: pulumi.secret(args.temporal.kubeconfig) }
+    : { COHORT_TEMPORAL_ADDRESS: args.temporal.hostAddress };
+  const ledgerEnv: Record<string, string> =
+    ledger.kind === "bucket"
+      ? { COHORT_ARTIFACTS_DIR: ledger.recordsDir, COHORT_ARTIFACTS_NODE_PATH: ledger.podPath, COHORT_LEDGER_URI: ledger.uri, COHORT_RUNTIME_BUNDLE: ledger.runtimeBundlePath }
+      : { COHORT_ARTIFACTS_DIR: ledger.hostDir, COHORT_ARTIFACTS_NODE_PATH: ledger.nodePath };
+  const hostEnv = { COHORT_BUNDLE: args.submitter.runtimeBundlePath, COHORT_TASK_QUEUE: args.worker.taskQueue, ...temporalEnv };
   const guardStep = cluster.hostStep("worker-guard");
   const guard = new command.local.Command(
     `${plan.name}-worker-guard`,
@@ -127,9 +186,9 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
     plan.specSha256,
     objects.fileSha256["cohort.cjs"]!,
     run.namespaceName,
-    args.ledger.hostDir,
-    lastUnsuccessfulRunId(args.ledger.hostDir),
-    lastLostWorkflowId(args.ledger.hostDir),
+    ledger.kind === "bucket" ? ledger.uri : ledger.hostDir,
+    lastUnsuccessfulRunId(recordsDir),
+    lastLostWorkflowId(recordsDir),
   ];
   const identityStep = cluster.hostStep("run-identity");
   const identity = new command.local.Command(
@@ -161,10 +220,10 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
         ...submit.environment,
         ...hostEnv,
         COHORT_WORKFLOW_ID: pulumi.interpolate`${prefix}/${identity.stdout.apply((s) => s.trim())}`,
-        COHORT_ARTIFACTS_DIR: args.ledger.hostDir,
-        COHORT_ARTIFACTS_NODE_PATH: args.ledger.nodePath,
+        ...ledgerEnv,
         COHORT_KEEP_LEDGERS: String(plan.keepLedgers),
         COHORT_PROFILE: args.profile,
+        COHORT_NAMESPACE: run.namespaceName,
         COHORT_UNSUCCESSFUL_RUN_FILE: UNSUCCESSFUL_RUN_FILE,
         COHORT_LOST_WORKFLOW_FILE: LOST_WORKFLOW_FILE,
         // The status pipe on fd 3: the run's progress (runCohort's heartbeats) on this row of `pulumi up`.

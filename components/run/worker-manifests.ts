@@ -78,8 +78,14 @@ export interface RunWorkerInput {
   readonly temporalAddress: string;
   /** The task queue the worker polls. */
   readonly taskQueue: string;
-  /** The artifacts directory of the nodes (a hostPath), mounted at the same path. */
+  /** The artifacts directory (`cohort run --artifacts` of the runs), mounted at this path in the worker. */
   readonly artifactsPath: string;
+  /**
+   * What backs {@link artifactsPath}: `hostPath` (kind: the nodes' directory, the host's through kind's mount, so
+   * the ledger appears on the host) or `emptyDir` (gke: the pod's scratch copy; the runs export their ledgers to a
+   * bucket, `backendSettings.ledgerExport`, and the copy goes with the pod). @default "hostPath"
+   */
+  readonly artifactsVolume?: "hostPath" | "emptyDir";
   /** uid/gid the worker (and so the ledger files) runs as. */
   readonly runAs: { readonly uid: number; readonly gid: number };
   /** Further settings of the Kubernetes backend (its `--backend-config` mapping besides `namespace` and `queue`). @default {} */
@@ -265,7 +271,7 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
             },
             { name: "runtime", emptyDir: {} },
             { name: "tmp", emptyDir: {} },
-            { name: "artifacts", hostPath: { path: input.artifactsPath, type: "Directory" } },
+            input.artifactsVolume === "emptyDir" ? { name: "artifacts", emptyDir: {} } : { name: "artifacts", hostPath: { path: input.artifactsPath, type: "Directory" } },
           ],
         },
       },

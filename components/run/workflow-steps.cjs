@@ -12,7 +12,11 @@
  * - {@link runSubmit} (`run-submit`): start or attach, wait, print the summary with the ledger's host path.
  * - {@link runKeep} (`run-keep`): the run Command's update: its previous summary, unchanged.
  *
- * Environment: COHORT_BUNDLE, COHORT_TEMPORAL_ADDRESS, COHORT_TASK_QUEUE (guard and submit); the submit step also
+ * Temporal is reached at COHORT_TEMPORAL_ADDRESS, or, with COHORT_TEMPORAL_PORT_FORWARD (a cluster whose frontend
+ * is not published: `gke`), through a `kubectl port-forward` the step starts and supervises ({@link withTemporal}).
+ *
+ * Environment: COHORT_BUNDLE, COHORT_TASK_QUEUE and COHORT_TEMPORAL_ADDRESS, or COHORT_TEMPORAL_PORT_FORWARD with
+ * COHORT_KUBECONFIG and the pinned kubectl's COHORT_KUBECTL_* (guard and submit); the submit step also
  * COHORT_WORKFLOW_ID, COHORT_PROFILE, COHORT_ARTIFACTS_DIR, COHORT_ARTIFACTS_NODE_PATH, COHORT_UNSUCCESSFUL_RUN_FILE,
  * COHORT_LOST_WORKFLOW_FILE (the record files' names, components/run/run-records.ts), COHORT_STATUS_FD (fd 3: the
  * command provider's status pipe) and the RunSpec on stdin.
@@ -24,7 +28,7 @@ const crypto = require("node:crypto");
 const fs = require("node:fs");
 const os = require("node:os");
 const path = require("node:path");
-const { StepError, env, log, statusPipeFd } = require("./job-steps.cjs");
+const { StepError, env, log, statusPipeFd, pinnedTool, withKubeconfig } = require("./job-steps.cjs");
 
 /** `cohort open-runs`' exit code when runs are open (runtime/temporal/cli.ts `OPEN_RUNS_EXIT`). */
 const OPEN_RUNS_EXIT = 3;
@@ -75,6 +79,192 @@ function runBundle(args, o) {
   });
 }
 
+/** How long the first `kubectl port-forward` may take to listen (it is retried within this budget), ms. */
+const PORT_FORWARD_READY_MS = 60_000;
+/** The restart backoff of a port-forward that exited, ms: doubling from the first to the second. */
+const PORT_FORWARD_BACKOFF_MS = [500, 5_000];
+
+/**
+ * Parses COHORT_TEMPORAL_PORT_FORWARD, `{"namespace":"…","service":"…","port":N}`.
+ *
+ * @param {string} text
+ * @returns {{ namespace: string, service: string, port: number }}
+ * @throws {StepError} naming the field that is missing or malformed
+ */
+function parsePortForward(text) {
+  /** @type {any} */
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch (error) {
+    throw new StepError(`COHORT_TEMPORAL_PORT_FORWARD is not JSON: ${/** @type {Error} */ (error).message}`);
+  }
+  const name = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+  if (typeof v?.namespace !== "string" || !name.test(v.namespace))
+    throw new StepError(`COHORT_TEMPORAL_PORT_FORWARD.namespace must be a namespace name (got ${JSON.stringify(v?.namespace)})`);
+  if (typeof v.service !== "string" || !name.test(v.service)) throw new StepError(`COHORT_TEMPORAL_PORT_FORWARD.service must be a Service name (got ${JSON.stringify(v.service)})`);
+  if (!Number.isInteger(v.port) || v.port < 1 || v.port > 65535) throw new StepError(`COHORT_TEMPORAL_PORT_FORWARD.port must be a port 1-65535 (got ${JSON.stringify(v.port)})`);
+  return { namespace: v.namespace, service: v.service, port: v.port };
+}
+
+/**
+ * A supervised `kubectl port-forward --address 127.0.0.1 --namespace NS service/SVC [LOCAL]:PORT`: the first
+ * process picks a free local port (`:PORT`), and every restart binds the same one (`LOCAL:PORT`), so the address a
+ * child was given stays valid. kubectl resolves the Service to ONE pod when it starts and exits when it loses that
+ * pod ("lost connection to pod", since kubernetes/kubernetes#103526); it is restarted (backoff 0.5 s doubling to 5 s)
+ * until {@link PortForward.stop}, and one that reports "an error occurred forwarding" is restarted too, so a
+ * Temporal pod replaced mid-run is reached again. Connections in flight at a restart drop: the submitter retries
+ * (runtime/temporal/cli.ts), and a dropped connection is never a failed run.
+ */
+class PortForward {
+  /**
+   * @param {{ kubectl: string, kubeconfig: string, namespace: string, service: string, port: number, note: (line: string) => void, readyMs?: number }} o
+   *   `kubectl` the binary, `kubeconfig` a file, `port` the Service's, `readyMs` the first process's budget
+   *   (@default {@link PORT_FORWARD_READY_MS})
+   */
+  constructor(o) {
+    this.o = o;
+    /** @type {number | undefined} the local port, once the first process listens */
+    this.localPort = undefined;
+    /** Processes started after the first (each exit of a listening one is one restart). */
+    this.restarts = 0;
+    this.stopping = false;
+    /** @type {import("node:child_process").ChildProcess | undefined} */
+    this.child = undefined;
+    /** @type {Promise<void> | undefined} */
+    this.exited = undefined;
+    /** @type {string[]} */
+    this.stderr = [];
+  }
+
+  /** `service/SVC` in NS, for notes. */
+  target() {
+    return `service/${this.o.service} in ${this.o.namespace}`;
+  }
+
+  /**
+   * Starts one kubectl; resolves with the local port once it prints `Forwarding from 127.0.0.1:<port>`, rejects
+   * when it exits first (with its last stderr line).
+   *
+   * @returns {Promise<number>}
+   */
+  spawnOnce() {
+    const o = this.o;
+    const ports = `${this.localPort ?? ""}:${o.port}`;
+    const child = spawn(o.kubectl, ["--kubeconfig", o.kubeconfig, "port-forward", "--address", "127.0.0.1", "--namespace", o.namespace, `service/${o.service}`, ports], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    this.child = child;
+    this.stderr = [];
+    let resolveExit = () => {};
+    this.exited = new Promise((r) => (resolveExit = r));
+    return new Promise((resolve, reject) => {
+      let listening = false;
+      let out = "";
+      child.stdout.setEncoding("utf8").on("data", (d) => {
+        out += d;
+        const m = /Forwarding from 127\.0\.0\.1:(\d+) ->/.exec(out);
+        if (m !== null && !listening) {
+          listening = true;
+          resolve(Number(m[1]));
+        }
+      });
+      let pending = "";
+      child.stderr.setEncoding("utf8").on("data", (d) => {
+        const lines = (pending + d).split("\n");
+        pending = lines.pop() ?? "";
+        for (const line of lines.filter((l) => l.trim() !== "")) {
+          this.stderr.push(line);
+          // A forwarder that cannot reach its pod any more: replace it (a new one resolves the Service again).
+          if (listening && /an error occurred forwarding|lost connection to pod/.test(line) && child.exitCode === null) child.kill("SIGTERM");
+        }
+      });
+      child.on("error", (error) => {
+        resolveExit();
+        reject(new StepError(`kubectl port-forward to ${this.target()} did not start: ${error.message}`));
+      });
+      child.on("close", (code, signal) => {
+        if (pending.trim() !== "") this.stderr.push(pending);
+        resolveExit();
+        const why = this.stderr.at(-1) ?? `exited with ${signal ?? `status ${code}`}`;
+        if (!listening) reject(new StepError(`kubectl port-forward to ${this.target()} did not listen: ${why}`));
+        else if (!this.stopping) this.restart(why);
+      });
+    });
+  }
+
+  /**
+   * The first process: retried (1 s apart) until one listens or the ready budget passed.
+   *
+   * @returns {Promise<number>} the local port
+   * @throws {StepError} naming the target and kubectl's last stderr line
+   */
+  async start() {
+    const deadline = Date.now() + (this.o.readyMs ?? PORT_FORWARD_READY_MS);
+    for (;;) {
+      try {
+        this.localPort = await this.spawnOnce();
+        return this.localPort;
+      } catch (error) {
+        if (Date.now() >= deadline || this.stopping) throw error;
+        await new Promise((r) => setTimeout(r, 1_000));
+      }
+    }
+  }
+
+  /** @param {string} why - the exited process's last stderr line */
+  restart(why) {
+    const attempt = ++this.restarts;
+    const delay = Math.min(PORT_FORWARD_BACKOFF_MS[0] * 2 ** Math.min(attempt - 1, 10), PORT_FORWARD_BACKOFF_MS[1]);
+    this.o.note(`port-forward to ${this.target()} ended (${why}); restarting it on 127.0.0.1:${this.localPort} (restart ${attempt}, in ${delay} ms)`);
+    setTimeout(() => {
+      if (this.stopping) return;
+      this.spawnOnce().catch((error) => {
+        if (!this.stopping) this.restart(/** @type {Error} */ (error).message);
+      });
+    }, delay).unref();
+  }
+
+  /** Stops the current process and every restart; resolves once it exited. */
+  async stop() {
+    this.stopping = true;
+    if (this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGTERM");
+    await this.exited;
+  }
+}
+
+/**
+ * Calls `fn` with Temporal's frontend address as this machine reaches it: COHORT_TEMPORAL_ADDRESS, or, with
+ * COHORT_TEMPORAL_PORT_FORWARD, `127.0.0.1:<port>` of a supervised {@link PortForward} (the pinned kubectl,
+ * COHORT_KUBECTL_*, with COHORT_KUBECONFIG), stopped when `fn` settles. Its notes (a restart) go to `note`.
+ *
+ * @template T
+ * @param {(address: string, via: string) => Promise<T>} fn - `via` is `""` or ` (through kubectl port-forward to service/S in N)`
+ * @param {(line: string) => void} [note] @default a log line on stderr
+ * @returns {Promise<T>}
+ * @throws {StepError} a malformed COHORT_TEMPORAL_PORT_FORWARD, or a port-forward that never listened
+ */
+async function withTemporal(fn, note = log) {
+  const forward = process.env.COHORT_TEMPORAL_PORT_FORWARD;
+  if (forward === undefined || forward === "") return fn(env("COHORT_TEMPORAL_ADDRESS"), "");
+  const target = parsePortForward(forward);
+  const kubectl = await pinnedTool("kubectl", "COHORT_KUBECTL");
+  return withKubeconfig(env("COHORT_KUBECONFIG"), async (kubeconfig) => {
+    const pf = new PortForward({ kubectl, kubeconfig, ...target, note });
+    // A signal to the step stops the forwarder too (the bundle's child gets it from runBundle).
+    const stopOnSignal = () => void pf.stop();
+    const signals = /** @type {const} */ (["SIGTERM", "SIGINT", "SIGHUP"]);
+    for (const s of signals) process.on(s, stopOnSignal);
+    try {
+      const port = await pf.start();
+      return await fn(`127.0.0.1:${port}`, ` (through kubectl port-forward to ${pf.target()})`);
+    } finally {
+      for (const s of signals) process.off(s, stopOnSignal);
+      await pf.stop();
+    }
+  });
+}
+
 /** Whether fd 3 is the command provider's status pipe (job-steps.cjs `statusPipeFd`; submit is given it as its fd 3). */
 function statusPipeOpen() {
   return process.env.COHORT_STATUS_FD === "3" && statusPipeFd() === 3;
@@ -88,17 +278,19 @@ function statusPipeOpen() {
  */
 async function workerGuard() {
   const queue = env("COHORT_TASK_QUEUE");
-  const address = env("COHORT_TEMPORAL_ADDRESS");
   // The retry notes as they come (the guard's stderr is its row in `pulumi up`): up to 120 s would pass silently.
-  const open = await openRuns((line) => process.stderr.write(`${line}\n`));
+  const printed = (/** @type {string} */ line) => process.stderr.write(`${line}\n`);
+  const { open, address, via } = await withTemporal(async (address, via) => ({ open: await openRuns(address, printed), address, via }));
   if (open.length === 0) {
     log(`worker guard: no run open on task queue ${queue}; the run worker may roll`);
     return;
   }
+  const pf = via === "" ? undefined : parsePortForward(env("COHORT_TEMPORAL_PORT_FORWARD"));
+  const at = pf === undefined ? `--address ${address}` : `--address 127.0.0.1:7233 (with kubectl port-forward -n ${pf.namespace} service/${pf.service} 7233:${pf.port} running)`;
   throw new StepError(
     `the run worker cannot roll while runs are open on task queue ${queue} (a rollout would hand a running activity to a pod being deleted): ` +
       `${open.join("; ")}. Let them finish (\`pulumi up\` with the unchanged program attaches to a run and waits for it), ` +
-      `or cancel one: temporal workflow cancel --address ${address} --workflow-id ${open[0]?.split(" ")[0]}`,
+      `or cancel one: temporal workflow cancel ${at} --workflow-id ${open[0]?.split(" ")[0]}`,
   );
 }
 
@@ -106,15 +298,13 @@ async function workerGuard() {
  * The task queue's running workflows (`cohort open-runs`, retrying an unreachable Temporal for 120 s): one
  * `<workflow id> <run id> <start time>` line each.
  *
+ * @param {string} address - Temporal's frontend, `HOST:PORT` ({@link withTemporal})
  * @param {(line: string) => void} [onStderrLine] - sees each stderr line of `open-runs` (its retry notes) as it comes
  * @returns {Promise<string[]>}
  * @throws {StepError} when `open-runs` fails (Temporal unreachable, bad task queue), with its last stderr line
  */
-async function openRuns(onStderrLine) {
-  const r = await runBundle(
-    ["open-runs", "--temporal-address", env("COHORT_TEMPORAL_ADDRESS"), "--task-queue", env("COHORT_TASK_QUEUE"), "--wait-s", "120"],
-    onStderrLine ? { onStderrLine } : {},
-  );
+async function openRuns(address, onStderrLine) {
+  const r = await runBundle(["open-runs", "--temporal-address", address, "--task-queue", env("COHORT_TASK_QUEUE"), "--wait-s", "120"], onStderrLine ? { onStderrLine } : {});
   if (r.code !== 0 && r.code !== OPEN_RUNS_EXIT) throw new StepError(`cohort open-runs exited with status ${r.code}: ${r.stderr.at(-1) ?? "no output"}`);
   return r.stdout.split("\n").filter((l) => l.trim() !== "");
 }
@@ -140,6 +330,7 @@ async function runIdentity() {
  */
 function record(file, text) {
   try {
+    fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(`${file}.tmp`, text);
     fs.renameSync(`${file}.tmp`, file);
     return "";
@@ -155,10 +346,11 @@ function record(file, text) {
  * summary `mapSummary` gives (the ledger's host path). A run that did not succeed prints its summary, its reason on
  * stderr, records the summary (COHORT_UNSUCCESSFUL_RUN_FILE) and exits 0, as the process executor does; a workflow
  * that lost its run records its id (COHORT_LOST_WORKFLOW_FILE) and fails with the cause. A signal ends the
- * submitter only: the workflow and the run in the worker go on.
+ * submitter only: the workflow and the run in the worker go on. The records are kept in COHORT_ARTIFACTS_DIR.
  *
- * @param {(summary: Record<string, unknown>) => Record<string, unknown>} mapSummary - from the worker's paths to this
- *   machine's; throws a StepError when the ledger did not reach this machine
+ * @param {(summary: Record<string, unknown>) => Record<string, unknown>} mapSummary - from the worker's summary to the
+ *   one the stack stores (the ledger's host path, or its verified bucket copy); throws a StepError when the ledger
+ *   did not reach this machine or the bucket
  */
 async function runSubmit(mapSummary) {
   const hostRoot = env("COHORT_ARTIFACTS_DIR");
@@ -168,10 +360,10 @@ async function runSubmit(mapSummary) {
   const lostWorkflowFile = path.join(hostRoot, env("COHORT_LOST_WORKFLOW_FILE"));
   const spec = fs.readFileSync(0, "utf8");
   const statusFd = statusPipeOpen();
-  const args = [
+  const args = (/** @type {string} */ address) => [
     "submit",
     "--temporal-address",
-    env("COHORT_TEMPORAL_ADDRESS"),
+    address,
     "--task-queue",
     env("COHORT_TASK_QUEUE"),
     "--workflow-id",
@@ -195,7 +387,8 @@ async function runSubmit(mapSummary) {
       /* the provider stopped reading */
     }
   };
-  const r = await runBundle(args, { input: spec, statusFd, onStderrLine: note });
+  // Through a supervised port-forward where Temporal is not published (its restarts are notes on the status pipe).
+  const r = await withTemporal((address) => runBundle(args(address), { input: spec, statusFd, onStderrLine: note }), note);
   const summaryLine = r.stdout
     .split("\n")
     .filter((l) => l.trim() !== "")
@@ -220,4 +413,4 @@ async function runSubmit(mapSummary) {
   process.exit(r.code === 0 ? 1 : r.code);
 }
 
-module.exports = { workerGuard, runIdentity, runSubmit, runKeep, runBundle, OPEN_RUNS_EXIT };
+module.exports = { workerGuard, runIdentity, runSubmit, runKeep, runBundle, withTemporal, PortForward, parsePortForward, OPEN_RUNS_EXIT };

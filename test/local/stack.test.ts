@@ -14,16 +14,22 @@
  * row of `pulumi up` while the Job runs, naming members, stored nowhere; `kind delete cluster` by hand, then `destroy` completes
  * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context; in the default run mode
  * (`local.runAs` unset: workflow) the in-cluster run worker (a Ready Deployment, no Job) and a SIGKILLed `up` mid-hold followed by `up`, which
- * attaches to the same workflow: one run, one ledger, nothing left open on the task queue. Wall times are printed.
+ * attaches to the same workflow: one run, one ledger, nothing left open on the task queue; the gke steps' supervised
+ * `kubectl port-forward` to Temporal's Service (the pinned kubectl), restarted on the same port when Temporal's pod
+ * is deleted. Wall times are printed.
  *
  * Skipped, with the reason, when the Docker engine, the built tools, node image, images or manifests are missing.
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, realpathSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import * as os from "node:os";
 import * as net from "node:net";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { cacheRoot } from "../../common/paths";
+import { localTools } from "../../components/kind/KindCluster";
 import { PROJECT_DIR } from "../../stacks/config";
 import { findLocalArtifacts } from "../../stacks/local";
 import { OPENCLAW_MEMBER_CONFIG } from "../../stacks/members";
@@ -395,6 +401,61 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       await project.restoreStackFile();
     }
   }, 1_500_000);
+
+  it("the gke steps' supervised port-forward (gke.runAs workflow) with the pinned kubectl against kind's Temporal: worker-guard through it; Temporal's pod deleted, the forwarder restarted on the same port", async () => {
+    // A single-context kubeconfig of this cluster, as the gke stack gives its steps (COHORT_KUBECONFIG).
+    const kubeconfig = await project.kubectl(["config", "view", "--minify", "--flatten"]);
+    const tools = localTools(`${process.platform}-${process.arch}`, cacheRoot());
+    const bundle = path.join(PROJECT_DIR, "dist", "cohort.cjs");
+    const forward = { namespace: "cohort-lab-system", service: "temporal", port: 7233 };
+    const guard = await execa(process.execPath, [path.join(PROJECT_DIR, "components", "gke", "steps.cjs"), "worker-guard"], {
+      env: {
+        ...tools.environment,
+        COHORT_BUNDLE: bundle,
+        COHORT_TASK_QUEUE: "cohort-lab-local-runs",
+        COHORT_TEMPORAL_PORT_FORWARD: JSON.stringify(forward),
+        COHORT_KUBECONFIG: kubeconfig,
+      },
+      extendEnv: true,
+      reject: false,
+      all: true,
+    });
+    expect(guard.exitCode, String(guard.all)).toBe(0);
+    expect(String(guard.all)).toContain("worker guard: no run open on task queue cohort-lab-local-runs");
+
+    // The supervisor itself, with Temporal's pod replaced under it.
+    const steps = createRequire(__filename)(path.join(PROJECT_DIR, "components", "run", "workflow-steps.cjs")) as {
+      PortForward: new (o: Record<string, unknown>) => { start(): Promise<number>; stop(): Promise<void>; restarts: number };
+    };
+    const dir = mkdtempSync(path.join(os.tmpdir(), "cohort-local-pf-"));
+    const file = path.join(dir, "kubeconfig");
+    writeFileSync(file, kubeconfig, { mode: 0o600 });
+    const notes: string[] = [];
+    const pf = new steps.PortForward({ kubectl: tools.kubectl, kubeconfig: file, ...forward, note: (l: string) => notes.push(l) });
+    const openRuns = (port: number) =>
+      execa(process.execPath, [bundle, "open-runs", "--temporal-address", `127.0.0.1:${port}`, "--task-queue", "cohort-lab-local-runs", "--wait-s", "120"], {
+        reject: false,
+        all: true,
+      });
+    try {
+      const port = await pf.start();
+      const first = await openRuns(port);
+      expect(first.exitCode, String(first.all)).toBe(0);
+      const started = performance.now();
+      await project.kubectl(["delete", "pod", "-n", "cohort-lab-system", "-l", "app.kubernetes.io/name=temporal", "--wait=true"]);
+      await project.kubectl(["rollout", "status", "-n", "cohort-lab-system", "deployment/temporal", "--timeout=180s"]);
+      // open-runs retries an unreachable Temporal for up to 120 s: the forwarder is back on the same port within it.
+      const again = await openRuns(port);
+      timings.portForwardBackAfterTemporalPodDeleted = performance.now() - started;
+      expect(again.exitCode, `${String(again.all)}\n${notes.join("\n")}`).toBe(0);
+      expect(pf.restarts).toBeGreaterThanOrEqual(1);
+      expect(notes[0]).toMatch(new RegExp(`port-forward to service/temporal in cohort-lab-system ended \\(.*\\); restarting it on 127\\.0\\.0\\.1:${port}`));
+      process.stderr.write(`[e2e local port-forward] ${pf.restarts} restart(s): ${notes[0] ?? ""}\n`);
+    } finally {
+      await pf.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 600_000);
 
   it("kind delete cluster by hand: destroy completes, then up recreates the cluster and runs again", async () => {
     execFileSync(project.kindBinary(), ["delete", "cluster", "--name", name], { env: project.env, stdio: "ignore" });

@@ -8,7 +8,11 @@
  * - two submitters with one workflow id: one workflow, one ledger, the same summary line;
  * - the submitter SIGKILLed mid-run, then submitted again: the same run id, the outcome read from the finished run;
  * - the cluster workflow's host steps (`worker-guard`, `run-identity`, `run-submit` of components/kind/steps.cjs)
- *   against this server and worker: the guard refuses a rollout while a run is open and passes once it closed.
+ *   against this server and worker: the guard refuses a rollout while a run is open and passes once it closed;
+ * - the gke steps' `run-submit` (components/gke/steps.cjs, `gke.runAs: workflow`) against a second worker whose
+ *   runs export their ledgers to a bucket of fake-gcs-server (the worker's backend setting `ledgerExport`, as the gke
+ *   worker's): the summary read back and verified from the bucket, and `run-forget` deleting it. (The port-forward
+ *   the gke steps reach Temporal through needs a kubelet: test/unit/port-forward.test.ts, test/local/stack.test.ts.)
  */
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
@@ -27,6 +31,7 @@ import { HEARTBEAT_TIMEOUT_S } from "../../runtime/temporal/contract.js";
 import { controlPlaneBinaries, findSimBinaries } from "../../simctl/binaries.js";
 import { startController, stopController } from "../../simctl/cluster.js";
 import { isRunning } from "../../simctl/procs.js";
+import { gcsEmulatorSkipReason, startGcsEmulator } from "../runtime/gcs-emulator.js";
 import { startSim, simUnavailableReason, type SimHarness } from "./harness.js";
 import { FAKE_IMAGE, adminClient, eventually, list, namespaceWithQueue } from "./k8s-backend-helpers.js";
 
@@ -106,8 +111,8 @@ interface Exited {
 }
 
 /** A `node dist/cohort.cjs <args>` child with its output collected. */
-function cohortProcess(args: readonly string[]): { child: ChildProcess; exited: Promise<Exited>; stderr: () => string } {
-  const child = spawn(process.execPath, [runtimeBundle, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+function cohortProcess(args: readonly string[], env: NodeJS.ProcessEnv = process.env): { child: ChildProcess; exited: Promise<Exited>; stderr: () => string } {
+  const child = spawn(process.execPath, [runtimeBundle, ...args], { stdio: ["ignore", "pipe", "pipe"], env });
   let stdout = "";
   let stderr = "";
   child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
@@ -345,6 +350,69 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(after.code, after.stderr).toBe(0);
     expect(fs.existsSync(path.join(artifacts, ".unsuccessful.json"))).toBe(false);
   }, 300_000);
+
+  it.skipIf(gcsEmulatorSkipReason !== undefined)(
+    "the gke steps' run-submit (runAs workflow): a worker exporting to the bucket, the summary read back and verified from it, run-forget deleting it",
+    async () => {
+      const gcs = await startGcsEmulator("cohort-gke-ledgers");
+      const gkeQueue = "cohort-test-gke-runs";
+      const gkeBackend = path.join(specDir, "backend-gke.json");
+      fs.writeFileSync(gkeBackend, JSON.stringify({ kubeconfig: sim.kubeconfigPath, namespace: ns, queue: "cohort", ledgerExport: "gs://cohort-gke-ledgers" }));
+      const podDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-pod-"));
+      const records = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-records-"));
+      const gkeEnv = { ...process.env, STORAGE_EMULATOR_HOST: gcs.endpoint };
+      const w = cohortProcess(["worker", "--temporal-address", sim.temporalAddress, "--namespace", "default", "--task-queue", gkeQueue, "--backend-config", gkeBackend], gkeEnv);
+      try {
+        await eventually("the gke worker to poll", 60_000, async () => (w.stderr().includes("worker polling task queue") ? true : undefined));
+        const steps = path.join(projectDir, "components", "gke", "steps.cjs");
+        const env = {
+          ...gkeEnv,
+          COHORT_BUNDLE: runtimeBundle,
+          COHORT_RUNTIME_BUNDLE: runtimeBundle,
+          COHORT_TEMPORAL_ADDRESS: sim.temporalAddress,
+          COHORT_TASK_QUEUE: gkeQueue,
+          COHORT_WORKFLOW_ID: "wf-gke-steps",
+          COHORT_PROFILE: "gke",
+          COHORT_ARTIFACTS_DIR: records,
+          COHORT_ARTIFACTS_NODE_PATH: podDir,
+          COHORT_LEDGER_URI: "gs://cohort-gke-ledgers",
+          COHORT_UNSUCCESSFUL_RUN_FILE: ".unsuccessful.json",
+          COHORT_LOST_WORKFLOW_FILE: ".lost",
+        };
+        const step = (name: string, extra: Record<string, string> = {}, input = "") =>
+          new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+            const child = spawn(process.execPath, [steps, name], { env: { ...env, ...extra }, stdio: ["pipe", "pipe", "pipe"] });
+            let stdout = "";
+            let stderr = "";
+            child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+            child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+            child.stdin!.end(input);
+            child.once("close", (code) => resolve({ code, stdout, stderr }));
+          });
+        const r = await step("run-submit", {}, cohort("gkesteps", 2, "2s"));
+        expect(r.code, r.stderr).toBe(0);
+        const summary = JSON.parse(r.stdout) as { runId: string; outcome: string; ledgerUri: string; reportPath: unknown; firstFailure: unknown };
+        expect(summary).toMatchObject({ outcome: "succeeded", ledgerUri: `gs://cohort-gke-ledgers/${summary.runId}`, reportPath: null, firstFailure: null });
+        expect(summary.runId).toMatch(/^gkesteps-/);
+        expect(await gcs.list(`${summary.runId}/`)).toEqual([`${summary.runId}/completion.json`, `${summary.runId}/manifest.json`, `${summary.runId}/records.ndjson`]);
+        // The ledger's home is the bucket: the worker's copy is its scratch directory (an emptyDir in the pod).
+        expect(fs.existsSync(path.join(podDir, summary.runId, "completion.json"))).toBe(true);
+        // Kept by default; removed by run-forget with keepLedgers false.
+        const kept = await step("run-forget", { PULUMI_COMMAND_STDOUT: r.stdout, COHORT_KEEP_LEDGERS: "true" });
+        expect(kept.code, kept.stderr).toBe(0);
+        expect(await gcs.list(`${summary.runId}/`)).toHaveLength(3);
+        const forgot = await step("run-forget", { PULUMI_COMMAND_STDOUT: r.stdout, COHORT_KEEP_LEDGERS: "false" });
+        expect(forgot.code, forgot.stderr).toBe(0);
+        expect(await gcs.list(`${summary.runId}/`)).toEqual([]);
+      } finally {
+        w.child.kill("SIGTERM");
+        await w.exited;
+        await gcs.stop();
+        for (const d of [podDir, records]) fs.rmSync(d, { recursive: true, force: true });
+      }
+    },
+    300_000,
+  );
 
   it("the Temporal server restarted mid-run of a run longer than the heartbeat timeout: history kept, the run finishes", async () => {
     // hold 40 s > HEARTBEAT_TIMEOUT_S: the activity lives only because its own timer keeps heartbeating.

@@ -1,0 +1,186 @@
+/**
+ * The `gke` profile with `gke.runAs: workflow` under Pulumi mocks (one program in this file, `pulumi up` mode): the
+ * run is a Temporal workflow executed by the in-cluster run worker, so the graph has no runtime Job and instead the
+ * worker in the run namespace with its run directory an emptyDir and the bucket export in its backend settings; the
+ * bucket's ONE writer binding names the worker's service account; the rollout guard and the run Command reach
+ * Temporal through the supervised port-forward (COHORT_TEMPORAL_PORT_FORWARD, the kubeconfig as a secret, the pinned
+ * kubectl) and the run Command reads the ledger back from the bucket (COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE). Also
+ * the refusal of `up` without `gke.runWorkerImage`, and a malformed one, before any resource exists.
+ * The step programs themselves: test/unit/port-forward.test.ts, test/components/gke-run-steps.test.ts.
+ */
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import { beforeAll, describe, expect, it } from "vitest";
+import { PROJECT_DIR } from "../../stacks/config.js";
+import { ensureLocalTools } from "../unit/crd-schema-tools.js";
+import { find, installMocks, settle, TEST_DIGEST, valueOf, type Registration } from "./local-harness.js";
+
+const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-workflow-mock-"));
+const artifactRoot = path.join(projectDir, "artifacts");
+const roles = [{ name: "agent", replicas: 4, app: { command: ["node", "-e", "1"] }, readiness: { tcp: {} }, resources: { cpu: "500m", memory: "512Mi" } }];
+const images = {
+  kueue: `registry.k8s.io/kueue/kueue:v0.17.0@${TEST_DIGEST}`,
+  agentSandbox: `registry.k8s.io/agent-sandbox/agent-sandbox-controller@${TEST_DIGEST}`,
+  runtime: `docker.io/library/node@${TEST_DIGEST}`,
+};
+const workerImage = `us-central1-docker.pkg.dev/my-project-123/cohort/run-worker:1.24.0@${TEST_DIGEST}`;
+const gke = { project: "my-project-123", zone: "us-central1-a", bucketName: "my-cohort-ledgers", runAs: "workflow", runWorkerImage: workerImage };
+const runId = "society-20261204T030000Z-a1b2c3";
+const summary = {
+  runId,
+  outcome: "succeeded",
+  size: 4,
+  readyCount: 4,
+  timeToReadyMs: 4321,
+  ledgerPath: `/var/lib/cohort/artifacts/${runId}`,
+  reportPath: null,
+  firstFailure: null,
+  ledgerUri: `gs://my-cohort-ledgers/${runId}`,
+};
+
+let regs: Registration[] = [];
+let outputs: import("../../stacks/profiles.js").StackOutputs;
+let skipReason: string | undefined;
+let build: (gkeConfig: Record<string, unknown>) => import("../../stacks/profiles.js").StackOutputs;
+const byType = (type: string) => regs.filter((r) => r.type === type);
+
+beforeAll(async () => {
+  const tools = await ensureLocalTools();
+  const missing = ["cohort-temporal.cjs", "cohort-temporal-workflows.js"].filter((f) => !fs.existsSync(path.join(PROJECT_DIR, "dist", f)));
+  skipReason = !tools.ok ? tools.reason : missing.length > 0 ? `dist/${missing.join(", dist/")} missing: npm run build` : undefined;
+  if (skipReason !== undefined) {
+    console.warn(`gke workflow mock test SKIPPED: ${skipReason}`);
+    return;
+  }
+  fs.mkdirSync(path.join(projectDir, "dist"));
+  for (const f of ["cohort-temporal.cjs", "cohort-temporal-workflows.js"]) fs.copyFileSync(path.join(PROJECT_DIR, "dist", f), path.join(projectDir, "dist", f));
+  regs = await installMocks({
+    preview: false,
+    stack: "gke",
+    stdoutFor: (name) => (name === "cohort-identity" ? "0123456789ab\n" : name === "cohort-run" ? `${JSON.stringify(summary)}\n` : undefined),
+    stateFor: (type, inputs) =>
+      type === "gcp:container/cluster:Cluster"
+        ? { endpoint: "203.0.113.10", masterAuth: { clusterCaCertificate: "Q0E=" } }
+        : type === "gcp:serviceaccount/account:Account"
+          ? { email: `${String(inputs.accountId)}@my-project-123.iam.gserviceaccount.com` }
+          : {},
+    call: (token) => (token === "gcp:organizations/getProject:getProject" ? { number: "123456789012", projectId: "my-project-123" } : {}),
+  });
+  const { parseStackConfig, readRawConfig } = await import("../../stacks/config.js");
+  const { loadClusterManifests } = await import("../../stacks/cluster.js");
+  const { buildGke, gkeProfile } = await import("../../stacks/gke.js");
+  const manifests = loadClusterManifests();
+  build = (gkeConfig) => {
+    pulumi.runtime.setAllConfig({
+      "cohort-lab:artifactRoot": artifactRoot,
+      "cohort-lab:cohort": JSON.stringify({ name: "society", startupTimeout: "15m", roles }),
+      "cohort-lab:gke": JSON.stringify(gkeConfig),
+      "cohort-lab:images": JSON.stringify(images),
+    });
+    const raw = readRawConfig();
+    const config = parseStackConfig(raw, { stack: "gke", projectDir, profileKeys: gkeProfile.configKeys });
+    return buildGke({ stack: "gke", projectDir, config, raw }, { manifests, bundle: Buffer.from("// stand-in for dist/cohort.cjs\n"), toolCacheRoot: "/cache" });
+  };
+  outputs = build(gke);
+  await valueOf(outputs.run);
+  await settle(regs, 100);
+}, 900_000);
+
+/** A Command's environment: the whole map is wrapped as a secret when an entry is one (the kubeconfig). */
+const unwrap = (v: unknown) => ((v as { value?: unknown }).value ?? v) as Record<string, unknown>;
+const workerDeployment = () => byType("kubernetes:apps/v1:Deployment").find((r) => r.name.endsWith("/cohort-run-worker"))!;
+
+describe("gke profile with runAs workflow", () => {
+  it("no runtime Job: the worker from the registry by digest, its run directory an emptyDir, its runs exporting to the bucket", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    expect(byType("kubernetes:batch/v1:Job")).toHaveLength(0);
+    const deployment = workerDeployment();
+    expect(deployment).toBeDefined();
+    const ns = deployment.name.split(":")[1]!.split("/")[0]!;
+    const pod = (
+      deployment.inputs.spec as {
+        template: {
+          spec: {
+            serviceAccountName: string;
+            containers: { image: string; command: string[]; volumeMounts: { name: string; mountPath: string }[] }[];
+            volumes: Record<string, unknown>[];
+          };
+        };
+      }
+    ).template.spec;
+    expect(pod.serviceAccountName).toBe("cohort-run-worker");
+    expect(pod.containers[0]!.image).toBe(workerImage);
+    expect(pod.containers[0]!.command).toEqual([
+      "node",
+      "/opt/cohort/cohort.cjs",
+      "worker",
+      "--temporal-address",
+      "temporal.cohort-lab-system.svc.cluster.local:7233",
+      "--task-queue",
+      "cohort-lab-gke-runs",
+    ]);
+    expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: "artifacts", mountPath: "/var/lib/cohort/artifacts" });
+    expect(pod.volumes.find((v) => v.name === "artifacts")).toEqual({ name: "artifacts", emptyDir: {} });
+    expect(JSON.stringify(pod.volumes)).not.toContain("hostPath");
+    const config = find(regs, "kubernetes:core/v1:ConfigMap", `cohort:${ns}/cohort-run-worker`);
+    expect(JSON.parse((config.inputs.data as Record<string, string>)["backend.json"]!)).toEqual({ ledgerExport: "gs://my-cohort-ledgers", namespace: ns, queue: "cohort" });
+  });
+
+  it("the bucket's one writer binding names the worker's service account, and the run waits for it", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const bindings = byType("gcp:storage/bucketIAMMember:BucketIAMMember");
+    expect(bindings).toHaveLength(1);
+    const ns = workerDeployment().name.split(":")[1]!.split("/")[0]!;
+    expect(bindings[0]!.inputs.member).toBe(
+      `principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/my-project-123.svc.id.goog/subject/ns/${ns}/sa/cohort-run-worker`,
+    );
+    const run = find(regs, "command:local:Command", "cohort-run");
+    expect(run.dependencies).toEqual(expect.arrayContaining([bindings[0]!.urn, workerDeployment().urn, find(regs, "command:local:Command", "cohort-identity").urn]));
+  });
+
+  it("the guard and the run reach Temporal through the supervised port-forward; the run reads the ledger back from the bucket", async (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const forward = JSON.stringify({ namespace: "cohort-lab-system", service: "temporal", port: 7233 });
+    const guard = find(regs, "command:local:Command", "cohort-worker-guard");
+    const run = find(regs, "command:local:Command", "cohort-run");
+    expect(guard.inputs.create).toBe(`'${process.execPath}' components/gke/steps.cjs worker-guard`);
+    expect([run.inputs.create, run.inputs.update, run.inputs.delete]).toEqual(
+      ["run-submit", "run-keep", "run-forget"].map((s) => `'${process.execPath}' components/gke/steps.cjs ${s}`),
+    );
+    expect(workerDeployment().dependencies).toContain(guard.urn);
+    for (const c of [guard, run]) {
+      const env = unwrap(c.inputs.environment);
+      expect(env.COHORT_TEMPORAL_PORT_FORWARD, c.name).toBe(forward);
+      expect(env.COHORT_TEMPORAL_ADDRESS, c.name).toBeUndefined();
+      expect(env.COHORT_KUBECTL_BIN, c.name).toMatch(/^\/cache\//);
+      // The kubeconfig is a secret in the Command's inputs (the map is wrapped as one).
+      expect(JSON.stringify(c.inputs.environment), c.name).toContain("1b47061264138c4ac30d75fd1eb44270");
+      expect(String(env.COHORT_KUBECONFIG), c.name).toContain("command: gke-gcloud-auth-plugin");
+    }
+    expect(unwrap(run.inputs.environment)).toMatchObject({
+      COHORT_WORKFLOW_ID: "cohort-lab/gke/0123456789ab",
+      COHORT_TASK_QUEUE: "cohort-lab-gke-runs",
+      COHORT_ARTIFACTS_NODE_PATH: "/var/lib/cohort/artifacts",
+      COHORT_ARTIFACTS_DIR: artifactRoot,
+      COHORT_LEDGER_URI: "gs://my-cohort-ledgers",
+      COHORT_RUNTIME_BUNDLE: path.join(projectDir, "dist", "cohort.cjs"),
+      COHORT_PROFILE: "gke",
+      COHORT_STATUS_FD: "3",
+    });
+    expect(await valueOf(outputs.queues)).toMatchObject({ temporalTaskQueue: "cohort-lab-gke-runs" });
+    expect(await valueOf(outputs.run)).toMatchObject({ id: runId, outcome: "succeeded" });
+  });
+
+  it("refuses up without gke.runWorkerImage, and a worker image that is not by digest, naming the key, before any resource", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const before = regs.length;
+    expect(() => build({ ...gke, runWorkerImage: undefined })).toThrow(/cohort-lab:gke\.runWorkerImage: gke\.runAs is workflow, and the run worker image .* is in no registry/);
+    expect(() => build({ ...gke, runWorkerImage: "us-central1-docker.pkg.dev/p/r/run-worker:1.24.0" })).toThrow(
+      /cohort-lab:gke\.runWorkerImage: must be the run worker image in your registry by digest/,
+    );
+    expect(() => build({ ...gke, runAs: "pod" })).toThrow(/cohort-lab:gke\.runAs: must be job or workflow \(got "pod"\)/);
+    expect(regs.length).toBe(before);
+  });
+});
