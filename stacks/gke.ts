@@ -123,9 +123,12 @@ export const GKE_TEMPORAL_TASK_QUEUE = "cohort-lab-gke-runs";
  * `gke.runWorkerImage`: the run worker image as pushed to a registry the cluster pulls from, by digest
  * (`<registry>/<path>[:<tag>]@sha256:<64 hex>`, e.g. Artifact Registry's `us-central1-docker.pkg.dev/<project>/<repo>/run-worker`).
  * No public registry holds this project's own image: it is built here (`npm run toolchain -- local-apps`) and pushed
- * by the user (docs/gke.md).
+ * by the user (docs/gke.md). The first component must be a registry host (a dotted name, or `localhost`, with an
+ * optional port), as in the reference grammar of https://github.com/distribution/reference (`domain`); the local
+ * build's name, `cohort-lab.local/…`, is refused separately (no node can pull it).
  */
-export const REGISTRY_IMAGE_REF = /^([a-z0-9]+(?:[._-][a-z0-9]+)*(?::[0-9]+)?(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+)(?::([\w][\w.-]{0,127}))?@(sha256:[0-9a-f]{64})$/;
+export const REGISTRY_IMAGE_REF =
+  /^((?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)+(?::[0-9]+)?|localhost(?::[0-9]+)?)(?:\/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)+)(?::([\w][\w.-]{0,127}))?@(sha256:[0-9a-f]{64})$/;
 
 /** Pool names and the system pool's label (the agent pool's label and taint are every cluster profile's, components/sim/fakeNode.ts). */
 export const GKE_POOLS = { system: "system", agents: "agents" } as const;
@@ -160,6 +163,15 @@ export const GKE_EXCLUDED_NAMESPACES = [
  * the bucket, `gs://<bucket>/<runId>/`, the summary's `ledgerUri`).
  */
 export const GKE_ARTIFACTS_PATH = "/var/lib/cohort/artifacts";
+
+/**
+ * Where the workflow mode's host step keeps its records on this machine (components/run/run-records.ts: a run that
+ * did not succeed, a workflow that lost its run; each a trigger, so the next `up` runs again):
+ * `<artifactRoot>/.cohort-gke/<stack>`, apart from the `local` and `host` stacks' records at the artifact root itself.
+ */
+export function gkeRecordsDir(projectDir: string, artifactRoot: string, stack: string): string {
+  return path.join(path.resolve(projectDir, artifactRoot), ".cohort-gke", stack);
+}
 
 /** The export destination of the runtime Job's ledger: `gs://<bucketName>` (runs at `gs://<bucketName>/<runId>/`). */
 export function gkeLedgerUri(bucketName: string): string {
@@ -236,6 +248,15 @@ export function parseGkeConfig(raw: RawConfig): GkeConfig {
   const zone = c.zone as string;
   const region = (c.region as string | undefined) ?? zone.replace(/-[a-z]$/, "");
   if (!zone.startsWith(`${region}-`)) throw new StackConfigError([{ key: configKey("gke.zone"), reason: `${zone} is not a zone of gke.region ${region}` }]);
+  const localHost = IMAGE_RECIPES.runWorker.repository.split("/")[0]!;
+  if (typeof c.runWorkerImage === "string" && c.runWorkerImage.startsWith(`${localHost}/`)) {
+    throw new StackConfigError([
+      {
+        key: configKey("gke.runWorkerImage"),
+        reason: `${c.runWorkerImage} is the name of the local build (${localHost}), which no GKE node can pull: push it to your registry and set that name and digest (docs/gke.md)`,
+      },
+    ]);
+  }
   return {
     project: c.project as string,
     region,
@@ -604,13 +625,21 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
           temporalAddress: `${TEMPORAL_NAME}.${SYSTEM_NAMESPACE}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`,
           taskQueue: GKE_TEMPORAL_TASK_QUEUE,
           runAs: { uid: 1000, gid: 1000 },
+          // On the system pool with the controllers (the agent pool's taint keeps it off that pool anyway).
+          nodeSelector: onSystem,
           terminationGracePeriodSeconds: Math.ceil((2 * parseDurationMs(plan.resolved.spec.stopGracePeriod)) / 1000) + 30,
         },
         // The frontend is not published: the host steps reach it through a supervised port-forward.
         temporal: { portForward: { namespace: SYSTEM_NAMESPACE, service: TEMPORAL_NAME, port: TEMPORAL_GRPC_PORT }, kubeconfig: cluster.kubeconfig },
         profile: "gke",
         submitter: { runtimeBundlePath },
-        ledger: { kind: "bucket", uri: gkeLedgerUri(g.bucketName), runtimeBundlePath, podPath: GKE_ARTIFACTS_PATH, recordsDir: path.resolve(projectDir, config.artifactRoot) },
+        ledger: {
+          kind: "bucket",
+          uri: gkeLedgerUri(g.bucketName),
+          runtimeBundlePath,
+          podPath: GKE_ARTIFACTS_PATH,
+          recordsDir: gkeRecordsDir(projectDir, config.artifactRoot, ctx.stack),
+        },
         workerDependsOn: [temporal.deployment],
         dependsOn: [...layerReady, writer],
       },

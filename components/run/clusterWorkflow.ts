@@ -154,7 +154,14 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
     : { COHORT_TEMPORAL_ADDRESS: args.temporal.hostAddress };
   const ledgerEnv: Record<string, string> =
     ledger.kind === "bucket"
-      ? { COHORT_ARTIFACTS_DIR: ledger.recordsDir, COHORT_ARTIFACTS_NODE_PATH: ledger.podPath, COHORT_LEDGER_URI: ledger.uri, COHORT_RUNTIME_BUNDLE: ledger.runtimeBundlePath }
+      ? {
+          COHORT_ARTIFACTS_DIR: ledger.recordsDir,
+          COHORT_ARTIFACTS_NODE_PATH: ledger.podPath,
+          COHORT_LEDGER_URI: ledger.uri,
+          COHORT_RUNTIME_BUNDLE: ledger.runtimeBundlePath,
+          // Named in a failed export's message (where the worker's log is).
+          COHORT_NAMESPACE: run.namespaceName,
+        }
       : { COHORT_ARTIFACTS_DIR: ledger.hostDir, COHORT_ARTIFACTS_NODE_PATH: ledger.nodePath };
   const hostEnv = { COHORT_BUNDLE: args.submitter.runtimeBundlePath, COHORT_TASK_QUEUE: args.worker.taskQueue, ...temporalEnv };
   const guardStep = cluster.hostStep("worker-guard");
@@ -223,7 +230,6 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
         ...ledgerEnv,
         COHORT_KEEP_LEDGERS: String(plan.keepLedgers),
         COHORT_PROFILE: args.profile,
-        COHORT_NAMESPACE: run.namespaceName,
         COHORT_UNSUCCESSFUL_RUN_FILE: UNSUCCESSFUL_RUN_FILE,
         COHORT_LOST_WORKFLOW_FILE: LOST_WORKFLOW_FILE,
         // The status pipe on fd 3: the run's progress (runCohort's heartbeats) on this row of `pulumi up`.

@@ -90,6 +90,8 @@ export interface RunWorkerInput {
   readonly runAs: { readonly uid: number; readonly gid: number };
   /** Further settings of the Kubernetes backend (its `--backend-config` mapping besides `namespace` and `queue`). @default {} */
   readonly backendSettings?: Readonly<Record<string, unknown>>;
+  /** Node labels the worker pod must land on (gke: the system pool's). @default none */
+  readonly nodeSelector?: Readonly<Record<string, string>>;
   /** Seconds a stopping worker pod gets (SIGTERM to SIGKILL): the run's stop budget (2 × stopGracePeriod + margin). */
   readonly terminationGracePeriodSeconds: number;
 }
@@ -208,6 +210,7 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
         },
         spec: {
           serviceAccountName: RUN_WORKER_NAMES.serviceAccount,
+          ...(input.nodeSelector !== undefined ? { nodeSelector: { ...input.nodeSelector } } : {}),
           enableServiceLinks: false,
           terminationGracePeriodSeconds: input.terminationGracePeriodSeconds,
           securityContext: runtimePodSecurity(input.runAs),

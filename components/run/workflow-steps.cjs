@@ -26,6 +26,7 @@
 const { spawn } = require("node:child_process");
 const crypto = require("node:crypto");
 const fs = require("node:fs");
+const net = require("node:net");
 const os = require("node:os");
 const path = require("node:path");
 const { StepError, env, log, statusPipeFd, pinnedTool, withKubeconfig } = require("./job-steps.cjs");
@@ -81,8 +82,17 @@ function runBundle(args, o) {
 
 /** How long the first `kubectl port-forward` may take to listen (it is retried within this budget), ms. */
 const PORT_FORWARD_READY_MS = 60_000;
-/** The restart backoff of a port-forward that exited, ms: doubling from the first to the second. */
+/** How long one kubectl may take to listen before it is killed and counted as failed, ms (an API server or exec credential that hangs). */
+const PORT_FORWARD_ATTEMPT_MS = 20_000;
+/** The restart backoff of a port-forward that ended, ms: doubling from the first to the second. */
 const PORT_FORWARD_BACKOFF_MS = [500, 5_000];
+/** A kubectl that stayed up this long resets the backoff, ms. */
+const PORT_FORWARD_STABLE_MS = 60_000;
+/** "an error occurred forwarding" lines within {@link PORT_FORWARD_ERROR_WINDOW_MS} that make a kubectl be replaced. */
+const PORT_FORWARD_ERRORS = 3;
+const PORT_FORWARD_ERROR_WINDOW_MS = 30_000;
+/** How long a stopped kubectl gets between SIGTERM and SIGKILL, ms. */
+const PORT_FORWARD_KILL_MS = 5_000;
 
 /**
  * Parses COHORT_TEMPORAL_PORT_FORWARD, `{"namespace":"…","service":"…","port":N}`.
@@ -108,13 +118,17 @@ function parsePortForward(text) {
 }
 
 /**
- * A supervised `kubectl port-forward --address 127.0.0.1 --namespace NS service/SVC [LOCAL]:PORT`: the first
- * process picks a free local port (`:PORT`), and every restart binds the same one (`LOCAL:PORT`), so the address a
- * child was given stays valid. kubectl resolves the Service to ONE pod when it starts and exits when it loses that
- * pod ("lost connection to pod", since kubernetes/kubernetes#103526); it is restarted (backoff 0.5 s doubling to 5 s)
- * until {@link PortForward.stop}, and one that reports "an error occurred forwarding" is restarted too, so a
- * Temporal pod replaced mid-run is reached again. Connections in flight at a restart drop: the submitter retries
- * (runtime/temporal/cli.ts), and a dropped connection is never a failed run.
+ * A supervised `kubectl port-forward --address 127.0.0.1 --namespace NS service/SVC :PORT` behind a local TCP proxy:
+ * the step listens on one loopback port of its own ({@link PortForward.localPort}, for the whole step) and pipes each
+ * connection to the port of the kubectl currently running, so a restarted kubectl (on whatever port it picks) never
+ * competes for the address a child was given. kubectl resolves the Service to ONE pod when it starts and exits when
+ * it loses that pod ("lost connection to pod", since kubernetes/kubernetes#103526); it is restarted (backoff 0.5 s
+ * doubling to 5 s, reset after a kubectl stayed up 60 s) until {@link PortForward.stop}. One that reports
+ * "an error occurred forwarding" {@link PORT_FORWARD_ERRORS} times within 30 s is replaced too (one such line is a
+ * single failed stream, e.g. a refused connection while Temporal starts). A connection that arrives while no kubectl
+ * listens is closed at once: the submitter retries (runtime/temporal/cli.ts), and a dropped connection is never a
+ * failed run. What it does not survive: a Temporal pod REPLACED mid-run (its history is on an emptyDir,
+ * components/k8s/manifests/temporal.ts), which loses the workflow whatever the transport.
  */
 class PortForward {
   /**
@@ -124,49 +138,68 @@ class PortForward {
    */
   constructor(o) {
     this.o = o;
-    /** @type {number | undefined} the local port, once the first process listens */
+    /** @type {number | undefined} the step's own loopback port, once {@link start} resolved */
     this.localPort = undefined;
-    /** Processes started after the first (each exit of a listening one is one restart). */
+    /** @type {number | undefined} the running kubectl's port, while one listens */
+    this.kubectlPort = undefined;
+    /** kubectl processes started after the first listened (each end of a listening one is one restart). */
     this.restarts = 0;
+    /** Consecutive restarts since a kubectl last stayed up {@link PORT_FORWARD_STABLE_MS} (the backoff's exponent). */
+    this.failures = 0;
     this.stopping = false;
     /** @type {import("node:child_process").ChildProcess | undefined} */
     this.child = undefined;
-    /** @type {Promise<void> | undefined} */
-    this.exited = undefined;
-    /** @type {string[]} */
-    this.stderr = [];
+    /** @type {Promise<void>} resolves when the current kubectl exited */
+    this.exited = Promise.resolve();
+    /** @type {import("node:net").Server | undefined} */
+    this.proxy = undefined;
+    /** @type {Set<import("node:net").Socket>} */
+    this.sockets = new Set();
   }
 
-  /** `service/SVC` in NS, for notes. */
+  /** `service/SVC in NS`, for notes. */
   target() {
     return `service/${this.o.service} in ${this.o.namespace}`;
   }
 
   /**
-   * Starts one kubectl; resolves with the local port once it prints `Forwarding from 127.0.0.1:<port>`, rejects
-   * when it exits first (with its last stderr line).
+   * Starts one kubectl on a port it picks; resolves with that port once it prints `Forwarding from
+   * 127.0.0.1:<port>`, rejects when it exits first, or does not listen within `attemptMs` (then it is killed).
    *
+   * @param {number} attemptMs
    * @returns {Promise<number>}
    */
-  spawnOnce() {
+  spawnOnce(attemptMs) {
     const o = this.o;
-    const ports = `${this.localPort ?? ""}:${o.port}`;
-    const child = spawn(o.kubectl, ["--kubeconfig", o.kubeconfig, "port-forward", "--address", "127.0.0.1", "--namespace", o.namespace, `service/${o.service}`, ports], {
+    const child = spawn(o.kubectl, ["--kubeconfig", o.kubeconfig, "port-forward", "--address", "127.0.0.1", "--namespace", o.namespace, `service/${o.service}`, `:${o.port}`], {
       stdio: ["ignore", "pipe", "pipe"],
     });
     this.child = child;
-    this.stderr = [];
+    /** @type {string[]} this process's stderr lines */
+    const stderr = [];
     let resolveExit = () => {};
     this.exited = new Promise((r) => (resolveExit = r));
+    const startedAt = Date.now();
     return new Promise((resolve, reject) => {
       let listening = false;
       let out = "";
+      /** @type {number[]} times of "an error occurred forwarding" lines */
+      let errors = [];
+      const timer = setTimeout(() => {
+        if (listening) return;
+        stderr.push(`did not listen within ${attemptMs} ms`);
+        child.kill("SIGKILL");
+      }, attemptMs);
       child.stdout.setEncoding("utf8").on("data", (d) => {
+        if (listening) return;
         out += d;
         const m = /Forwarding from 127\.0\.0\.1:(\d+) ->/.exec(out);
-        if (m !== null && !listening) {
+        if (m !== null) {
           listening = true;
-          resolve(Number(m[1]));
+          clearTimeout(timer);
+          out = "";
+          this.kubectlPort = Number(m[1]);
+          resolve(this.kubectlPort);
         }
       });
       let pending = "";
@@ -174,36 +207,72 @@ class PortForward {
         const lines = (pending + d).split("\n");
         pending = lines.pop() ?? "";
         for (const line of lines.filter((l) => l.trim() !== "")) {
-          this.stderr.push(line);
-          // A forwarder that cannot reach its pod any more: replace it (a new one resolves the Service again).
-          if (listening && /an error occurred forwarding|lost connection to pod/.test(line) && child.exitCode === null) child.kill("SIGTERM");
+          stderr.push(line);
+          if (stderr.length > 20) stderr.shift();
+          if (!listening || !/an error occurred forwarding/.test(line)) continue;
+          const now = Date.now();
+          errors = [...errors.filter((t) => now - t < PORT_FORWARD_ERROR_WINDOW_MS), now];
+          // A forwarder whose streams keep failing: replace it (a new one resolves the Service again).
+          if (errors.length >= PORT_FORWARD_ERRORS && child.exitCode === null) child.kill("SIGTERM");
         }
       });
       child.on("error", (error) => {
+        clearTimeout(timer);
         resolveExit();
         reject(new StepError(`kubectl port-forward to ${this.target()} did not start: ${error.message}`));
       });
       child.on("close", (code, signal) => {
-        if (pending.trim() !== "") this.stderr.push(pending);
+        clearTimeout(timer);
+        if (pending.trim() !== "") stderr.push(pending);
+        if (this.child === child) this.kubectlPort = undefined;
         resolveExit();
-        const why = this.stderr.at(-1) ?? `exited with ${signal ?? `status ${code}`}`;
+        const why = stderr.at(-1) ?? `exited with ${signal ?? `status ${code}`}`;
         if (!listening) reject(new StepError(`kubectl port-forward to ${this.target()} did not listen: ${why}`));
-        else if (!this.stopping) this.restart(why);
+        else if (!this.stopping) {
+          if (Date.now() - startedAt >= PORT_FORWARD_STABLE_MS) this.failures = 0;
+          this.restart(why);
+        }
+      });
+    });
+  }
+
+  /** The step's loopback listener: each connection piped to the running kubectl, or closed when none listens. */
+  listen() {
+    return new Promise((resolve, reject) => {
+      const server = net.createServer((socket) => {
+        const port = this.kubectlPort;
+        if (port === undefined || this.stopping) {
+          socket.destroy();
+          return;
+        }
+        const upstream = net.connect(port, "127.0.0.1");
+        this.sockets.add(socket);
+        socket.on("close", () => this.sockets.delete(socket));
+        socket.on("error", () => upstream.destroy());
+        upstream.on("error", () => socket.destroy());
+        socket.pipe(upstream).pipe(socket);
+      });
+      server.once("error", reject);
+      server.listen(0, "127.0.0.1", () => {
+        this.proxy = server;
+        resolve(/** @type {import("node:net").AddressInfo} */ (server.address()).port);
       });
     });
   }
 
   /**
-   * The first process: retried (1 s apart) until one listens or the ready budget passed.
+   * The listener, then the first kubectl: retried (1 s apart) until one listens or the ready budget passed.
    *
-   * @returns {Promise<number>} the local port
-   * @throws {StepError} naming the target and kubectl's last stderr line
+   * @returns {Promise<number>} the step's loopback port ({@link localPort})
+   * @throws {StepError} naming the target and kubectl's last stderr line, or that the step was stopped
    */
   async start() {
     const deadline = Date.now() + (this.o.readyMs ?? PORT_FORWARD_READY_MS);
+    this.localPort = await this.listen();
     for (;;) {
+      if (this.stopping) throw new StepError(`kubectl port-forward to ${this.target()} stopped before it listened`);
       try {
-        this.localPort = await this.spawnOnce();
+        await this.spawnOnce(Math.max(1_000, Math.min(PORT_FORWARD_ATTEMPT_MS, deadline - Date.now())));
         return this.localPort;
       } catch (error) {
         if (Date.now() >= deadline || this.stopping) throw error;
@@ -212,37 +281,53 @@ class PortForward {
     }
   }
 
-  /** @param {string} why - the exited process's last stderr line */
+  /** @param {string} why - the ended process's last stderr line */
   restart(why) {
-    const attempt = ++this.restarts;
-    const delay = Math.min(PORT_FORWARD_BACKOFF_MS[0] * 2 ** Math.min(attempt - 1, 10), PORT_FORWARD_BACKOFF_MS[1]);
-    this.o.note(`port-forward to ${this.target()} ended (${why}); restarting it on 127.0.0.1:${this.localPort} (restart ${attempt}, in ${delay} ms)`);
+    this.restarts += 1;
+    const delay = Math.min(PORT_FORWARD_BACKOFF_MS[0] * 2 ** Math.min(this.failures, 10), PORT_FORWARD_BACKOFF_MS[1]);
+    this.failures += 1;
+    this.o.note(`port-forward to ${this.target()} ended (${why}); restarting it behind 127.0.0.1:${this.localPort} (restart ${this.restarts}, in ${delay} ms)`);
     setTimeout(() => {
       if (this.stopping) return;
-      this.spawnOnce().catch((error) => {
+      this.spawnOnce(PORT_FORWARD_ATTEMPT_MS).catch((error) => {
         if (!this.stopping) this.restart(/** @type {Error} */ (error).message);
       });
     }, delay).unref();
   }
 
-  /** Stops the current process and every restart; resolves once it exited. */
+  /** Stops the listener, the current kubectl (SIGKILL after 5 s) and every restart; resolves once kubectl exited. */
   async stop() {
     this.stopping = true;
-    if (this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGTERM");
-    await this.exited;
+    this.proxy?.close();
+    for (const socket of this.sockets) socket.destroy();
+    const child = this.child;
+    if (child !== undefined && child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      const escalate = setTimeout(() => child.kill("SIGKILL"), PORT_FORWARD_KILL_MS);
+      await this.exited;
+      clearTimeout(escalate);
+    }
+  }
+
+  /** Synchronous last resort for a step that exits without {@link stop} (an uncaught error): SIGKILL kubectl. */
+  kill() {
+    this.stopping = true;
+    if (this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null) this.child.kill("SIGKILL");
   }
 }
 
 /**
  * Calls `fn` with Temporal's frontend address as this machine reaches it: COHORT_TEMPORAL_ADDRESS, or, with
  * COHORT_TEMPORAL_PORT_FORWARD, `127.0.0.1:<port>` of a supervised {@link PortForward} (the pinned kubectl,
- * COHORT_KUBECTL_*, with COHORT_KUBECONFIG), stopped when `fn` settles. Its notes (a restart) go to `note`.
+ * COHORT_KUBECTL_*, with COHORT_KUBECONFIG), stopped when `fn` settles. Its notes (a restart) go to `note`. A signal
+ * (SIGTERM, SIGINT, SIGHUP) before `fn` starts stops the forwarder and fails the step naming the signal; once `fn`
+ * runs, the signal goes to whatever `fn` runs (runBundle forwards it to the runtime) and the forwarder stops after.
  *
  * @template T
  * @param {(address: string, via: string) => Promise<T>} fn - `via` is `""` or ` (through kubectl port-forward to service/S in N)`
  * @param {(line: string) => void} [note] @default a log line on stderr
  * @returns {Promise<T>}
- * @throws {StepError} a malformed COHORT_TEMPORAL_PORT_FORWARD, or a port-forward that never listened
+ * @throws {StepError} a malformed COHORT_TEMPORAL_PORT_FORWARD, a port-forward that never listened, a signal before `fn`
  */
 async function withTemporal(fn, note = log) {
   const forward = process.env.COHORT_TEMPORAL_PORT_FORWARD;
@@ -251,18 +336,40 @@ async function withTemporal(fn, note = log) {
   const kubectl = await pinnedTool("kubectl", "COHORT_KUBECTL");
   return withKubeconfig(env("COHORT_KUBECONFIG"), async (kubeconfig) => {
     const pf = new PortForward({ kubectl, kubeconfig, ...target, note });
-    // A signal to the step stops the forwarder too (the bundle's child gets it from runBundle).
-    const stopOnSignal = () => void pf.stop();
+    /** @type {NodeJS.Signals | undefined} */
+    let signalled;
     const signals = /** @type {const} */ (["SIGTERM", "SIGINT", "SIGHUP"]);
-    for (const s of signals) process.on(s, stopOnSignal);
+    const handlers = signals.map((s) => /** @type {const} */ ([s, () => ((signalled = s), void pf.stop())]));
+    for (const [s, h] of handlers) process.on(s, h);
+    const lastResort = () => pf.kill();
+    process.once("exit", lastResort);
     try {
-      const port = await pf.start();
+      let port;
+      try {
+        port = await pf.start();
+      } catch (error) {
+        if (signalled !== undefined) throw new StepError(`stopped by ${signalled} before the port-forward to ${pf.target()} listened`);
+        throw error;
+      }
+      if (signalled !== undefined) throw new StepError(`stopped by ${signalled} before the port-forward to ${pf.target()} listened`);
+      // From here a signal is the child's to handle (runBundle forwards it); the forwarder outlives it until fn settles.
+      for (const [s, h] of handlers) process.off(s, h);
       return await fn(`127.0.0.1:${port}`, ` (through kubectl port-forward to ${pf.target()})`);
     } finally {
-      for (const s of signals) process.off(s, stopOnSignal);
+      for (const [s, h] of handlers) process.off(s, h);
       await pf.stop();
+      process.off("exit", lastResort);
     }
   });
+}
+
+/**
+ * How a person reaches Temporal when the step went through its port-forward (the step's own port is gone once it
+ * ended): `--address 127.0.0.1:7233 (with kubectl port-forward -n NS service/SVC 7233:PORT running)`.
+ */
+function forwardedAddressHint() {
+  const pf = parsePortForward(env("COHORT_TEMPORAL_PORT_FORWARD"));
+  return `--address 127.0.0.1:7233 (with kubectl port-forward -n ${pf.namespace} service/${pf.service} 7233:${pf.port} running)`;
 }
 
 /** Whether fd 3 is the command provider's status pipe (job-steps.cjs `statusPipeFd`; submit is given it as its fd 3). */
@@ -285,8 +392,7 @@ async function workerGuard() {
     log(`worker guard: no run open on task queue ${queue}; the run worker may roll`);
     return;
   }
-  const pf = via === "" ? undefined : parsePortForward(env("COHORT_TEMPORAL_PORT_FORWARD"));
-  const at = pf === undefined ? `--address ${address}` : `--address 127.0.0.1:7233 (with kubectl port-forward -n ${pf.namespace} service/${pf.service} 7233:${pf.port} running)`;
+  const at = via === "" ? `--address ${address}` : forwardedAddressHint();
   throw new StepError(
     `the run worker cannot roll while runs are open on task queue ${queue} (a rollout would hand a running activity to a pod being deleted): ` +
       `${open.join("; ")}. Let them finish (\`pulumi up\` with the unchanged program attaches to a run and waits for it), ` +
@@ -388,7 +494,13 @@ async function runSubmit(mapSummary) {
     }
   };
   // Through a supervised port-forward where Temporal is not published (its restarts are notes on the status pipe).
-  const r = await withTemporal((address) => runBundle(args(address), { input: spec, statusFd, onStderrLine: note }), note);
+  let forwarded = false;
+  const r = await withTemporal((address, via) => {
+    forwarded = via !== "";
+    return runBundle(args(address), { input: spec, statusFd, onStderrLine: note });
+  }, note);
+  // The runtime's hints name the address it was given: through the port-forward, one that is gone with this step.
+  if (forwarded) r.stderr = r.stderr.map((l) => l.replace(/--address 127\.0\.0\.1:\d+/g, forwardedAddressHint()));
   const summaryLine = r.stdout
     .split("\n")
     .filter((l) => l.trim() !== "")

@@ -111,6 +111,7 @@ describe("gke profile with runAs workflow", () => {
       }
     ).template.spec;
     expect(pod.serviceAccountName).toBe("cohort-run-worker");
+    expect((pod as { nodeSelector?: unknown }).nodeSelector).toEqual({ "cohort-lab.dev/pool": "system" });
     expect(pod.containers[0]!.image).toBe(workerImage);
     expect(pod.containers[0]!.command).toEqual([
       "node",
@@ -163,7 +164,8 @@ describe("gke profile with runAs workflow", () => {
       COHORT_WORKFLOW_ID: "cohort-lab/gke/0123456789ab",
       COHORT_TASK_QUEUE: "cohort-lab-gke-runs",
       COHORT_ARTIFACTS_NODE_PATH: "/var/lib/cohort/artifacts",
-      COHORT_ARTIFACTS_DIR: artifactRoot,
+      // The records of this stack, apart from the local and host stacks' at the artifact root itself.
+      COHORT_ARTIFACTS_DIR: path.join(artifactRoot, ".cohort-gke", "gke"),
       COHORT_LEDGER_URI: "gs://my-cohort-ledgers",
       COHORT_RUNTIME_BUNDLE: path.join(projectDir, "dist", "cohort.cjs"),
       COHORT_PROFILE: "gke",
@@ -181,6 +183,11 @@ describe("gke profile with runAs workflow", () => {
       /cohort-lab:gke\.runWorkerImage: must be the run worker image in your registry by digest/,
     );
     expect(() => build({ ...gke, runAs: "pod" })).toThrow(/cohort-lab:gke\.runAs: must be job or workflow \(got "pod"\)/);
+    // The first component must be a registry host; the local build's name is refused (no node can pull it).
+    expect(() => build({ ...gke, runWorkerImage: `run-worker@${TEST_DIGEST}` })).toThrow(/cohort-lab:gke\.runWorkerImage: must be the run worker image in your registry/);
+    expect(() => build({ ...gke, runWorkerImage: `cohort-lab.local/run-worker:1.24.0@${TEST_DIGEST}` })).toThrow(
+      /cohort-lab:gke\.runWorkerImage: cohort-lab\.local\/run-worker:1\.24\.0@sha256:[0-9a-f]{64} is the name of the local build \(cohort-lab\.local\), which no GKE node can pull/,
+    );
     expect(regs.length).toBe(before);
   });
 });

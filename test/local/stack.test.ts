@@ -402,7 +402,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     }
   }, 1_500_000);
 
-  it("the gke steps' supervised port-forward (gke.runAs workflow) with the pinned kubectl against kind's Temporal: worker-guard through it; Temporal's pod deleted, the forwarder restarted on the same port", async () => {
+  it("the gke steps' supervised port-forward (gke.runAs workflow) with the pinned kubectl against kind's Temporal: worker-guard through it; Temporal's pod deleted, the forwarder restarted behind the same port", async () => {
     // A single-context kubeconfig of this cluster, as the gke stack gives its steps (COHORT_KUBECONFIG).
     const kubeconfig = await project.kubectl(["config", "view", "--minify", "--flatten"]);
     const tools = localTools(`${process.platform}-${process.arch}`, cacheRoot());
@@ -423,7 +423,8 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     expect(guard.exitCode, String(guard.all)).toBe(0);
     expect(String(guard.all)).toContain("worker guard: no run open on task queue cohort-lab-local-runs");
 
-    // The supervisor itself, with Temporal's pod replaced under it.
+    // The supervisor itself, with Temporal's pod replaced under it (nothing is open: the history, an emptyDir, goes
+    // with the pod; the later tests recreate the cluster).
     const steps = createRequire(__filename)(path.join(PROJECT_DIR, "components", "run", "workflow-steps.cjs")) as {
       PortForward: new (o: Record<string, unknown>) => { start(): Promise<number>; stop(): Promise<void>; restarts: number };
     };
@@ -449,7 +450,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       timings.portForwardBackAfterTemporalPodDeleted = performance.now() - started;
       expect(again.exitCode, `${String(again.all)}\n${notes.join("\n")}`).toBe(0);
       expect(pf.restarts).toBeGreaterThanOrEqual(1);
-      expect(notes[0]).toMatch(new RegExp(`port-forward to service/temporal in cohort-lab-system ended \\(.*\\); restarting it on 127\\.0\\.0\\.1:${port}`));
+      expect(notes[0]).toMatch(new RegExp(`port-forward to service/temporal in cohort-lab-system ended \\(.*\\); restarting it behind 127\\.0\\.0\\.1:${port}`));
       process.stderr.write(`[e2e local port-forward] ${pf.restarts} restart(s): ${notes[0] ?? ""}\n`);
     } finally {
       await pf.stop();

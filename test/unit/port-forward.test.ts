@@ -18,6 +18,7 @@ const require_ = createRequire(__filename);
 const ROOT = path.join(__dirname, "..", "..");
 type PortForwardT = {
   localPort: number | undefined;
+  kubectlPort: number | undefined;
   restarts: number;
   child: { pid?: number } | undefined;
   start(): Promise<number>;
@@ -34,8 +35,9 @@ const kubectl = path.join(tmp, "kubectl");
 /**
  * The stand-in: listens on LOCAL of `LOCAL:PORT` (0 when empty) on --address, forwards each connection to
  * FAKE_TARGET_PORT, prints kubectl's two `Forwarding from` lines. FAKE_MODE=refuse exits 1 with kubectl's error for
- * a missing Service; a file FAKE_ERROR_FILE makes it print kubectl's forwarding error once a connection arrives
- * (and then keep running, as kubectl did before kubernetes/kubernetes#103526).
+ * a missing Service; FAKE_MODE=hang neither listens nor exits; a file FAKE_ERROR_FILE makes it print kubectl's
+ * forwarding error three times once a connection arrives (and then keep running, as kubectl did before
+ * kubernetes/kubernetes#103526).
  */
 fs.writeFileSync(
   kubectl,
@@ -44,12 +46,13 @@ const fs = require("node:fs"), net = require("node:net");
 const argv = process.argv.slice(2);
 fs.appendFileSync(${JSON.stringify(argvLog)}, JSON.stringify(argv) + "\\n");
 if (process.env.FAKE_MODE === "refuse") { process.stderr.write('error: services "temporal" not found\\n'); process.exit(1); }
+if (process.env.FAKE_MODE === "hang") { setInterval(() => {}, 1000); return; }
 const ports = argv.at(-1).split(":");
 const address = argv[argv.indexOf("--address") + 1];
 const server = net.createServer((c) => {
   if (process.env.FAKE_ERROR_FILE && fs.existsSync(process.env.FAKE_ERROR_FILE)) {
     fs.rmSync(process.env.FAKE_ERROR_FILE);
-    process.stderr.write("E1201 12:00:00.000000  1 portforward.go:413] an error occurred forwarding " + server.address().port + " -> " + ports[1] + ": error forwarding port " + ports[1] + " to pod 0123, uid : network namespace for sandbox 0123 is closed\\n");
+    for (let i = 0; i < 3; i++) process.stderr.write("E1201 12:00:00.000000  1 portforward.go:413] an error occurred forwarding " + server.address().port + " -> " + ports[1] + ": error forwarding port " + ports[1] + " to pod 0123, uid : network namespace for sandbox 0123 is closed\\n");
     c.destroy();
     return;
   }
@@ -150,7 +153,7 @@ const argvLines = (): string[][] =>
     : [];
 
 describe("PortForward", () => {
-  it("forwards, and after kubectl dies restarts it on the same local port until stopped", async () => {
+  it("forwards through the step's own port, and after kubectl dies restarts it behind that same port until stopped", async () => {
     fs.rmSync(argvLog, { force: true });
     const notes: string[] = [];
     const pf = new steps.PortForward({ kubectl, kubeconfig, namespace: "cohort-lab-system", service: "temporal", port: 7233, note: (l) => notes.push(l) });
@@ -163,11 +166,14 @@ describe("PortForward", () => {
     expect(pf.restarts).toBe(1);
     expect(pf.child?.pid).not.toBe(first);
     expect(notes.join("\n")).toMatch(
-      new RegExp(`port-forward to service/temporal in cohort-lab-system ended \\(exited with SIGKILL\\); restarting it on 127\\.0\\.0\\.1:${port} \\(restart 1`),
+      new RegExp(`port-forward to service/temporal in cohort-lab-system ended \\(exited with SIGKILL\\); restarting it behind 127\\.0\\.0\\.1:${port} \\(restart 1`),
     );
+    // Each kubectl picks its own port; the address the step gives out is its listener's and never changes.
     const [a, b] = argvLines();
     expect(a).toEqual(["--kubeconfig", kubeconfig, "port-forward", "--address", "127.0.0.1", "--namespace", "cohort-lab-system", "service/temporal", ":7233"]);
-    expect(b?.at(-1)).toBe(`${port}:7233`);
+    expect(b).toEqual(a);
+    expect(pf.localPort).toBe(port);
+    expect(pf.kubectlPort).not.toBe(port);
     const last = pf.child?.pid;
     await pf.stop();
     expect(alive(last)).toBe(false);
@@ -192,6 +198,19 @@ describe("PortForward", () => {
       expect(notes[0]).toContain("an error occurred forwarding");
     } finally {
       delete process.env.FAKE_ERROR_FILE;
+      await pf.stop();
+    }
+  });
+
+  it("kills a kubectl that neither listens nor exits (a hanging API server or exec credential), and fails at the budget naming it", async () => {
+    fs.rmSync(argvLog, { force: true });
+    process.env.FAKE_MODE = "hang";
+    const pf = new steps.PortForward({ kubectl, kubeconfig, namespace: "ns", service: "temporal", port: 7233, note: () => undefined, readyMs: 2_500 });
+    try {
+      await expect(pf.start()).rejects.toThrow("kubectl port-forward to service/temporal in ns did not listen: did not listen within 2500 ms");
+      expect(alive(pf.child?.pid)).toBe(false);
+    } finally {
+      delete process.env.FAKE_MODE;
       await pf.stop();
     }
   });
@@ -266,6 +285,38 @@ c.on("error", (e) => { process.stderr.write("cohort: unreachable " + e.message +
     expect(fs.existsSync(lines[0]![1]!)).toBe(false);
     const left = spawnSync("pgrep", ["-f", kubectl], { encoding: "utf8" }).stdout.trim();
     expect(left).toBe("");
+  });
+
+  it("a SIGTERM to the step while kubectl has not listened yet: the step fails naming the signal, no kubectl left, the runtime never started", async () => {
+    fs.rmSync(argvLog, { force: true });
+    const sha = createHash("sha256").update(fs.readFileSync(kubectl)).digest("hex");
+    const marker = path.join(tmp, "bundle-ran");
+    const bundle = path.join(tmp, "bundle-marker.cjs");
+    fs.writeFileSync(bundle, `require("node:fs").writeFileSync(${JSON.stringify(marker)}, "ran");\n`);
+    const child = spawn(process.execPath, [path.join(ROOT, "components", "gke", "steps.cjs"), "worker-guard"], {
+      env: {
+        PATH: process.env.PATH ?? "",
+        FAKE_MODE: "hang",
+        COHORT_BUNDLE: bundle,
+        COHORT_TASK_QUEUE: "q",
+        COHORT_TEMPORAL_PORT_FORWARD: JSON.stringify({ namespace: "ns", service: "temporal", port: 7233 }),
+        COHORT_KUBECONFIG: "apiVersion: v1\nkind: Config\n",
+        COHORT_KUBECTL_BIN: kubectl,
+        COHORT_KUBECTL_SHA256: sha,
+        COHORT_KUBECTL_URL: "",
+      },
+      stdio: ["ignore", "ignore", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+    const closed = new Promise<number | null>((r) => child.on("close", (code) => r(code)));
+    for (let i = 0; i < 100 && argvLines().length === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(argvLines()).toHaveLength(1);
+    child.kill("SIGTERM");
+    expect(await closed).toBe(1);
+    expect(stderr).toContain("stopped by SIGTERM before the port-forward to service/temporal in ns listened");
+    expect(fs.existsSync(marker)).toBe(false);
+    expect(spawnSync("pgrep", ["-f", kubectl], { encoding: "utf8" }).stdout.trim()).toBe("");
   });
 
   it("refuses a malformed COHORT_TEMPORAL_PORT_FORWARD before anything runs", () => {
