@@ -249,7 +249,11 @@ export function readRunWorkerFiles(projectDir: string, bundle: Buffer, key: stri
   return RUN_WORKER_FILES.map((name) => {
     if (name === "cohort.cjs") return { name, bytes: bundle };
     const file = path.join(projectDir, "dist", name);
-    if (!existsSync(file)) throw new StackConfigError([{ key: configKey(key), reason: `workflow: ${file} is missing; run \`npm run build\`` }]);
+    if (!existsSync(file)) {
+      throw new StackConfigError([
+        { key: configKey(key), reason: `workflow: ${file} is missing; run \`npm run build\`, or run the cohort as a Job: \`npm run pulumi -- config set --path ${key} job\`` },
+      ]);
+    }
     return { name, bytes: readFileSync(file) };
   });
 }

@@ -5,7 +5,8 @@
  * bucket's ONE writer binding names the worker's service account; the rollout guard and the run Command reach
  * Temporal through the supervised port-forward (COHORT_TEMPORAL_PORT_FORWARD, the kubeconfig as a secret, the pinned
  * kubectl) and the run Command reads the ledger back from the bucket (COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE). Also
- * the refusal of `up` without `gke.runWorkerImage`, and a malformed one, before any resource exists.
+ * the refusals of `up` without `gke.runWorkerImage`, a malformed one, the local build's name, and a missing worker
+ * bundle file, before any resource exists.
  * The step programs themselves: test/unit/port-forward.test.ts, test/components/gke-run-steps.test.ts.
  */
 import * as fs from "node:fs";
@@ -188,6 +189,16 @@ describe("gke profile with runAs workflow", () => {
     expect(() => build({ ...gke, runWorkerImage: `cohort-lab.local/run-worker:1.24.0@${TEST_DIGEST}` })).toThrow(
       /cohort-lab:gke\.runWorkerImage: cohort-lab\.local\/run-worker:1\.24\.0@sha256:[0-9a-f]{64} is the name of the local build \(cohort-lab\.local\), which no GKE node can pull/,
     );
+    // A worker bundle file missing: refused naming the key, with both ways out.
+    const file = path.join(projectDir, "dist", "cohort-temporal.cjs");
+    fs.renameSync(file, `${file}.away`);
+    try {
+      expect(() => build(gke)).toThrow(
+        `cohort-lab:gke.runAs: workflow: ${file} is missing; run \`npm run build\`, or run the cohort as a Job: \`npm run pulumi -- config set --path gke.runAs job\``,
+      );
+    } finally {
+      fs.renameSync(`${file}.away`, file);
+    }
     expect(regs.length).toBe(before);
   });
 });
