@@ -11,8 +11,13 @@
  *   last line is sent at once as the heartbeat's details ({@link RunCohortHeartbeat}), which `cohort submit`
  *   shows. A cancellation (workflow cancelled, worker shutting down) sends SIGTERM to the run, which stops its
  *   members and completes the ledger; the activity returns what the run printed.
- * - `cleanupRun({ runId })`: deletes the run's Kubernetes objects and waits until they are gone
- *   (runtime/backends/kubernetes/cleanup.ts), with the worker's backend config.
+ * - `cleanupRun({ runId, lost? })`: deletes the run's Kubernetes objects and waits until they are gone
+ *   (runtime/backends/kubernetes/cleanup.ts), with the worker's backend config. With `lost` (runCohort did not
+ *   return: its worker, and the run inside the worker's container, may be gone), it then completes the run's
+ *   ledger if nobody did (runtime/core/ledger/seal.ts `sealLostRun`: the run's unstopped members recorded as
+ *   stopped by the cleanup, `run-interrupted`, completion `interrupted`), so a lost worker never leaves a ledger
+ *   without its completion where the run directory outlives the container (the `local` host mount; not an
+ *   emptyDir).
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
@@ -21,8 +26,19 @@ import * as path from "node:path";
 import { ApplicationFailure, Context } from "@temporalio/activity";
 import { parse as parseYaml } from "yaml";
 import { cleanupKubernetesRun, type KubernetesCleanupReport } from "../backends/kubernetes/index.js";
+import { sealLostRun, type SealReport } from "../core/ledger/seal.js";
 import type { RunSummary } from "../core/summary.js";
 import { HEARTBEAT_INTERVAL_MS, PROGRESS_POLL_MS, type CohortRunInput, type CohortRunResult, type RunCohortHeartbeat } from "./contract.js";
+
+/** Input of `cleanupRun`. */
+export interface CleanupRunInput {
+  readonly runId: string;
+  /** Set when `runCohort` did not return: where its ledger is (`CohortRunInput.artifacts`) and why it was lost. */
+  readonly lost?: { readonly artifacts: string; readonly reason: string };
+}
+
+/** Result of `cleanupRun`: the Kubernetes cleanup, and with `lost` what became of the ledger. */
+export type CleanupRunReport = KubernetesCleanupReport & { readonly ledger?: SealReport };
 
 /** What the worker gives its activities. */
 export interface WorkerActivityConfig {
@@ -179,8 +195,15 @@ export function createActivities(config: WorkerActivityConfig) {
       }
     },
 
-    async cleanupRun(input: { readonly runId: string }): Promise<KubernetesCleanupReport> {
-      return cleanupKubernetesRun(readBackendConfig(config.backendConfigFile), input.runId);
+    async cleanupRun(input: CleanupRunInput): Promise<CleanupRunReport> {
+      const report = await cleanupKubernetesRun(readBackendConfig(config.backendConfigFile), input.runId);
+      if (input.lost === undefined) return report;
+      // After the members are reclaimed: what the sealed ledger says about them is then true.
+      const ledger = await sealLostRun(path.join(input.lost.artifacts, input.runId), input.lost.reason);
+      process.stderr.write(
+        `cohort: worker: run ${input.runId} lost its runtime (${input.lost.reason}); ledger ${ledger.runDir}: ${ledger.state}${ledger.outcome !== null ? ` (${ledger.outcome})` : ""}\n`,
+      );
+      return { ...report, ledger };
     },
   };
 }

@@ -6,7 +6,9 @@
  * 1. `runCohort(input)`: one attempt (a cohort is never replayed), heartbeat timeout {@link HEARTBEAT_TIMEOUT_S},
  *    start-to-close from the RunSpec's budgets (`input.runTimeoutS`).
  * 2. Always, in a non-cancellable scope (so it runs when the workflow is cancelled or the run failed):
- *    `cleanupRun(runId)`, which deletes the run's Kubernetes objects and waits until they are gone.
+ *    `cleanupRun({ runId })`, which deletes the run's Kubernetes objects and waits until they are gone; when
+ *    `runCohort` did not return, with `lost: { artifacts, reason }`, so the cleanup also completes the ledger
+ *    the lost run left without a completion (runtime/core/ledger/seal.ts).
  *
  * Result: {@link CohortRunResult} of `runCohort`. When `runCohort` did not return (worker lost, heartbeat or
  * start-to-close timeout), the workflow fails with an `ApplicationFailure` of type `CohortRunLost` naming the
@@ -36,9 +38,10 @@ export async function cohortRun(input: CohortRunInput): Promise<CohortRunResult>
   } catch (error) {
     failure = error;
   }
-  await CancellationScope.nonCancellable(() => cleanup.cleanupRun({ runId: input.runId }));
+  const cause =
+    result !== undefined ? undefined : failure instanceof Error ? `${failure.message}${failure.cause instanceof Error ? `: ${failure.cause.message}` : ""}` : String(failure);
+  await CancellationScope.nonCancellable(() => cleanup.cleanupRun({ runId: input.runId, ...(cause !== undefined ? { lost: { artifacts: input.artifacts, reason: cause } } : {}) }));
   if (result !== undefined) return result;
-  const cause = failure instanceof Error ? `${failure.message}${failure.cause instanceof Error ? `: ${failure.cause.message}` : ""}` : String(failure);
   throw ApplicationFailure.create({
     type: "CohortRunLost",
     message: `run ${input.runId}: runCohort did not return a result (${cause})`,

@@ -14,7 +14,9 @@
  * row of `pulumi up` while the Job runs, naming members, stored nowhere; `kind delete cluster` by hand, then `destroy` completes
  * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context; in the default run mode
  * (`local.runAs` unset: workflow) the in-cluster run worker (a Ready Deployment, no Job) and a SIGKILLed `up` mid-hold followed by `up`, which
- * attaches to the same workflow: one run, one ledger, nothing left open on the task queue; the gke steps' supervised
+ * attaches to the same workflow: one run, one ledger, nothing left open on the task queue; the run worker's container
+ * lost mid-hold with the run inside it (both SIGKILLed on their node), after which the restarted worker's cleanup
+ * reclaims the members and completes the ledger and `up` fails naming the lost run; the gke steps' supervised
  * `kubectl port-forward` to Temporal's Service (the pinned kubectl), restarted on the same port when Temporal's pod
  * is deleted. Wall times are printed.
  *
@@ -59,6 +61,17 @@ function fakeKindNode(containerName: string, cluster: string): void {
 function ledgerDirs(): string[] {
   if (!existsSync(project.artifactRoot)) return [];
   return readdirSync(project.artifactRoot).filter((d) => existsSync(path.join(project.artifactRoot, d, "records.ndjson")));
+}
+
+/** The run directory of a run not in `before` once `ready` of its members are ready (its ledger says so), or undefined after 10 minutes. */
+async function newRunReady(before: ReadonlySet<string>, ready: number): Promise<string | undefined> {
+  for (const deadline = Date.now() + 600_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 500))) {
+    for (const dir of ledgerDirs().filter((d) => !before.has(d))) {
+      const recs = readFileSync(path.join(project.artifactRoot, dir, "records.ndjson"), "utf8");
+      if (recs.split("\n").filter((l) => l.includes('"member-ready"')).length === ready) return path.join(project.artifactRoot, dir);
+    }
+  }
+  return undefined;
 }
 
 async function ledgerVerify(ledgerPath: string): Promise<{ exitCode: number; out: string }> {
@@ -317,21 +330,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       const started = performance.now();
       const first = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], { timedLines: true });
       // Wait until a new run's 9 members are ready (its ledger on the host says so), then kill the CLI mid-hold.
-      let runDir: string | undefined;
-      const deadline = Date.now() + 600_000;
-      while (Date.now() < deadline && runDir === undefined) {
-        for (const dir of ledgerDirs().filter((d) => !before.has(d))) {
-          const recs = path.join(project.artifactRoot, dir, "records.ndjson");
-          if (
-            existsSync(recs) &&
-            readFileSync(recs, "utf8")
-              .split("\n")
-              .filter((l) => l.includes('"member-ready"')).length === 9
-          )
-            runDir = path.join(project.artifactRoot, dir);
-        }
-        await new Promise((r) => setTimeout(r, 500));
-      }
+      const runDir = await newRunReady(before, 9);
       try {
         expect(runDir, "the run's members never became ready").toBeDefined();
         timings.workflowToHold = performance.now() - started;
@@ -401,6 +400,69 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       await project.restoreStackFile();
     }
   }, 1_500_000);
+
+  it("the run worker's container lost mid-hold with the run inside it (both SIGKILLed on their node): up fails naming the lost run; the restarted worker's cleanup reclaims the members and completes the ledger", async () => {
+    await project.ok(["config", "rm", "--stack", "local", "--path", "local.runAs"]);
+    project.runAs = undefined;
+    try {
+      // Longer than the heartbeat timeout and the container's restart together: the run cannot end on its own first.
+      await project.config("--path", "cohort.hold", "5m");
+      const before = new Set(ledgerDirs());
+      const started = performance.now();
+      const up = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      const runDir = await newRunReady(before, 9);
+      type Pod = { metadata: { name: string; namespace: string }; spec: { nodeName: string }; status: { containerStatuses?: { restartCount: number }[] } };
+      const workerPod = async (): Promise<Pod> => {
+        const pods = JSON.parse(await project.kubectl(["get", "pods", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as { items: Pod[] };
+        expect(pods.items).toHaveLength(1);
+        return pods.items[0]!;
+      };
+      let pod: Pod;
+      try {
+        expect(runDir, "the run's members never became ready").toBeDefined();
+        pod = await workerPod();
+        // On the worker pod's node (a kind node is a container of this Docker engine): the run, then the worker (the
+        // container's first process), so nothing in the container completes the ledger.
+        const runId = path.basename(runDir!);
+        runDocker(["exec", pod.spec.nodeName, "pkill", "-KILL", "-f", `cohort.cjs run .*--run-id ${runId}`]);
+        runDocker(["exec", pod.spec.nodeName, "pkill", "-KILL", "-f", "cohort.cjs worker"]);
+      } catch (error) {
+        const upPid = pulumiUpPid(project.projectDir);
+        if (upPid !== undefined) sigkillPulumi(upPid);
+        await up;
+        throw error;
+      }
+      const r = await up;
+      timings.lostWorkerUp = performance.now() - started;
+      expect(r.exitCode).not.toBe(0);
+      expect(r.all).toMatch(/lost the run: .*heartbeat/i);
+      const completion = JSON.parse(readFileSync(path.join(runDir!, "completion.json"), "utf8")) as Record<string, unknown>;
+      expect(completion).toMatchObject({ outcome: "interrupted", interruptedBy: "runtime-lost", sealedBy: "cleanup", readyCount: 9, size: 9 });
+      const verify = await ledgerVerify(runDir!);
+      expect(verify.exitCode, verify.out).toBe(0);
+      const stoppedByCleanup = readFileSync(path.join(runDir!, "records.ndjson"), "utf8")
+        .trim()
+        .split("\n")
+        .filter((l) => l.includes('"kind":"member-stopped"') && l.includes('"by":"cleanup"'));
+      expect(stoppedByCleanup).toHaveLength(9);
+      // The same pod, its container restarted; the run's Sandboxes gone; nothing open on the task queue.
+      const after = await workerPod();
+      expect(after.metadata.name).toBe(pod!.metadata.name);
+      expect(after.status.containerStatuses?.[0]?.restartCount ?? 0).toBeGreaterThan(pod!.status.containerStatuses?.[0]?.restartCount ?? 0);
+      const sandboxes = JSON.parse(await project.kubectl(["get", "sandboxes.agents.x-k8s.io", "-A", "-o", "json"])) as { items: unknown[] };
+      expect(sandboxes.items).toHaveLength(0);
+      const open = await execa(
+        process.execPath,
+        [path.join(PROJECT_DIR, "dist", "cohort.cjs"), "open-runs", "--temporal-address", `127.0.0.1:${project.temporalPort}`, "--task-queue", "cohort-lab-local-runs"],
+        { reject: false, all: true },
+      );
+      expect(open.exitCode, String(open.all)).toBe(0);
+    } finally {
+      project.runAs = "job";
+      await project.pulumi(["config", "rm", "--stack", "local", "--path", "cohort.hold"]);
+      await project.restoreStackFile();
+    }
+  }, 1_200_000);
 
   it("the gke steps' supervised port-forward (gke.runAs workflow) with the pinned kubectl against kind's Temporal: worker-guard through it; Temporal's pod deleted, the forwarder restarted behind the same port", async () => {
     // A single-context kubeconfig of this cluster, as the gke stack gives its steps (COHORT_KUBECONFIG).

@@ -508,4 +508,43 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     expect(await list(admin, `/api/v1/namespaces/${ns}/pods?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
     expect(await workflowsWithId("wf-lost")).toHaveLength(1);
   }, 400_000);
+
+  it("the worker and its run SIGKILLed together (a lost container): the new worker's cleanup reclaims the members and completes the ledger the run left", async () => {
+    const spec = specFile("gone", 2, "5m");
+    const submit = cohortProcess(submitArgs("wf-gone", spec));
+    const runId = await eventually("the run's ledger to appear", 120_000, async () => runDirsOf("gone")[0]);
+    const runDir = path.join(artifacts, runId);
+    await eventually("both members to be ready", 120_000, async () =>
+      fs.readFileSync(path.join(runDir, "records.ndjson"), "utf8").split('"member-ready"').length === 3 ? true : undefined,
+    );
+    // The run (the ledger's runtimePid, the worker's child) dies first, then its worker: nothing completes the ledger.
+    const runPid = (JSON.parse(fs.readFileSync(path.join(runDir, "manifest.json"), "utf8")) as { runtimePid: number }).runtimePid;
+    process.kill(runPid, "SIGKILL");
+    worker.child.kill("SIGKILL");
+    await worker.exited;
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect(fs.existsSync(path.join(runDir, "completion.json"))).toBe(false);
+    worker = await startWorker();
+    const r = await submit.exited;
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/workflow wf-gone lost the run: .*heartbeat/i);
+    // Sealed by cleanupRun after the members were reclaimed: they are recorded stopped by the cleanup.
+    const completion = JSON.parse(fs.readFileSync(path.join(runDir, "completion.json"), "utf8")) as Record<string, unknown>;
+    expect(completion).toMatchObject({ outcome: "interrupted", interruptedBy: "runtime-lost", sealedBy: "cleanup", readyCount: 2 });
+    await verifyLedger(runDir, "interrupted");
+    const records = fs
+      .readFileSync(path.join(runDir, "records.ndjson"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { kind: string; member?: string; by?: string; lost?: string });
+    expect(records.filter((x) => x.by === "cleanup").map((x) => `${x.kind} ${x.member ?? ""}`.trim())).toEqual([
+      "member-stopped agent-0",
+      "member-stopped agent-1",
+      "teardown-finished",
+    ]);
+    expect(records.find((x) => x.kind === "run-interrupted")?.lost).toMatch(/heartbeat/i);
+    const runLabel = runLabelValue(runId);
+    expect(await list(admin, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
+    expect(await list(admin, `/api/v1/namespaces/${ns}/pods?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
+  }, 400_000);
 });

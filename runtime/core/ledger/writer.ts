@@ -60,7 +60,9 @@ import {
   type LedgerManifest,
   type LedgerRecord,
 } from "./format";
+import { splitLines, type RawLine } from "./read";
 import { Redactor } from "./redact";
+import { recoverLedger } from "./verify";
 
 /** Options of {@link LedgerWriter.open}. */
 export interface LedgerWriterOptions {
@@ -228,6 +230,62 @@ export class LedgerWriter {
     await fsyncDir(dir);
     const now = opts.now ?? (() => performance.now());
     return new LedgerWriter(dir, fd, sha256Hex(text), redactor, now(), opts);
+  }
+
+  /**
+   * Reopen the ledger of a run whose writer is GONE (its process died without a completion: `cohort run`
+   * SIGKILLed, or the run worker's container lost with the run inside it), to append its last records and
+   * complete it. A torn final line is cut first ({@link recoverLedger}, the cut bytes kept beside the file);
+   * then the records are verified, and the next record continues the chain: `seq` from the last one, `prev`
+   * its SHA-256, `elapsedMs` its value plus the wall-clock time since its `at` (never decreasing).
+   *
+   * The caller must know the writer is gone: two writers on one file break the chain (the run's own later
+   * `complete()` then fails on the existing completion.json, `noClobber`, rather than replace it). Secrets
+   * registered with the dead writer are not known here: give them in `opts.secrets` when the new records may
+   * contain them.
+   *
+   * @returns a writer positioned at the end of records.ndjson.
+   * @throws {LedgerExistsError} the ledger already has its completion.json (nothing is touched).
+   * @throws {LedgerVerifyError} the ledger is damaged beyond a torn final line, or has no manifest (nothing is touched).
+   * @throws {LedgerInputError} an option is invalid.
+   */
+  static async resume(runDir: string, opts: LedgerWriterOptions = {}): Promise<LedgerWriter> {
+    if (opts.fsync !== undefined && opts.fsync !== "always" && opts.fsync !== "transitions" && opts.fsync !== "none")
+      throw new LedgerInputError("options.fsync", `expected "always", "transitions" or "none", got ${JSON.stringify(opts.fsync)}`);
+    const dir = path.resolve(runDir);
+    if (await exists(path.join(dir, LEDGER_FILES.completion))) throw new LedgerExistsError(dir, LEDGER_FILES.completion);
+    // Cuts only a torn final line; verifies the rest (chain, seq, manifest digest), naming any other damage.
+    await recoverLedger(dir);
+    const redactor = new Redactor();
+    (opts.secrets ?? []).forEach((s, i) => redactor.add(s, `options.secrets[${i}]`));
+    const manifestBytes = await fsp.readFile(path.join(dir, LEDGER_FILES.manifest));
+    const recordsPath = path.join(dir, LEDGER_FILES.records);
+    const fd = fs.openSync(recordsPath, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o644);
+    let bytes: Buffer;
+    try {
+      bytes = await fsp.readFile(recordsPath);
+    } catch (err) {
+      fs.closeSync(fd);
+      throw err;
+    }
+    const now = opts.now ?? (() => performance.now());
+    const wallClock = opts.wallClock ?? (() => new Date());
+    let last: RawLine | undefined;
+    let count = 0;
+    for (const line of splitLines(dir, bytes, false)) {
+      last = line;
+      count = line.number;
+    }
+    const lastElapsed = typeof last?.value.elapsedMs === "number" ? last.value.elapsedMs : 0;
+    const lastAt = last === undefined ? Date.parse(JSON.parse(manifestBytes.toString("utf8")).createdAt as string) : Date.parse(last.value.at);
+    const sinceLast = Number.isFinite(lastAt) ? Math.max(0, wallClock().getTime() - lastAt) : 0;
+    const writer = new LedgerWriter(dir, fd, sha256Hex(manifestBytes), redactor, now() - (lastElapsed + sinceLast), opts);
+    writer.seq = count;
+    writer.lastElapsed = lastElapsed;
+    if (last !== undefined) writer.prevHash = sha256Hex(last.bytes);
+    writer.fileHash.update(bytes);
+    writer.counters.bytes = bytes.length;
+    return writer;
   }
 
   /** Number of records appended so far (= the last assigned seq). */
