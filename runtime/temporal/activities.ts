@@ -201,7 +201,7 @@ export function createActivities(config: WorkerActivityConfig) {
       // After the members are reclaimed: what the sealed ledger says about them is then true.
       const ledger = await sealLostRun(path.join(input.lost.artifacts, input.runId), input.lost.reason);
       process.stderr.write(
-        `cohort: worker: run ${input.runId} lost its runtime (${input.lost.reason}); ledger ${ledger.runDir}: ${ledger.state}${ledger.outcome !== null ? ` (${ledger.outcome})` : ""}\n`,
+        `cohort: worker: run ${input.runId} lost its runtime (${input.lost.reason}); ledger ${ledger.runDir}: ${ledger.state}${ledger.outcome !== null ? ` (${ledger.outcome})` : ""}${ledger.problem !== undefined ? `; it does not verify: ${ledger.problem}` : ""}\n`,
       );
       return { ...report, ledger };
     },

@@ -411,11 +411,17 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       const started = performance.now();
       const up = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
       const runDir = await newRunReady(before, 9);
-      type Pod = { metadata: { name: string; namespace: string }; spec: { nodeName: string }; status: { containerStatuses?: { restartCount: number }[] } };
+      type Pod = {
+        metadata: { name: string; namespace: string; deletionTimestamp?: string };
+        spec: { nodeName: string };
+        status: { phase: string; containerStatuses?: { restartCount: number }[] };
+      };
+      // The worker's running pod (one replica; an earlier revision's pod may still be terminating beside it).
       const workerPod = async (): Promise<Pod> => {
         const pods = JSON.parse(await project.kubectl(["get", "pods", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as { items: Pod[] };
-        expect(pods.items).toHaveLength(1);
-        return pods.items[0]!;
+        const running = pods.items.filter((p) => p.metadata.deletionTimestamp === undefined && p.status.phase === "Running");
+        expect(running, pods.items.map((p) => `${p.metadata.name} ${p.status.phase} ${p.metadata.deletionTimestamp ?? ""}`).join("; ")).toHaveLength(1);
+        return running[0]!;
       };
       let pod: Pod;
       try {

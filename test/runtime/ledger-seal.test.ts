@@ -8,8 +8,9 @@ import { randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
-import { LedgerWriter, readLedger, RunStillAliveError, runProcessAlive, sealLostRun, verifyLedger } from "../../runtime/core/ledger";
+import { LedgerWriter, readLedger, LedgerBusyError, runProcessAlive, SEAL_LOCK_FILE, sealLostRun, verifyLedger } from "../../runtime/core/ledger";
 import { LedgerExistsError, LedgerVerifyError } from "../../runtime/core/errors";
+import { readProcStat } from "../../runtime/core/proc-stat";
 import { buildLedger, manifestFor, tempRunDir } from "./ledger-fixtures";
 import { buildBundle, runBundle, tempDir, type CliExit } from "./process-helpers";
 
@@ -99,10 +100,8 @@ describe("sealLostRun", () => {
     expect(runProcessAlive(run.child.pid, "another-run")).toBe(false);
     const files = filesOf(run.runDir);
     const refused = await sealLostRun(run.runDir, "lost?", { waitMs: 300 }).catch((e: unknown) => e);
-    expect(refused).toBeInstanceOf(RunStillAliveError);
-    expect((refused as Error).message).toBe(
-      `ledger ${run.runDir}: the run's runtime (pid ${run.child.pid}) is still running after 300 ms; its ledger is not sealed beside its own writer`,
-    );
+    expect(refused).toBeInstanceOf(LedgerBusyError);
+    expect((refused as Error).message).toBe(`ledger ${run.runDir}: the run's runtime (waited 300 ms) is still running (pid ${run.child.pid}); the ledger is not sealed beside it`);
     expect(filesOf(run.runDir)).toEqual(files);
 
     const waiting = sealLostRun(run.runDir, "lost?", { waitMs: 60_000 });
@@ -146,6 +145,97 @@ describe("sealLostRun", () => {
     // agent-1 had exited: only agent-0 is recorded as stopped by the cleanup.
     expect(report.stopped).toEqual(["agent-0"]);
     expect(await verifyLedger(dir)).toMatchObject({ outcome: "failed" });
+  });
+
+  it("a seal that died midway is finished by the next one without repeating itself: one run-interrupted, one teardown-finished", async () => {
+    const { dir, writer } = await buildLedger(4);
+    await writer.close();
+    // The first seal wrote the first member's stop and the interruption, then died.
+    const first = await LedgerWriter.resume(dir);
+    await first.append("member-stopped", { member: "agent-0", by: "cleanup" });
+    await first.append("run-interrupted", { lost: "activity Heartbeat timeout" });
+    await first.close();
+    const report = await sealLostRun(dir, "activity Heartbeat timeout (attempt 2)");
+    expect(report).toMatchObject({ state: "sealed", outcome: "interrupted", stopped: ["agent-1", "agent-2"] });
+    const { records, completion } = await readLedger(dir);
+    expect(records.filter((r) => r.kind === "run-interrupted")).toHaveLength(1);
+    expect(records.filter((r) => r.kind === "member-stopped").map((r) => r.member)).toEqual(["agent-0", "agent-1", "agent-2"]);
+    expect(records.at(-1)!.kind).toBe("teardown-finished");
+    expect(completion).toMatchObject({ outcome: "interrupted", interruptedBy: "runtime-lost" });
+    expect(await verifyLedger(dir)).toMatchObject({ complete: true, records: 4 + 2 + 3 });
+  });
+
+  it("records that already end the run (its writer died after teardown-finished) get only their completion: succeeded when nothing failed or interrupted it", async () => {
+    const dir = tempRunDir();
+    const writer = await LedgerWriter.open(dir, manifestFor(), { fsync: "none" });
+    await writer.append("run-started", { size: 1 });
+    await writer.append("roster-admitted");
+    await writer.append("member-started", { member: "router-0" });
+    await writer.append("member-ready", { member: "router-0" });
+    await writer.append("roster-ready", { readyCount: 1, timeToReadyMs: 12.5 });
+    await writer.append("hold-started");
+    await writer.append("hold-ended");
+    await writer.append("teardown-started");
+    await writer.append("member-stopped", { member: "router-0" });
+    await writer.append("teardown-finished");
+    await writer.close();
+    await expect(verifyLedger(dir)).rejects.toMatchObject({ code: "completion-missing" });
+    const report = await sealLostRun(dir, "activity Heartbeat timeout");
+    expect(report).toEqual({ runDir: dir, state: "sealed", outcome: "succeeded", stopped: [] });
+    const { records, completion } = await readLedger(dir);
+    expect(records).toHaveLength(10);
+    expect(completion).toMatchObject({ outcome: "succeeded", firstFailure: null, readyCount: 1, size: 1, timeToReadyMs: 12.5 });
+    expect(completion).not.toHaveProperty("interruptedBy");
+    expect(await verifyLedger(dir)).toMatchObject({ complete: true, outcome: "succeeded" });
+  });
+
+  it("a member restarted after an exit is running again: recorded stopped; the run's own run-interrupted names the interruption", async () => {
+    const dir = tempRunDir();
+    const writer = await LedgerWriter.open(dir, manifestFor(), { fsync: "none" });
+    await writer.append("run-started", { size: 2 });
+    await writer.append("member-started", { member: "a-0" });
+    await writer.append("member-started", { member: "a-1" });
+    await writer.append("member-exited", { member: "a-0", exitCode: 0, signal: null });
+    await writer.append("member-exited", { member: "a-1", exitCode: 1, signal: null });
+    await writer.append("member-restarted", { member: "a-1", attempt: 2 });
+    await writer.append("member-started", { member: "a-1", attempt: 2 });
+    await writer.append("member-ready", { member: "a-1" });
+    await writer.append("run-interrupted", { signal: "SIGTERM" });
+    await writer.close();
+    const report = await sealLostRun(dir, "activity Heartbeat timeout");
+    expect(report.stopped).toEqual(["a-1"]);
+    const { records, completion } = await readLedger(dir);
+    expect(records.filter((r) => r.kind === "run-interrupted")).toHaveLength(1);
+    expect(completion).toMatchObject({ outcome: "interrupted", interruptedBy: "SIGTERM", readyCount: 1 });
+  });
+
+  it("two seals at once: one completes the ledger, the other finds it complete or busy; a stale seal lock is taken over; a manifest alone is sealed", async () => {
+    const { dir, writer } = await buildLedger(4);
+    await writer.close();
+    const both = await Promise.allSettled([sealLostRun(dir, "a"), sealLostRun(dir, "b")]);
+    const sealed = both.filter((r) => r.status === "fulfilled" && r.value.state === "sealed");
+    expect(sealed).toHaveLength(1);
+    for (const r of both) if (r.status === "rejected") expect(r.reason).toBeInstanceOf(LedgerBusyError);
+    expect(await verifyLedger(dir)).toMatchObject({ complete: true, records: 4 + 5 });
+    expect(fs.existsSync(path.join(dir, SEAL_LOCK_FILE))).toBe(false);
+
+    // A lock a dead sealer left (a pid that is not running).
+    const stale = await buildLedger(2);
+    await stale.writer.close();
+    fs.writeFileSync(path.join(stale.dir, SEAL_LOCK_FILE), JSON.stringify({ pid: 2 ** 22 + 1, startTicks: 1 }));
+    expect((await sealLostRun(stale.dir, "x")).state).toBe("sealed");
+    expect(fs.existsSync(path.join(stale.dir, SEAL_LOCK_FILE))).toBe(false);
+    // A lock this (live) process holds: busy, nothing written.
+    const held = await buildLedger(2);
+    await held.writer.close();
+    fs.writeFileSync(path.join(held.dir, SEAL_LOCK_FILE), JSON.stringify({ pid: process.pid, startTicks: readProcStat(process.pid)!.startTicks }));
+    await expect(sealLostRun(held.dir, "x")).rejects.toThrow(`ledger ${held.dir}: another seal of it is still running (pid ${process.pid})`);
+    expect(fs.existsSync(path.join(held.dir, "completion.json"))).toBe(false);
+
+    const bare = tempRunDir();
+    await (await LedgerWriter.open(bare, manifestFor())).close();
+    expect(await sealLostRun(bare, "x")).toMatchObject({ state: "sealed", outcome: "interrupted" });
+    expect(await verifyLedger(bare)).toMatchObject({ complete: true, records: 2 });
   });
 
   it("damage beyond a torn line is named and nothing is written; no ledger is absent; a completed ledger is not resumed", async () => {

@@ -21,7 +21,7 @@ export {
 } from "./format";
 export { MIN_SECRET_LENGTH, REDACTED } from "./redact";
 export { LedgerWriter, type LedgerWriterOptions, type LedgerWriterStats } from "./writer";
-export { RunStillAliveError, runProcessAlive, sealLostRun, type SealReport } from "./seal";
+export { LedgerBusyError, runProcessAlive, SEAL_LOCK_FILE, sealLostRun, type SealReport } from "./seal";
 export { parseCompletion, parseManifest, readLedger, readOptional, splitLines, type RawLine } from "./read";
 export { FINAL_RECORD_KINDS, recoverLedger, verifyLedger, type RecoverReport, type VerifyReport } from "./verify";
 export { ledgerTimeline, showLedger, timelineOf, type LedgerTimeline, type TimelineMember } from "./show";

@@ -6,26 +6,36 @@
  * worker's container, and a container that is killed (the pod force-deleted, the node lost, OOM) takes the run
  * with it, leaving a ledger without completion.json. The workflow's cleanup step (runtime/temporal/activities.ts
  * `cleanupRun`) reclaims the run's members and then calls {@link sealLostRun}, which appends what is now known
- * and writes the completion:
+ * and writes the completion. What it appends depends only on the records, so a seal that dies midway is finished
+ * by the next attempt without repeating itself:
  *
- * - `member-stopped` (`by: "cleanup"`) for each member the records show started and neither stopped nor exited (the cleanup
- *   waited until none of the run's Sandboxes and pods was listed, so they are stopped);
- * - `run-interrupted` (`lost: <reason>`), unless the records already end the run in failure;
- * - `teardown-finished` (`by: "cleanup"`);
- * - completion.json: outcome `failed` with the records' first `run-failed` when there is one, else `interrupted`
- *   with `interruptedBy: "runtime-lost"`; `readyCount`, `size` and `timeToReadyMs` from the records; `phasesMs`
- *   from the run-level records' `elapsedMs` (admission, startup, hold; teardown 0).
+ * - `member-stopped` (`by: "cleanup"`) for each member whose last record (in record order) is its
+ *   `member-started` (the cleanup waited until none of the run's Sandboxes and pods was listed, so they are
+ *   stopped); a member whose last record is `member-stopped` or `member-exited` is left alone;
+ * - `run-interrupted` (`lost: <reason>`), unless the records already hold a `run-interrupted` or a `run-failed`;
+ * - `teardown-finished` (`by: "cleanup"`), unless the last record already ends the run ({@link FINAL_RECORD_KINDS});
+ * - completion.json: outcome `failed` with the records' first `run-failed` when there is one; else `interrupted`
+ *   with `interruptedBy` = the first `run-interrupted`'s `signal`, or `"runtime-lost"`; else, when the run's own
+ *   records ended it (it died after its `teardown-finished`, before its completion), `succeeded`; `readyCount` (the
+ *   `member-ready` records, as the scheduler counts them), `size` and `timeToReadyMs` from the records;
+ *   `phasesMs` from the run-level records' `elapsedMs` since `run-started` (admission, startup, hold; teardown 0).
  *
- * The ledger then verifies (`cohort ledger verify`) like any other completed run.
+ * One sealer at a time: `<runDir>/seal.lock` (created exclusively, holding the sealer's pid and start time) is
+ * held from the resume to the completion; a lock whose holder is gone is taken over. The ledger then verifies
+ * (`cohort ledger verify`) like any other completed run.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
-import type { Outcome } from "../summary";
-import { readProcStat } from "../proc-stat";
-import { LEDGER_FILES, type LedgerRecord } from "./format";
 import { LedgerExistsError } from "../errors";
-import { parseCompletion, parseManifest, readLedger, readOptional } from "./read";
+import { readProcStat } from "../proc-stat";
+import type { Outcome } from "../summary";
+import { LEDGER_FILES, type LedgerRecord } from "./format";
+import { parseManifest, readLedger } from "./read";
+import { FINAL_RECORD_KINDS, verifyLedger } from "./verify";
 import { LedgerWriter } from "./writer";
+
+/** The seal's lock file inside the run directory. */
+export const SEAL_LOCK_FILE = "seal.lock";
 
 /** What {@link sealLostRun} found and did. */
 export interface SealReport {
@@ -41,17 +51,19 @@ export interface SealReport {
   readonly outcome: Outcome | null;
   /** Members this call recorded as stopped (sealed only). */
   readonly stopped: readonly string[];
+  /** Set when a ledger found complete does not verify: the verifier's message (nothing can repair it). */
+  readonly problem?: string;
 }
 
-/** Raised when the run's own process is still alive at the deadline: the ledger is its to complete. */
-export class RunStillAliveError extends Error {
+/** Raised when the run's own process, or another sealer, is still at work on the ledger: retry later. */
+export class LedgerBusyError extends Error {
   constructor(
     readonly runDir: string,
     readonly pid: number,
-    waitedMs: number,
+    what: string,
   ) {
-    super(`ledger ${runDir}: the run's runtime (pid ${pid}) is still running after ${waitedMs} ms; its ledger is not sealed beside its own writer`);
-    this.name = "RunStillAliveError";
+    super(`ledger ${runDir}: ${what} is still running (pid ${pid}); the ledger is not sealed beside it`);
+    this.name = "LedgerBusyError";
   }
 }
 
@@ -74,13 +86,34 @@ export function runProcessAlive(pid: number | undefined, runId: string): boolean
   return i !== -1 && argv[i + 1] === runId;
 }
 
-function elapsedOf(records: readonly LedgerRecord[], kind: string): number | undefined {
-  const r = records.find((x) => x.kind === kind);
-  return r === undefined ? undefined : r.elapsedMs;
-}
-
 function round3(ms: number): number {
   return Math.round(ms * 1000) / 1000;
+}
+
+/** Takes `<dir>/seal.lock`, or throws {@link LedgerBusyError} while a live sealer holds it. Returns its release. */
+function takeSealLock(dir: string): () => void {
+  const lock = path.join(dir, SEAL_LOCK_FILE);
+  const self = readProcStat(process.pid);
+  const body = JSON.stringify({ pid: process.pid, startTicks: self?.startTicks ?? null });
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      fs.writeFileSync(lock, body, { flag: "wx" });
+      return () => fs.rmSync(lock, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+    let holder: { pid?: unknown; startTicks?: unknown } = {};
+    try {
+      holder = JSON.parse(fs.readFileSync(lock, "utf8")) as typeof holder;
+    } catch {
+      // unreadable: a sealer died writing it (or it is gone already)
+    }
+    const stat = typeof holder.pid === "number" ? readProcStat(holder.pid) : undefined;
+    if (stat !== undefined && stat.state !== "Z" && stat.startTicks === holder.startTicks) throw new LedgerBusyError(dir, holder.pid as number, "another seal of it");
+    // Its holder is gone (or lives in another PID namespace: a lost container): take it over.
+    fs.rmSync(lock, { force: true });
+  }
+  throw new LedgerBusyError(dir, process.pid, `a seal (${lock} taken again by another)`);
 }
 
 /**
@@ -90,78 +123,108 @@ function round3(ms: number): number {
  * @param reason - why the runtime is gone, as the workflow saw it (e.g. `activity Heartbeat timeout`); recorded
  *   in `run-interrupted.lost`
  * @param opts.waitMs - how long to wait for a run process still alive in this PID namespace (it completes its
- *   own ledger) before refusing. @default 60000
- * @throws {RunStillAliveError} the run's process is still alive after `waitMs` (nothing written)
+ *   own ledger) before refusing. @default 45000
+ * @throws {LedgerBusyError} the run's process is still alive after `waitMs`, or another live sealer holds the
+ *   seal lock (nothing written)
  * @throws {LedgerVerifyError} the ledger is damaged beyond a torn final line (nothing written)
  */
 export async function sealLostRun(runDir: string, reason: string, opts: { waitMs?: number; pollMs?: number } = {}): Promise<SealReport> {
   const dir = path.resolve(runDir);
   if (!fs.existsSync(path.join(dir, LEDGER_FILES.manifest))) return { runDir: dir, state: "absent", outcome: null, stopped: [] };
-  const completionBytes = await readOptional(path.join(dir, LEDGER_FILES.completion));
-  if (completionBytes !== undefined) return { runDir: dir, state: "complete", outcome: parseCompletion(dir, completionBytes).outcome, stopped: [] };
+  if (fs.existsSync(path.join(dir, LEDGER_FILES.completion))) return await completeAlready(dir);
   const manifest = parseManifest(dir, fs.readFileSync(path.join(dir, LEDGER_FILES.manifest)));
   // A run outlived its worker here (same PID namespace: the sim's detached worker): it is stopping on its own.
-  const waitMs = opts.waitMs ?? 60_000;
+  const waitMs = opts.waitMs ?? 45_000;
   const waitStarted = Date.now();
   while (runProcessAlive(manifest.runtimePid, manifest.runId)) {
-    if (Date.now() - waitStarted >= waitMs) throw new RunStillAliveError(dir, manifest.runtimePid!, waitMs);
+    if (Date.now() - waitStarted >= waitMs) throw new LedgerBusyError(dir, manifest.runtimePid!, `the run's runtime (waited ${waitMs} ms)`);
     await new Promise((r) => setTimeout(r, opts.pollMs ?? 250));
   }
-  let writer: LedgerWriter;
+  const release = takeSealLock(dir);
   try {
-    // Cuts a torn final line (a run killed mid-write), verifies the rest.
-    writer = await LedgerWriter.resume(dir);
-  } catch (error) {
-    // The run completed it while we waited.
-    if (error instanceof LedgerExistsError) {
-      const done = await readLedger(dir);
-      return { runDir: dir, state: "complete", outcome: done.completion?.outcome ?? null, stopped: [] };
+    let writer: LedgerWriter;
+    try {
+      // Cuts a torn final line (a run killed mid-write), verifies the rest.
+      writer = await LedgerWriter.resume(dir);
+    } catch (error) {
+      // The run (or another sealer, before this one took the lock) completed it meanwhile.
+      if (error instanceof LedgerExistsError) return await completeAlready(dir);
+      throw error;
     }
-    throw error;
+    try {
+      return await seal(dir, writer, reason);
+    } finally {
+      await writer.close();
+    }
+  } finally {
+    release();
   }
+}
+
+/** The report of a ledger found complete, verified. */
+async function completeAlready(dir: string): Promise<SealReport> {
+  try {
+    const report = await verifyLedger(dir);
+    return { runDir: dir, state: "complete", outcome: report.outcome, stopped: [] };
+  } catch (error) {
+    const { completion } = await readLedger(dir).catch(() => ({ completion: null }));
+    return { runDir: dir, state: "complete", outcome: completion?.outcome ?? null, stopped: [], problem: (error as Error).message };
+  }
+}
+
+async function seal(dir: string, writer: LedgerWriter, reason: string): Promise<SealReport> {
   const { records } = await readLedger(dir);
-  const startedMembers = new Set<string>();
-  const stoppedAlready = new Set<string>();
-  const ready = new Set<string>();
+  // Each member's last state, in record order (a restarted member is running again after its exit).
+  const running = new Map<string, boolean>();
+  let readyCount = 0;
   for (const r of records) {
     if (r.member === undefined) continue;
-    if (r.kind === "member-started") startedMembers.add(r.member);
-    if (r.kind === "member-stopped" || r.kind === "member-exited") stoppedAlready.add(r.member);
-    if (r.kind === "member-ready") ready.add(r.member);
+    if (r.kind === "member-started") running.set(r.member, true);
+    if (r.kind === "member-stopped" || r.kind === "member-exited") running.set(r.member, false);
+    if (r.kind === "member-ready") readyCount++;
   }
-  const stopped = [...startedMembers].filter((m) => !stoppedAlready.has(m)).sort();
+  const stopped = [...running]
+    .filter(([, up]) => up)
+    .map(([m]) => m)
+    .sort();
   const failed = records.find((r) => r.kind === "run-failed");
-  const appends = stopped.map((member) => writer.append("member-stopped", { member, by: "cleanup" }));
-  if (failed === undefined) appends.push(writer.append("run-interrupted", { lost: reason }));
-  appends.push(writer.append("teardown-finished", { by: "cleanup" }));
-  try {
-    await Promise.all(appends);
-  } catch (error) {
-    await writer.close();
-    throw error;
+  const interrupted = records.find((r) => r.kind === "run-interrupted");
+  const last = records.at(-1);
+  const finished = last !== undefined && FINAL_RECORD_KINDS.has(last.kind);
+  const appends: Promise<LedgerRecord>[] = [];
+  if (!finished) {
+    for (const member of stopped) appends.push(writer.append("member-stopped", { member, by: "cleanup" }));
+    if (failed === undefined && interrupted === undefined) appends.push(writer.append("run-interrupted", { lost: reason }));
+    appends.push(writer.append("teardown-finished", { by: "cleanup" }));
   }
-  const lastElapsed = records.at(-1)?.elapsedMs ?? 0;
-  const admitted = elapsedOf(records, "roster-admitted");
-  const rosterReady = elapsedOf(records, "roster-ready");
-  const holdStarted = elapsedOf(records, "hold-started");
-  const holdEnded = elapsedOf(records, "hold-ended") ?? (holdStarted !== undefined ? lastElapsed : undefined);
+  await Promise.all(appends);
+  const at = (kind: string): number | undefined => records.find((x) => x.kind === kind)?.elapsedMs;
+  const t0 = at("run-started") ?? 0;
+  const end = last?.elapsedMs ?? t0;
+  const admitted = at("roster-admitted");
+  const rosterReady = at("roster-ready");
+  const holdStarted = at("hold-started");
+  const holdEnded = at("hold-ended") ?? (holdStarted !== undefined ? end : undefined);
   const phasesMs: Record<string, number> = {
-    admission: round3(admitted ?? lastElapsed),
-    startup: admitted === undefined ? 0 : round3(Math.max(0, (rosterReady ?? lastElapsed) - admitted)),
+    admission: round3(Math.max(0, (admitted ?? end) - t0)),
+    startup: admitted === undefined ? 0 : round3(Math.max(0, (rosterReady ?? end) - admitted)),
     hold: holdStarted === undefined || holdEnded === undefined ? 0 : round3(Math.max(0, holdEnded - holdStarted)),
     teardown: 0,
   };
   const runStarted = records.find((r) => r.kind === "run-started");
   const readyRecord = records.find((r) => r.kind === "roster-ready");
+  // As the scheduler decides (runtime/core/scheduler.ts): a run whose own records end it (teardown-finished) with
+  // neither a failure nor an interruption had succeeded, and died only before writing its completion.
+  const outcome: Outcome = failed !== undefined ? "failed" : interrupted !== undefined || !finished ? "interrupted" : "succeeded";
   const completion = await writer.complete({
-    outcome: failed !== undefined ? "failed" : "interrupted",
+    outcome,
     firstFailure: failed !== undefined ? { member: typeof failed.member === "string" ? failed.member : null, reason: String(failed.reason ?? "run-failed") } : null,
     phasesMs,
     ...(typeof runStarted?.size === "number" ? { size: runStarted.size } : {}),
-    readyCount: ready.size,
+    readyCount,
     timeToReadyMs: typeof readyRecord?.timeToReadyMs === "number" ? readyRecord.timeToReadyMs : null,
-    ...(failed === undefined ? { interruptedBy: "runtime-lost" } : {}),
+    ...(outcome === "interrupted" ? { interruptedBy: typeof interrupted?.signal === "string" ? interrupted.signal : "runtime-lost" } : {}),
     sealedBy: "cleanup",
   });
-  return { runDir: dir, state: "sealed", outcome: completion.outcome, stopped };
+  return { runDir: dir, state: "sealed", outcome: completion.outcome, stopped: finished ? [] : stopped };
 }

@@ -44,7 +44,7 @@ import * as path from "node:path";
 import { performance } from "node:perf_hooks";
 import { fsyncDir, writeFileAtomic } from "../atomic";
 import { canonicalJson, sha256Hex } from "../digest";
-import { LedgerClosedError, LedgerExistsError, LedgerInputError, LedgerWriteError } from "../errors";
+import { LedgerClosedError, LedgerExistsError, LedgerInputError, LedgerVerifyError, LedgerWriteError } from "../errors";
 import type { Outcome } from "../summary";
 import { findLoneSurrogate, mayHoldLoneSurrogateEscape, wellFormedValue } from "../text";
 import {
@@ -60,7 +60,7 @@ import {
   type LedgerManifest,
   type LedgerRecord,
 } from "./format";
-import { splitLines, type RawLine } from "./read";
+import { readOptional, splitLines, type RawLine } from "./read";
 import { Redactor } from "./redact";
 import { recoverLedger } from "./verify";
 
@@ -235,7 +235,8 @@ export class LedgerWriter {
   /**
    * Reopen the ledger of a run whose writer is GONE (its process died without a completion: `cohort run`
    * SIGKILLed, or the run worker's container lost with the run inside it), to append its last records and
-   * complete it. A torn final line is cut first ({@link recoverLedger}, the cut bytes kept beside the file);
+   * complete it. A ledger whose last record already ends the run (`teardown-finished`: the writer died before its
+   * completion) is accepted as it is. A torn final line is cut first ({@link recoverLedger}, the cut bytes kept beside the file);
    * then the records are verified, and the next record continues the chain: `seq` from the last one, `prev`
    * its SHA-256, `elapsedMs` its value plus the wall-clock time since its `at` (never decreasing).
    *
@@ -246,7 +247,8 @@ export class LedgerWriter {
    *
    * @returns a writer positioned at the end of records.ndjson.
    * @throws {LedgerExistsError} the ledger already has its completion.json (nothing is touched).
-   * @throws {LedgerVerifyError} the ledger is damaged beyond a torn final line, or has no manifest (nothing is touched).
+   * @throws {LedgerVerifyError} the ledger is damaged beyond a torn final line, or has no manifest (nothing is
+   *   touched); `records-changed` when records.ndjson grew while it was read (a writer is alive).
    * @throws {LedgerInputError} an option is invalid.
    */
   static async resume(runDir: string, opts: LedgerWriterOptions = {}): Promise<LedgerWriter> {
@@ -254,28 +256,31 @@ export class LedgerWriter {
       throw new LedgerInputError("options.fsync", `expected "always", "transitions" or "none", got ${JSON.stringify(opts.fsync)}`);
     const dir = path.resolve(runDir);
     if (await exists(path.join(dir, LEDGER_FILES.completion))) throw new LedgerExistsError(dir, LEDGER_FILES.completion);
-    // Cuts only a torn final line; verifies the rest (chain, seq, manifest digest), naming any other damage.
-    await recoverLedger(dir);
+    // Cuts only a torn final line; verifies the rest (chain, seq, manifest digest), naming any other damage. A
+    // ledger whose records end the run (its writer died between its last record and its completion) is whole.
+    try {
+      await recoverLedger(dir);
+    } catch (err) {
+      if (!(err instanceof LedgerVerifyError && err.code === "completion-missing")) throw err;
+    }
     const redactor = new Redactor();
     (opts.secrets ?? []).forEach((s, i) => redactor.add(s, `options.secrets[${i}]`));
     const manifestBytes = await fsp.readFile(path.join(dir, LEDGER_FILES.manifest));
     const recordsPath = path.join(dir, LEDGER_FILES.records);
-    const fd = fs.openSync(recordsPath, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o644);
-    let bytes: Buffer;
-    try {
-      bytes = await fsp.readFile(recordsPath);
-    } catch (err) {
-      fs.closeSync(fd);
-      throw err;
-    }
-    const now = opts.now ?? (() => performance.now());
-    const wallClock = opts.wallClock ?? (() => new Date());
+    const bytes = (await readOptional(recordsPath)) ?? Buffer.alloc(0);
     let last: RawLine | undefined;
     let count = 0;
     for (const line of splitLines(dir, bytes, false)) {
       last = line;
       count = line.number;
     }
+    const fd = fs.openSync(recordsPath, fs.constants.O_WRONLY | fs.constants.O_APPEND | fs.constants.O_CREAT, 0o644);
+    if (fs.fstatSync(fd).size !== bytes.length) {
+      fs.closeSync(fd);
+      throw new LedgerVerifyError("records-changed", dir, `${LEDGER_FILES.records} changed while it was being resumed: is the run's writer still alive?`);
+    }
+    const now = opts.now ?? (() => performance.now());
+    const wallClock = opts.wallClock ?? (() => new Date());
     const lastElapsed = typeof last?.value.elapsedMs === "number" ? last.value.elapsedMs : 0;
     const lastAt = last === undefined ? Date.parse(JSON.parse(manifestBytes.toString("utf8")).createdAt as string) : Date.parse(last.value.at);
     const sinceLast = Number.isFinite(lastAt) ? Math.max(0, wallClock().getTime() - lastAt) : 0;
