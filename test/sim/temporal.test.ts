@@ -527,7 +527,8 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
     worker = await startWorker();
     const r = await submit.exited;
     expect(r.code).toBe(1);
-    expect(r.stderr).toMatch(/workflow wf-gone lost the run: .*heartbeat/i);
+    // A race: the worker reporting its run's death in the moment between the kills, or the heartbeat timeout.
+    expect(r.stderr).toMatch(/workflow wf-gone lost the run: .*(heartbeat|cohort run exited 137 without a summary line)/i);
     // Sealed by cleanupRun after the members were reclaimed: they are recorded stopped by the cleanup.
     const completion = JSON.parse(fs.readFileSync(path.join(runDir, "completion.json"), "utf8")) as Record<string, unknown>;
     expect(completion).toMatchObject({ outcome: "interrupted", interruptedBy: "runtime-lost", sealedBy: "cleanup", readyCount: 2 });
@@ -542,7 +543,7 @@ describe.skipIf(workflowUnavailable !== undefined)("the cohortRun workflow throu
       "member-stopped agent-1",
       "teardown-finished",
     ]);
-    expect(records.find((x) => x.kind === "run-interrupted")?.lost).toMatch(/heartbeat/i);
+    expect(records.find((x) => x.kind === "run-interrupted")?.lost).toMatch(/heartbeat|cohort run exited 137/i);
     const runLabel = runLabelValue(runId);
     expect(await list(admin, `/apis/agents.x-k8s.io/v1beta1/namespaces/${ns}/sandboxes?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
     expect(await list(admin, `/api/v1/namespaces/${ns}/pods?labelSelector=cohort-lab.dev/run%3D${runLabel}`)).toEqual([]);
