@@ -608,10 +608,10 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
   const layerReady = [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady];
   let cohort: CohortRun;
   if (plan.worker !== undefined) {
-    // gke.runAs workflow: the run worker in the run namespace; each run exports its ledger to the bucket as the
-    // worker's service account, the one the writer binding names.
+    // gke.runAs workflow: the run worker in the system namespace (one per stack, rolled in place from run to run);
+    // each run exports its ledger to the bucket as the worker's service account, the one the writer binding names.
     const runtime = new RunNamespace("runtime", runNamespace);
-    const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: runtime.namespaceName, serviceAccount: RUN_WORKER_NAMES.serviceAccount });
+    const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: SYSTEM_NAMESPACE, serviceAccount: RUN_WORKER_NAMES.serviceAccount });
     cohort = new CohortRun("cohort", {
       spec: plan.resolved.spec,
       keepLedgers: config.keepLedgers,
@@ -622,6 +622,7 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
         worker: {
           image: plan.worker.image,
           files: plan.worker.files,
+          workerNamespace: SYSTEM_NAMESPACE,
           temporalAddress: `${TEMPORAL_NAME}.${SYSTEM_NAMESPACE}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`,
           taskQueue: GKE_TEMPORAL_TASK_QUEUE,
           runAs: { uid: 1000, gid: 1000 },

@@ -793,6 +793,8 @@ export function buildLocal(ctx: ProfileContext, overrides: LocalBuildOverrides =
         worker: {
           image: plan.worker.image,
           files: plan.worker.files,
+          // One worker per stack, beside Temporal: a new run rolls it (components/run/worker-manifests.ts).
+          workerNamespace: SYSTEM_NAMESPACE,
           temporalAddress: `${TEMPORAL_NAME}.${SYSTEM_NAMESPACE}.svc.cluster.local:${TEMPORAL_GRPC_PORT}`,
           taskQueue: LOCAL_TEMPORAL_TASK_QUEUE,
           runAs: { uid: facts.uid, gid: facts.gid },

@@ -230,7 +230,7 @@ async function workflowRunSubmit() {
     summaryFromBucket(summary, [], {
       destination,
       bundle,
-      noExportLine: `the run worker's log has it (kubectl -n ${process.env.COHORT_NAMESPACE ?? "<run namespace>"} logs deploy/cohort-run-worker)`,
+      noExportLine: `the run worker's log has it (kubectl -n ${process.env.COHORT_NAMESPACE ?? "cohort-lab-system"} logs deploy/cohort-run-worker)`,
     }),
   );
 }

@@ -9,11 +9,14 @@
  *    Deployment's object: before the Deployment is created or changed it lists the task queue's running workflows
  *    (`cohort open-runs`) and fails, naming them, when there is one. A rollout is refused while runs are open;
  *    the Deployment and its ConfigMaps depend on the guard, so a refused rollout leaves the running worker alone;
- * 2. the worker's ServiceAccount, RoleBinding (to the run's Role) and ConfigMaps, in the run namespace;
- * 3. the Deployment (`cohort-run-worker`, one replica, `Recreate`), awaited by pulumi-kubernetes until the new
- *    revision's pod is Ready (its readiness probe: the worker polls), not any ready replica;
+ * 2. the worker's ServiceAccount and ConfigMaps in the worker namespace (one worker per stack, outliving runs), and
+ *    its RoleBinding to the run's Role in the run namespace;
+ * 3. the Deployment (`cohort-run-worker` in the worker namespace, one replica, `Recreate`): a new run (a new run
+ *    namespace) rolls the same Deployment to a new revision, so no worker of an earlier run ever polls beside it;
+ *    awaited by pulumi-kubernetes until the new revision's pod is Ready (its readiness probe: the worker polls),
+ *    not any ready replica;
  * 4. `<name>-identity` (the run cluster step `run-identity`: 12 random hex digits, kept in state; same triggers as
- *    the run, so a new run gets a new workflow id);
+ *    the run, so a new run gets a new workflow id), after the guard: a refused rollout leaves it as it was;
  * 5. `<name>-run` (`run-submit`): `cohort submit` against Temporal (its host address, or a supervised
  *    `kubectl port-forward`: {@link WorkflowTemporalAccess}) with the workflow id, the ledger root the worker sees
  *    and the RunSpec on stdin; it prints the run's summary with the ledger's home ({@link WorkflowLedger}: the host
@@ -160,7 +163,7 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
           COHORT_LEDGER_URI: ledger.uri,
           COHORT_RUNTIME_BUNDLE: ledger.runtimeBundlePath,
           // Named in a failed export's message (where the worker's log is).
-          COHORT_NAMESPACE: run.namespaceName,
+          COHORT_NAMESPACE: args.worker.workerNamespace,
         }
       : { COHORT_ARTIFACTS_DIR: ledger.hostDir, COHORT_ARTIFACTS_NODE_PATH: ledger.nodePath };
   const hostEnv = { COHORT_BUNDLE: args.submitter.runtimeBundlePath, COHORT_TASK_QUEUE: args.worker.taskQueue, ...temporalEnv };
@@ -209,7 +212,9 @@ export function executeAsClusterWorkflow(plan: ExecutionPlan, args: ClusterWorkf
       addPreviousOutputInEnv: true,
       logging: "none",
     },
-    { parent },
+    // After the guard: an up refused while a run is open (a changed RoleSpec with the previous up killed mid-run)
+    // keeps the identity in state, so the up that follows with the program as it was attaches to that run.
+    { parent, dependsOn: [guard] },
   );
   const prefix = args.temporal.workflowIdPrefix ?? `cohort-lab/${pulumi.getStack()}`;
   const submit = cluster.hostStep("run-submit");

@@ -1,8 +1,17 @@
 /**
- * The Temporal run worker of a run namespace (pure; no Pulumi, no I/O): `cohort worker` (runtime/temporal/cli.ts)
- * as a one-replica Deployment in the run namespace, with its own ServiceAccount bound to the run's Role (the
- * Kubernetes backend's rule table, components/run/manifests.ts: run-scoped rights, nothing outside the namespace),
- * the runtime's three bundle files in ConfigMaps and the backend settings in one more. docs/temporal.md "local".
+ * The Temporal run worker of a stack (pure; no Pulumi, no I/O): `cohort worker` (runtime/temporal/cli.ts) as a
+ * one-replica Deployment in the worker namespace (a namespace that outlives runs: `cohort-lab-system` on `local`
+ * and `gke`), with its own ServiceAccount bound, by a RoleBinding in the run namespace, to the run's Role (the
+ * Kubernetes backend's rule table, components/run/manifests.ts: run-scoped rights, nothing outside the run
+ * namespace), the runtime's three bundle files in ConfigMaps and the backend settings in one more.
+ * docs/temporal.md "local".
+ *
+ * - One worker per stack, rolled in place: a new run (a new RunSpec or runtime bundle is a new run namespace,
+ *   stacks/cluster.ts `runNamespace`) changes the worker's settings, so the same Deployment rolls to a new
+ *   revision. A Deployment per run namespace would leave the previous run's worker polling the same task queue
+ *   until the end of the `up` that replaced it (Pulumi deletes replaced resources last), so the new run's
+ *   workflow could be handed to the old worker, with the old runtime bundle and the old run namespace, and the
+ *   two workers would hold twice the quota's reservation.
  *
  * - Image: the run worker image (components/kind/app-images.ts `runWorker`): the runtime's Node image with the
  *   `@temporalio/*` closure and its native bridge in `/opt/node_modules`. The bundle files (`dist/cohort.cjs`,
@@ -32,14 +41,15 @@ import type { KubernetesObject } from "../k8s/manifests/cache.js";
 import { CohortLabError } from "../errors.js";
 import { BUNDLE_PART_BYTES, MAX_BUNDLE_PARTS, RUN_LABELS, RUNTIME_CONTAINER_SECURITY, RUNTIME_DIR, RUNTIME_NAMES, runtimePodSecurity } from "./manifests.js";
 
-/** Names of the worker's objects inside the run namespace. */
+/** Names of the worker's objects (the RoleBinding in the run namespace, the others in the worker namespace). */
 export const RUN_WORKER_NAMES = {
   deployment: "cohort-run-worker",
   serviceAccount: "cohort-run-worker",
   roleBinding: "cohort-run-worker",
   container: "worker",
-  /** `cohort-run-worker-files-<i>`: the parts of the gzip-compressed bundle files. */
+  /** `cohort-run-worker-files-<10 hex of the files' digests>-<i>`: the parts of the gzip-compressed bundle files. */
   filePartPrefix: "cohort-run-worker-files-",
+  /** `cohort-run-worker-<10 hex of its data>`: `backend.json` and `files.json`. */
   config: "cohort-run-worker",
 } as const;
 
@@ -66,8 +76,14 @@ export interface WorkerFile {
 
 /** Inputs of {@link renderRunWorker}. */
 export interface RunWorkerInput {
-  /** The run namespace (the Role `cohort-runtime` is in it: components/run/manifests.ts `renderRunObjects`). */
+  /** The run namespace (the Role `cohort-runtime` is in it: components/run/manifests.ts `renderRunObjects`); the worker's RoleBinding goes here. */
   readonly namespace: string;
+  /**
+   * The namespace the worker's ServiceAccount, ConfigMaps and Deployment live in (it must exist and outlive runs,
+   * e.g. `cohort-lab-system`, components/k8s/manifests/temporal.ts `SYSTEM_NAMESPACE`). Must differ from
+   * {@link namespace}, which is replaced with every new run.
+   */
+  readonly workerNamespace: string;
   /** The LocalQueue the runs submit to. */
   readonly localQueue: string;
   /** The run worker image, `<repository>:<tag>@sha256:<64 hex>` (`<repository>:<tag>` only in a preview of a machine where it is not built). */
@@ -117,6 +133,10 @@ export class RunWorkerFilesError extends CohortLabError {
   }
 }
 
+function sha256Hex(bytes: string | Buffer): string {
+  return createHash("sha256").update(bytes).digest("hex");
+}
+
 /** The init container's program: for each file of `files.json`, join its parts, gunzip, check the SHA-256, write; a part that does not gunzip or a mismatch exits 1 with one line naming the file. */
 export const UNPACK_FILES_SCRIPT = [
   'const fs = require("node:fs"), zlib = require("node:zlib"), crypto = require("node:crypto");',
@@ -136,21 +156,32 @@ export const UNPACK_FILES_SCRIPT = [
  *
  * @throws {RunWorkerFilesError} when `files` is not exactly {@link RUN_WORKER_FILES}, or the compressed files need more
  *   than {@link MAX_BUNDLE_PARTS} ConfigMaps
+ * @throws {CohortLabError} (propertyPath `runWorker.workerNamespace`) when the worker namespace is the run namespace
  */
 export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
   const ns = input.namespace;
-  const labels = { [RUN_LABELS.name]: RUN_WORKER_NAMES.deployment, [RUN_LABELS.partOf]: "cohort-lab", [RUN_LABELS.run]: ns };
+  const wns = input.workerNamespace;
+  if (wns === ns) {
+    throw new CohortLabError(`runWorker.workerNamespace: must differ from the run namespace ${ns} (a new run replaces that namespace; the worker rolls in place)`, {
+      propertyPath: "runWorker.workerNamespace",
+    });
+  }
+  // The run label names the run namespace the worker serves now; the selector leaves it out (a selector is immutable,
+  // and the same Deployment serves one run namespace after another).
+  const selector = { [RUN_LABELS.name]: RUN_WORKER_NAMES.deployment, [RUN_LABELS.partOf]: "cohort-lab" };
+  const labels = { ...selector, [RUN_LABELS.run]: ns };
   const names = input.files.map((f) => f.name);
   if (names.length !== RUN_WORKER_FILES.length || RUN_WORKER_FILES.some((n) => !names.includes(n))) {
     throw new RunWorkerFilesError(`runWorker.files: expected exactly ${RUN_WORKER_FILES.join(", ")} (got ${names.join(", ") || "none"})`);
   }
   const fileSha256: Record<string, string> = {};
+  for (const name of RUN_WORKER_FILES) fileSha256[name] = sha256Hex(input.files.find((f) => f.name === name)!.bytes);
+  const filesDigest = sha256Hex(JSON.stringify(fileSha256));
   const manifest: { name: string; sha256: string; parts: string[] }[] = [];
   const fileParts: KubernetesObject[] = [];
   for (const name of RUN_WORKER_FILES) {
     const bytes = input.files.find((f) => f.name === name)!.bytes;
-    const sha256 = createHash("sha256").update(bytes).digest("hex");
-    fileSha256[name] = sha256;
+    const sha256 = fileSha256[name]!;
     // Fixed level, no mtime (Node's gzip writes none): the same file always gives the same ConfigMaps.
     const gz = gzipSync(bytes, { level: 9 });
     const parts: string[] = [];
@@ -161,7 +192,9 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
       fileParts.push({
         apiVersion: "v1",
         kind: "ConfigMap",
-        metadata: { name: `${RUN_WORKER_NAMES.filePartPrefix}${i}`, namespace: ns, labels },
+        // No run label: the same bundle gives the same parts, whatever run the worker serves.
+        metadata: { name: `${RUN_WORKER_NAMES.filePartPrefix}${filesDigest.slice(0, 10)}-${i}`, namespace: wns, labels: selector },
+        immutable: true,
         binaryData: { part: gz.subarray(off, off + BUNDLE_PART_BYTES).toString("base64") },
       });
     }
@@ -173,30 +206,34 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
     );
   }
   const backend = { ...(input.backendSettings ?? {}), namespace: ns, queue: input.localQueue };
+  const data = { "backend.json": `${JSON.stringify(backend)}\n`, "files.json": `${JSON.stringify(manifest)}\n` };
+  // Named by content and immutable (as kustomize's configMapGenerator does): a new run's objects are new ConfigMaps
+  // beside the running pod's, which stay as they are until Pulumi deletes them at the end of the up, after the rollout.
   const config: KubernetesObject = {
     apiVersion: "v1",
     kind: "ConfigMap",
-    metadata: { name: RUN_WORKER_NAMES.config, namespace: ns, labels },
-    data: { "backend.json": `${JSON.stringify(backend)}\n`, "files.json": `${JSON.stringify(manifest)}\n` },
+    metadata: { name: `${RUN_WORKER_NAMES.config}-${sha256Hex(JSON.stringify(data)).slice(0, 10)}`, namespace: wns, labels },
+    immutable: true,
+    data,
   };
-  const serviceAccount: KubernetesObject = { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: RUN_WORKER_NAMES.serviceAccount, namespace: ns, labels } };
+  const serviceAccount: KubernetesObject = { apiVersion: "v1", kind: "ServiceAccount", metadata: { name: RUN_WORKER_NAMES.serviceAccount, namespace: wns, labels: selector } };
   const roleBinding: KubernetesObject = {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "RoleBinding",
     metadata: { name: RUN_WORKER_NAMES.roleBinding, namespace: ns, labels },
     roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: RUNTIME_NAMES.role },
-    subjects: [{ kind: "ServiceAccount", name: RUN_WORKER_NAMES.serviceAccount, namespace: ns }],
+    subjects: [{ kind: "ServiceAccount", name: RUN_WORKER_NAMES.serviceAccount, namespace: wns }],
   };
   const securityContext = RUNTIME_CONTAINER_SECURITY;
   const resources = { requests: { ...RUN_WORKER_RESOURCES.requests }, limits: { ...RUN_WORKER_RESOURCES.limits } };
   const deployment: KubernetesObject = {
     apiVersion: "apps/v1",
     kind: "Deployment",
-    metadata: { name: RUN_WORKER_NAMES.deployment, namespace: ns, labels },
+    metadata: { name: RUN_WORKER_NAMES.deployment, namespace: wns, labels },
     spec: {
       replicas: 1,
       strategy: { type: "Recreate" },
-      selector: { matchLabels: { [RUN_LABELS.name]: RUN_WORKER_NAMES.deployment, [RUN_LABELS.run]: ns } },
+      selector: { matchLabels: selector },
       template: {
         metadata: {
           labels,
@@ -204,8 +241,8 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
           // The backend settings too: the kubelet updates a projected ConfigMap in place, some time later, so a
           // settings change would otherwise reach a run started soon after `up`, or not, unguarded.
           annotations: {
-            "cohort-lab.dev/files-sha256": createHash("sha256").update(JSON.stringify(fileSha256)).digest("hex"),
-            "cohort-lab.dev/backend-sha256": createHash("sha256").update(JSON.stringify(backend)).digest("hex"),
+            "cohort-lab.dev/files-sha256": filesDigest,
+            "cohort-lab.dev/backend-sha256": sha256Hex(JSON.stringify(backend)),
           },
         },
         spec: {
@@ -261,7 +298,7 @@ export function renderRunWorker(input: RunWorkerInput): RunWorkerObjects {
                 sources: [
                   {
                     configMap: {
-                      name: RUN_WORKER_NAMES.config,
+                      name: config.metadata.name,
                       items: [
                         { key: "backend.json", path: "backend.json" },
                         { key: "files.json", path: "files.json" },

@@ -1,8 +1,9 @@
 /**
  * The `gke` profile with `gke.runAs: workflow` under Pulumi mocks (one program in this file, `pulumi up` mode): the
  * run is a Temporal workflow executed by the in-cluster run worker, so the graph has no runtime Job and instead the
- * worker in the run namespace with its run directory an emptyDir and the bucket export in its backend settings; the
- * bucket's ONE writer binding names the worker's service account; the rollout guard and the run Command reach
+ * worker in the system namespace (one per stack, rolled by a new run) with its run directory an emptyDir and the
+ * bucket export in its backend settings; the bucket's ONE writer binding names the worker's service account
+ * (`cohort-lab-system/cohort-run-worker`, the same from run to run); the rollout guard and the run Command reach
  * Temporal through the supervised port-forward (COHORT_TEMPORAL_PORT_FORWARD, the kubeconfig as a secret, the pinned
  * kubectl) and the run Command reads the ledger back from the bucket (COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE). Also
  * the refusals of `up` without `gke.runWorkerImage`, a malformed one, the local build's name, and a missing worker
@@ -91,15 +92,21 @@ beforeAll(async () => {
 
 /** A Command's environment: the whole map is wrapped as a secret when an entry is one (the kubeconfig). */
 const unwrap = (v: unknown) => ((v as { value?: unknown }).value ?? v) as Record<string, unknown>;
-const workerDeployment = () => byType("kubernetes:apps/v1:Deployment").find((r) => r.name.endsWith("/cohort-run-worker"))!;
+const workerDeployment = () => find(regs, "kubernetes:apps/v1:Deployment", "cohort:cohort-lab-system/cohort-run-worker");
+/** The run namespace: where the worker's one RoleBinding (to the run's Role) is. */
+const runNamespace = () => {
+  const rbs = byType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").filter((r) => r.name.endsWith("/cohort-run-worker"));
+  expect(rbs).toHaveLength(1);
+  return rbs[0]!.name.split(":")[1]!.split("/")[0]!;
+};
 
 describe("gke profile with runAs workflow", () => {
   it("no runtime Job: the worker from the registry by digest, its run directory an emptyDir, its runs exporting to the bucket", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(byType("kubernetes:batch/v1:Job")).toHaveLength(0);
     const deployment = workerDeployment();
-    expect(deployment).toBeDefined();
-    const ns = deployment.name.split(":")[1]!.split("/")[0]!;
+    const ns = runNamespace();
+    expect(ns).toMatch(/^[a-z0-9-]+-[0-9a-f]{10}$/);
     const pod = (
       deployment.inputs.spec as {
         template: {
@@ -126,7 +133,9 @@ describe("gke profile with runAs workflow", () => {
     expect(pod.containers[0]!.volumeMounts).toContainEqual({ name: "artifacts", mountPath: "/var/lib/cohort/artifacts" });
     expect(pod.volumes.find((v) => v.name === "artifacts")).toEqual({ name: "artifacts", emptyDir: {} });
     expect(JSON.stringify(pod.volumes)).not.toContain("hostPath");
-    const config = find(regs, "kubernetes:core/v1:ConfigMap", `cohort:${ns}/cohort-run-worker`);
+    const configs = byType("kubernetes:core/v1:ConfigMap").filter((r) => /^cohort:cohort-lab-system\/cohort-run-worker-[0-9a-f]{10}$/.test(r.name));
+    expect(configs).toHaveLength(1);
+    const config = configs[0]!;
     expect(JSON.parse((config.inputs.data as Record<string, string>)["backend.json"]!)).toEqual({ ledgerExport: "gs://my-cohort-ledgers", namespace: ns, queue: "cohort" });
   });
 
@@ -134,9 +143,8 @@ describe("gke profile with runAs workflow", () => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const bindings = byType("gcp:storage/bucketIAMMember:BucketIAMMember");
     expect(bindings).toHaveLength(1);
-    const ns = workerDeployment().name.split(":")[1]!.split("/")[0]!;
     expect(bindings[0]!.inputs.member).toBe(
-      `principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/my-project-123.svc.id.goog/subject/ns/${ns}/sa/cohort-run-worker`,
+      "principal://iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/my-project-123.svc.id.goog/subject/ns/cohort-lab-system/sa/cohort-run-worker",
     );
     const run = find(regs, "command:local:Command", "cohort-run");
     expect(run.dependencies).toEqual(expect.arrayContaining([bindings[0]!.urn, workerDeployment().urn, find(regs, "command:local:Command", "cohort-identity").urn]));

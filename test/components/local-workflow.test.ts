@@ -1,8 +1,9 @@
 /**
  * The `local` profile in its default run mode, `local.runAs: workflow` (not set here), under Pulumi mocks (one program in this file, `pulumi up`
  * mode): the run is a Temporal workflow executed by the in-cluster run worker, so the graph has no runtime Job and
- * instead, in the run namespace, the worker's ServiceAccount bound to the run's Role, its ConfigMaps and its
- * Deployment, which waits for the rollout guard (whose trigger is the Deployment's object) and for Temporal; the
+ * instead, in the worker namespace (`cohort-lab-system`: one worker per stack, rolled by a new run), the worker's
+ * ServiceAccount, its ConfigMaps and its Deployment, with a RoleBinding to the run's Role in the run namespace; the
+ * Deployment waits for the rollout guard (whose trigger is the Deployment's object) and for Temporal; the
  * run Command (`run-submit`) waits for the worker and the controllers and submits with the workflow id
  * `cohort-lab/local/<identity>`; the stack outputs name the task queue. The real thing: test/local/stack.test.ts.
  */
@@ -71,15 +72,17 @@ beforeAll(async () => {
 }, 900_000);
 
 describe("local profile graph with runAs workflow", () => {
-  it("no runtime Job: the run worker's ServiceAccount, RoleBinding to the run's Role, ConfigMaps and Deployment in the run namespace", (ctx) => {
+  it("no runtime Job: the run worker's ServiceAccount, ConfigMaps and Deployment in the worker namespace, its RoleBinding to the run's Role in the run namespace", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(byType("kubernetes:batch/v1:Job")).toHaveLength(0);
-    const deployment = byType("kubernetes:apps/v1:Deployment").find((r) => r.name.endsWith("/cohort-run-worker"))!;
-    expect(deployment).toBeDefined();
-    const ns = deployment.name.split(":")[1]!.split("/")[0]!;
+    const deployment = find(regs, "kubernetes:apps/v1:Deployment", "cohort:cohort-lab-system/cohort-run-worker");
+    find(regs, "kubernetes:core/v1:ServiceAccount", "cohort:cohort-lab-system/cohort-run-worker");
+    const rbs = byType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").filter((r) => r.name.endsWith("/cohort-run-worker"));
+    expect(rbs).toHaveLength(1);
+    const ns = rbs[0]!.name.split(":")[1]!.split("/")[0]!;
     expect(ns).toMatch(/^society-[0-9a-f]{10}$/);
-    const rb = find(regs, "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", `cohort:${ns}/cohort-run-worker`);
-    expect(rb.inputs.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "cohort-runtime" });
+    expect(rbs[0]!.inputs.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: "cohort-runtime" });
+    expect(rbs[0]!.inputs.subjects).toEqual([{ kind: "ServiceAccount", name: "cohort-run-worker", namespace: "cohort-lab-system" }]);
     const pod = (deployment.inputs.spec as { template: { spec: { serviceAccountName: string; containers: { image: string; command: string[] }[] } } }).template.spec;
     expect(pod.serviceAccountName).toBe("cohort-run-worker");
     expect(pod.containers[0]!.image).toBe(`cohort-lab.local/run-worker:1.24.0@${TEST_DIGEST}`);
@@ -99,22 +102,24 @@ describe("local profile graph with runAs workflow", () => {
 
   it("the Deployment and its ConfigMaps wait for the rollout guard (triggered by the Deployment's object), for Temporal and for the run's objects", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
-    const deployment = byType("kubernetes:apps/v1:Deployment").find((r) => r.name.endsWith("/cohort-run-worker"))!;
+    const deployment = find(regs, "kubernetes:apps/v1:Deployment", "cohort:cohort-lab-system/cohort-run-worker");
     const guard = find(regs, "command:local:Command", "cohort-worker-guard");
     expect(deployment.dependencies).toEqual(expect.arrayContaining([guard.urn, find(regs, "kubernetes:apps/v1:Deployment", "temporal:cohort-lab-system/temporal").urn]));
     expect(guard.inputs.create).toBe(`'${process.execPath}' scripts/local-profile.cjs worker-guard`);
     expect(guard.inputs.triggers).toEqual([expect.stringMatching(/^[0-9a-f]{64}$/)]);
     expect((guard.inputs.environment as Record<string, string>).COHORT_TEMPORAL_ADDRESS).toBe("127.0.0.1:7235");
     // The worker's ConfigMaps change only after the guard passed: a refused rollout leaves them as the running pod has them.
-    const configMaps = byType("kubernetes:core/v1:ConfigMap").filter((r) => r.name.includes("/cohort-run-worker"));
+    const configMaps = byType("kubernetes:core/v1:ConfigMap").filter((r) => r.name.startsWith("cohort:cohort-lab-system/cohort-run-worker-"));
     expect(configMaps.length).toBeGreaterThan(1);
     for (const cm of configMaps) expect(cm.dependencies, cm.name).toContain(guard.urn);
+    // So does the run's identity: a refused rollout keeps it, and the next up attaches to the open run.
+    expect(find(regs, "command:local:Command", "cohort-identity").dependencies).toContain(guard.urn);
   });
 
   it("the run Command submits after the worker and the controllers, with the workflow id, the host and node ledger paths, the status pipe", async (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const run = find(regs, "command:local:Command", "cohort-run");
-    const deployment = byType("kubernetes:apps/v1:Deployment").find((r) => r.name.endsWith("/cohort-run-worker"))!;
+    const deployment = find(regs, "kubernetes:apps/v1:Deployment", "cohort:cohort-lab-system/cohort-run-worker");
     expect(run.dependencies).toEqual(
       expect.arrayContaining([
         deployment.urn,

@@ -13,8 +13,10 @@
  * (the run fails fast, naming the member and the image); the runtime's progress lines on the `cohort-progress`
  * row of `pulumi up` while the Job runs, naming members, stored nowhere; `kind delete cluster` by hand, then `destroy` completes
  * and `up` recreates; `destroy` leaves no container, no Docker network, no kube context; in the default run mode
- * (`local.runAs` unset: workflow) the in-cluster run worker (a Ready Deployment, no Job) and a SIGKILLed `up` mid-hold followed by `up`, which
- * attaches to the same workflow: one run, one ledger, nothing left open on the task queue; the run worker's container
+ * (`local.runAs` unset: workflow) the in-cluster run worker (a Ready Deployment in `cohort-lab-system`, no Job) and a
+ * SIGKILLed `up` mid-hold, then an `up` with a changed RoleSpec refused by the rollout guard while the run is open
+ * (the worker pod untouched), then `up` with the program as it was, which attaches to the same workflow: one run,
+ * one ledger, nothing left open on the task queue; the one run worker rolled in place by the next run; the run worker's container
  * lost mid-hold with the run inside it (both SIGKILLed on their node), after which the restarted worker's cleanup
  * reclaims the members and completes the ledger and `up` fails naming the lost run; the gke steps' supervised
  * `kubectl port-forward` to Temporal's Service (the pinned kubectl), restarted on the same port when Temporal's pod
@@ -72,6 +74,28 @@ async function newRunReady(before: ReadonlySet<string>, ready: number): Promise<
     }
   }
   return undefined;
+}
+
+type WorkerPod = {
+  metadata: { name: string; namespace: string; deletionTimestamp?: string };
+  spec: { nodeName: string };
+  status: { phase: string; containerStatuses?: { restartCount: number; ready: boolean }[] };
+};
+
+/** The run worker's one Running pod (an earlier revision's pod may still be terminating beside it); fails the test when there is not exactly one. */
+async function runningWorkerPod(): Promise<WorkerPod> {
+  const pods = JSON.parse(await project.kubectl(["get", "pods", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as { items: WorkerPod[] };
+  const running = pods.items.filter((p) => p.metadata.deletionTimestamp === undefined && p.status.phase === "Running");
+  expect(running, pods.items.map((p) => `${p.metadata.namespace}/${p.metadata.name} ${p.status.phase} ${p.metadata.deletionTimestamp ?? ""}`).join("; ")).toHaveLength(1);
+  return running[0]!;
+}
+
+/** After a failed check while `up` runs: SIGKILL it (and its providers) so the later tests do not find the stack locked, then rethrow. */
+async function abandonUp(up: Promise<unknown>, error: unknown): Promise<never> {
+  const pid = pulumiUpPid(project.projectDir);
+  if (pid !== undefined) sigkillPulumi(pid);
+  await up;
+  throw error;
 }
 
 async function ledgerVerify(ledgerPath: string): Promise<{ exitCode: number; out: string }> {
@@ -346,12 +370,10 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
         // Time for a progress line to travel (runCohort's heartbeat details, the submitter's describe, the status pipe).
         await new Promise((r) => setTimeout(r, 4_000));
       } catch (error) {
-        // A failed check must not leave the up running: the later tests would find the stack locked.
-        const upPid = pulumiUpPid(project.projectDir);
-        if (upPid !== undefined) sigkillPulumi(upPid);
-        await first;
-        throw error;
+        await abandonUp(first, error);
       }
+      const workerBefore = await runningWorkerPod();
+      expect(workerBefore.metadata.namespace).toBe("cohort-lab-system");
       const pid = pulumiUpPid(project.projectDir);
       expect(pid, "no pulumi up process").toBeDefined();
       const providers = sigkillPulumi(pid!);
@@ -367,6 +389,20 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
 
       await project.ok(["cancel", "--yes", "--stack", "local"]);
       await project.pulumi(["refresh", "--clear-pending-creates", "--stack", "local", "--yes"]);
+
+      // A changed RoleSpec while the run is open is a new run (a new run namespace), so the worker would roll: the
+      // rollout guard refuses the up, naming the open workflow, and the running worker is left alone.
+      await project.config("--path", "cohort.hold", "46s");
+      const refused = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
+      timings.workflowRolloutRefused = refused.ms;
+      expect(refused.exitCode).not.toBe(0);
+      expect(refused.all).toMatch(/the run worker cannot roll while runs are open on task queue cohort-lab-local-runs .*cohort-lab\/local\/[0-9a-f]{12}/);
+      const workerAfterRefusal = await runningWorkerPod();
+      expect(workerAfterRefusal.metadata.name).toBe(workerBefore.metadata.name);
+      expect(workerAfterRefusal.status.containerStatuses?.[0]?.restartCount).toBe(workerBefore.status.containerStatuses?.[0]?.restartCount);
+      expect(existsSync(path.join(runDir!, "completion.json")), "the refused up ended the run").toBe(false);
+      await project.config("--path", "cohort.hold", "45s");
+
       const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
       timings.workflowUpAfterKill = again.ms;
       expect(again.exitCode, again.all.slice(-4000)).toBe(0);
@@ -401,10 +437,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     }
   }, 1_500_000);
 
-  // Skipped in the full tier: after the default-mode test above, two cohort-run-worker pods of two Deployments were
-  // Running here (CI on a clean clone, 2026-12-04), so the pod to kill is ambiguous and a second worker may poll the
-  // task queue: to be found out before this test goes back in. It passed alone (with the cold up and destroy).
-  it.skip("the run worker's container lost mid-hold with the run inside it (both SIGKILLed on their node): up fails naming the lost run; the restarted worker's cleanup reclaims the members and completes the ledger", async () => {
+  it("the run worker's container lost mid-hold with the run inside it (both SIGKILLed on their node): up fails naming the lost run; the restarted worker's cleanup reclaims the members and completes the ledger", async () => {
     await project.ok(["config", "rm", "--stack", "local", "--path", "local.runAs"]);
     project.runAs = undefined;
     try {
@@ -414,32 +447,18 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       const started = performance.now();
       const up = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
       const runDir = await newRunReady(before, 9);
-      type Pod = {
-        metadata: { name: string; namespace: string; deletionTimestamp?: string };
-        spec: { nodeName: string };
-        status: { phase: string; containerStatuses?: { restartCount: number }[] };
-      };
-      // The worker's running pod (one replica; an earlier revision's pod may still be terminating beside it).
-      const workerPod = async (): Promise<Pod> => {
-        const pods = JSON.parse(await project.kubectl(["get", "pods", "-A", "-l", "app.kubernetes.io/name=cohort-run-worker", "-o", "json"])) as { items: Pod[] };
-        const running = pods.items.filter((p) => p.metadata.deletionTimestamp === undefined && p.status.phase === "Running");
-        expect(running, pods.items.map((p) => `${p.metadata.name} ${p.status.phase} ${p.metadata.deletionTimestamp ?? ""}`).join("; ")).toHaveLength(1);
-        return running[0]!;
-      };
-      let pod: Pod;
+      let pod: WorkerPod;
       try {
         expect(runDir, "the run's members never became ready").toBeDefined();
-        pod = await workerPod();
+        // One worker (the earlier test's, rolled in place to this run's revision), not one per run namespace.
+        pod = await runningWorkerPod();
         // On the worker pod's node (a kind node is a container of this Docker engine): the run, then the worker (the
         // container's first process), so nothing in the container completes the ledger.
         const runId = path.basename(runDir!);
         runDocker(["exec", pod.spec.nodeName, "pkill", "-KILL", "-f", `cohort.cjs run .*--run-id ${runId}`]);
         runDocker(["exec", pod.spec.nodeName, "pkill", "-KILL", "-f", "cohort.cjs worker"]);
       } catch (error) {
-        const upPid = pulumiUpPid(project.projectDir);
-        if (upPid !== undefined) sigkillPulumi(upPid);
-        await up;
-        throw error;
+        await abandonUp(up, error);
       }
       const r = await up;
       timings.lostWorkerUp = performance.now() - started;
@@ -457,7 +476,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
         .filter((l) => l.includes('"kind":"member-stopped"') && l.includes('"by":"cleanup"'));
       expect(stoppedByCleanup).toHaveLength(9);
       // The same pod, its container restarted; the run's Sandboxes gone; nothing open on the task queue.
-      const after = await workerPod();
+      const after = await runningWorkerPod();
       expect(after.metadata.name).toBe(pod!.metadata.name);
       expect(after.status.containerStatuses?.[0]?.restartCount ?? 0).toBeGreaterThan(pod!.status.containerStatuses?.[0]?.restartCount ?? 0);
       const sandboxes = JSON.parse(await project.kubectl(["get", "sandboxes.agents.x-k8s.io", "-A", "-o", "json"])) as { items: unknown[] };

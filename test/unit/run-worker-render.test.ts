@@ -1,8 +1,10 @@
 /**
  * components/run/worker-manifests.ts `renderRunWorker`: the in-cluster Temporal run worker of `local.runAs:
- * workflow` — one replica, `Recreate`, its own ServiceAccount bound to the run's Role, the bundle files in
- * ConfigMaps under the 1 MiB limit, and an init program that really rebuilds each file (run here with node on the
- * rendered ConfigMaps' bytes, the image's paths swapped for temp dirs) and refuses a file whose SHA-256 differs.
+ * workflow` — one replica, `Recreate`, in the worker namespace (one Deployment that a new run rolls: its name,
+ * namespace and selector do not depend on the run), its own ServiceAccount bound to the run's Role by a RoleBinding
+ * in the run namespace, the bundle files in immutable ConfigMaps named by their content under the 1 MiB limit, and
+ * an init program that really rebuilds each file (run here with node on the rendered ConfigMaps' bytes, the image's
+ * paths swapped for temp dirs) and refuses a file whose SHA-256 differs.
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -17,6 +19,7 @@ import { renderRunWorker, RUN_WORKER_FILES, RUN_WORKER_READY_FILE, RunWorkerFile
 const files = RUN_WORKER_FILES.map((name, i) => ({ name, bytes: i === 0 ? randomBytes(1_200_000) : Buffer.from(`// ${name}\n`.repeat(1000)) }));
 const input: RunWorkerInput = {
   namespace: "society-0123456789",
+  workerNamespace: "cohort-lab-system",
   localQueue: "cohort",
   image: `cohort-lab.local/run-worker:1.24.0@sha256:${"ab".repeat(32)}`, // test fixture, not a pin
   files,
@@ -44,9 +47,12 @@ describe("renderRunWorker", () => {
   it("one replica, Recreate, its own ServiceAccount bound to the run's Role, readiness = the worker's ready file", () => {
     expect([spec.replicas, spec.strategy.type]).toEqual([1, "Recreate"]);
     expect(spec.template.spec.serviceAccountName).toBe("cohort-run-worker");
+    // The worker's objects in the worker namespace; only its RoleBinding (to the run's Role) in the run namespace.
+    for (const obj of [o.serviceAccount, o.config, ...o.fileParts, o.deployment]) expect(obj.metadata.namespace, obj.metadata.name).toBe("cohort-lab-system");
     expect(o.roleBinding).toMatchObject({
+      metadata: { namespace: input.namespace },
       roleRef: { kind: "Role", name: "cohort-runtime" },
-      subjects: [{ kind: "ServiceAccount", name: "cohort-run-worker", namespace: input.namespace }],
+      subjects: [{ kind: "ServiceAccount", name: "cohort-run-worker", namespace: "cohort-lab-system" }],
     });
     const worker = spec.template.spec.containers[0]!;
     expect([...worker.command, ...worker.args!]).toEqual([
@@ -76,6 +82,27 @@ describe("renderRunWorker", () => {
     const annotations = (d: typeof o.deployment) => (d.spec as { template: { metadata: { annotations: Record<string, string> } } }).template.metadata.annotations;
     expect(annotations(changed.deployment)["cohort-lab.dev/files-sha256"]).not.toBe(annotations(o.deployment)["cohort-lab.dev/files-sha256"]);
     expect(renderRunWorker(input)).toEqual(o);
+  });
+
+  it("a new run namespace rolls the same Deployment: same name, namespace and selector; new ConfigMaps named by content, immutable", () => {
+    const next = renderRunWorker({ ...input, namespace: "society-9876543210" });
+    const selector = (d: typeof o.deployment) => (d.spec as { selector: unknown }).selector;
+    expect([next.deployment.metadata.name, next.deployment.metadata.namespace]).toEqual([o.deployment.metadata.name, o.deployment.metadata.namespace]);
+    expect(selector(next.deployment)).toEqual(selector(o.deployment));
+    expect(selector(o.deployment)).toEqual({ matchLabels: { "app.kubernetes.io/name": "cohort-run-worker", "app.kubernetes.io/part-of": "cohort-lab" } });
+    // The pod template changes (it names the new config), so the Deployment rolls to a new revision.
+    expect(next.deployment.spec).not.toEqual(o.deployment.spec);
+    expect(next.config.metadata.name).not.toBe(o.config.metadata.name);
+    expect(o.config.metadata.name).toMatch(/^cohort-run-worker-[0-9a-f]{10}$/);
+    // Same files, same parts (names and bytes); every ConfigMap immutable.
+    expect(next.fileParts).toEqual(o.fileParts);
+    for (const cm of [o.config, ...o.fileParts]) expect((cm as { immutable?: boolean }).immutable, cm.metadata.name).toBe(true);
+    expect(o.fileParts.map((p) => p.metadata.name)).toEqual(o.fileParts.map((_, i) => expect.stringMatching(new RegExp(`^cohort-run-worker-files-[0-9a-f]{10}-${i}$`))));
+    expect(next.roleBinding.metadata.namespace).toBe("society-9876543210");
+  });
+
+  it("refuses a worker namespace that is the run namespace, naming runWorker.workerNamespace", () => {
+    expect(() => renderRunWorker({ ...input, workerNamespace: input.namespace })).toThrow(/^runWorker\.workerNamespace: must differ from the run namespace society-0123456789/);
   });
 
   it("the init program rebuilds every file from the projected ConfigMaps, and refuses a file whose SHA-256 differs", () => {
