@@ -151,7 +151,8 @@ describe("sealLostRun", () => {
     const { dir, writer } = await buildLedger(4);
     await writer.close();
     // The first seal wrote the first member's stop and the interruption, then died.
-    const first = await LedgerWriter.resume(dir);
+    const { writer: first, records: resumed } = await LedgerWriter.resume(dir);
+    expect(resumed).toEqual((await readLedger(dir)).records);
     await first.append("member-stopped", { member: "agent-0", by: "cleanup" });
     await first.append("run-interrupted", { lost: "activity Heartbeat timeout" });
     await first.close();

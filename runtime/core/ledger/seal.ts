@@ -33,7 +33,7 @@ import type { Outcome } from "../summary";
 import { LEDGER_FILES, type LedgerRecord } from "./format";
 import { parseManifest, readLedger } from "./read";
 import { FINAL_RECORD_KINDS, verifyLedger } from "./verify";
-import { LedgerWriter } from "./writer";
+import { LedgerWriter, type ResumedLedger } from "./writer";
 
 /** The seal's lock file inside the run directory. */
 export const SEAL_LOCK_FILE = "seal.lock";
@@ -135,17 +135,18 @@ export async function sealLostRun(runDir: string, reason: string, opts: { waitMs
   }
   const release = await takeSealLock(dir);
   try {
-    let writer: LedgerWriter;
+    let resumed: ResumedLedger;
     try {
-      // Cuts a torn final line (a run killed mid-write), verifies the rest.
-      writer = await LedgerWriter.resume(dir);
+      // Cuts a torn final line (a run killed mid-write), verifies the rest, and hands back the records.
+      resumed = await LedgerWriter.resume(dir);
     } catch (error) {
       // The run (or another sealer, before this one took the lock) completed it meanwhile.
       if (error instanceof LedgerExistsError) return await completeAlready(dir);
       throw error;
     }
+    const { writer, records } = resumed;
     try {
-      return await seal(dir, writer, reason);
+      return await seal(dir, writer, records, reason);
     } finally {
       await writer.close();
     }
@@ -165,8 +166,8 @@ async function completeAlready(dir: string): Promise<SealReport> {
   }
 }
 
-async function seal(dir: string, writer: LedgerWriter, reason: string): Promise<SealReport> {
-  const { records } = await readLedger(dir);
+/** Appends to `writer` what the ledger's `records` (all of them, as resumed) still lack, then writes the completion. */
+async function seal(dir: string, writer: LedgerWriter, records: readonly LedgerRecord[], reason: string): Promise<SealReport> {
   // Each member's last state, in record order (a restarted member is running again after its exit).
   const running = new Map<string, boolean>();
   let readyCount = 0;
