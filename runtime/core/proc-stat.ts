@@ -1,7 +1,8 @@
 /**
  * /proc/<pid>/stat (Linux; proc(5): https://man7.org/linux/man-pages/man5/proc_pid_stat.5.html): a process's
  * state, parent, group, session and start time. With the pid, the start time identifies a process
- * uniquely, so the run lock (./run-lock.ts) and the process backend's reaper never mistake a recycled pid.
+ * uniquely, so the pid locks (./pid-lock.ts: the run lock, the seal lock) and the process backend's reaper never
+ * mistake a recycled pid.
  */
 import * as fs from "node:fs";
 

@@ -2,12 +2,11 @@
  * The artifact root's run lock (`cohort run --lock`): at most one live run per artifact root.
  *
  * `<artifacts>/.cohort-run.lock` holds `{runId, runDir, pid, startTicks, createdAt}` of the run that owns the
- * root. It is created with its content in one step before the run directory exists: the record is written and
- * fsynced to a temp file in the same directory, which is then `link()`ed to the lock name (atomic; `EEXIST`
- * means another run holds it) and unlinked. A reader therefore never sees an empty or half-written lock from
- * this code. The lock is removed when the run ends.
+ * root. It is a pid lock (./pid-lock.ts {@link acquirePidLock}): created with its content in one step (a temp
+ * file `link()`ed to the lock name) before the run directory exists, so a reader never sees an empty or
+ * half-written lock from this code. The lock is removed when the run ends.
  *
- * Who holds an existing lock ({@link inspectRunLock}):
+ * Who holds an existing lock ({@link inspectRunLock}, {@link lockHolderState}):
  * - `alive`: `/proc/<pid>/stat` exists, is not a zombie and its start time equals `startTicks` (off Linux: the
  *   pid answers `kill(pid, 0)`). The new run is refused with a {@link RunLockedError} naming that run, its pid
  *   and `npx cohort reap --artifacts <root>`, which stops it.
@@ -26,22 +25,17 @@
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { CohortError } from "./errors";
-import { tempNameFor } from "./atomic";
-import { readProcStat } from "./proc-stat";
+import { acquirePidLock, inspectPidLock, lockHolderState, pidLockHolderOf, readPidLock, thisLockHolder, type PidLockHolder, type PidLockState } from "./pid-lock";
+
+export { EMPTY_LOCK_GRACE_MS, lockHolderState, type LockHolderState } from "./pid-lock";
 
 /** File name of the lock inside the artifact root. */
 export const RUN_LOCK_FILE = ".cohort-run.lock";
 
-/** How long an empty lock file is taken for one being written by an older runtime. */
-export const EMPTY_LOCK_GRACE_MS = 2_000;
-
-/** What the lock file records. */
-export interface RunLockRecord {
+/** What the lock file records: the run, and its runtime as the lock's holder (`pid`, `startTicks`). */
+export interface RunLockRecord extends PidLockHolder {
   readonly runId: string;
   readonly runDir: string;
-  readonly pid: number;
-  /** `/proc/<pid>/stat` start time (clock ticks since boot); `null` off Linux. */
-  readonly startTicks: number | null;
   readonly createdAt: string;
 }
 
@@ -59,39 +53,17 @@ export class RunLockedError extends CohortError {
   }
 }
 
-/** Reads the lock file; `undefined` when there is none or it is unreadable/torn (treated as stale). */
-export function readRunLock(artifacts: string): RunLockRecord | undefined {
-  try {
-    const v = JSON.parse(fs.readFileSync(path.join(artifacts, RUN_LOCK_FILE), "utf8")) as Partial<RunLockRecord>;
-    if (typeof v.runId !== "string" || typeof v.runDir !== "string" || typeof v.pid !== "number") return undefined;
-    return { runId: v.runId, runDir: v.runDir, pid: v.pid, startTicks: typeof v.startTicks === "number" ? v.startTicks : null, createdAt: String(v.createdAt ?? "") };
-  } catch {
-    return undefined;
-  }
+/** The run lock in a lock file's parsed JSON; `undefined` when it lacks `runId`, `runDir` or a numeric `pid`. */
+function runLockOf(value: unknown): RunLockRecord | undefined {
+  const holder = pidLockHolderOf(value);
+  const v = value as Partial<Record<keyof RunLockRecord, unknown>>;
+  if (holder === undefined || typeof v.runId !== "string" || typeof v.runDir !== "string") return undefined;
+  return { runId: v.runId, runDir: v.runDir, ...holder, createdAt: String(v.createdAt ?? "") };
 }
 
-/** Whether a lock's runtime is the process that wrote it (see the module doc). */
-export type LockHolderState = "alive" | "ended" | "other-process";
-
-/**
- * Whether `holder.pid` is still the runtime that wrote the lock: `alive` (pid alive, same start time, not a
- * zombie), `ended` (no such process, or a zombie) or `other-process` (alive, but a different start time, or the
- * lock has no numeric `startTicks` to prove it on Linux).
- */
-export function lockHolderState(holder: RunLockRecord): LockHolderState {
-  if (holder.pid === process.pid) return "alive";
-  const stat = readProcStat(holder.pid);
-  if (stat !== undefined) {
-    if (stat.state === "Z") return "ended";
-    return typeof holder.startTicks === "number" && stat.startTicks === holder.startTicks ? "alive" : "other-process";
-  }
-  if (fs.existsSync("/proc/self/stat")) return "ended";
-  try {
-    process.kill(holder.pid, 0);
-    return "alive";
-  } catch {
-    return "ended";
-  }
+/** Reads the lock file; `undefined` when there is none or it is unreadable/torn (treated as stale). */
+export function readRunLock(artifacts: string): RunLockRecord | undefined {
+  return readPidLock(path.join(artifacts, RUN_LOCK_FILE), runLockOf);
 }
 
 /** True when {@link lockHolderState} is `alive`. */
@@ -99,53 +71,17 @@ export function lockHolderAlive(holder: RunLockRecord): boolean {
   return lockHolderState(holder) === "alive";
 }
 
-/** What the lock path holds. */
-export type RunLockState =
-  | { readonly kind: "none" }
-  | { readonly kind: "directory" }
-  /** Not a lock this code wrote: empty, not JSON or missing fields. */
-  | { readonly kind: "unreadable"; readonly bytes: number; readonly ageMs: number }
-  | { readonly kind: "held"; readonly holder: RunLockRecord; readonly state: LockHolderState };
+/** What the lock path holds (`unreadable`: not a lock this code wrote: empty, not JSON or missing fields). */
+export type RunLockState = PidLockState<RunLockRecord>;
 
 /** Inspects `<artifacts>/.cohort-run.lock` without changing it. */
 export function inspectRunLock(artifacts: string): RunLockState {
-  const lockPath = path.join(artifacts, RUN_LOCK_FILE);
-  let stat: fs.Stats;
-  try {
-    stat = fs.lstatSync(lockPath);
-  } catch {
-    return { kind: "none" };
-  }
-  if (stat.isDirectory()) return { kind: "directory" };
-  const holder = readRunLock(artifacts);
-  if (holder === undefined) return { kind: "unreadable", bytes: stat.size, ageMs: Date.now() - stat.mtimeMs };
-  return { kind: "held", holder, state: lockHolderState(holder) };
+  return inspectPidLock(path.join(artifacts, RUN_LOCK_FILE), runLockOf);
 }
 
 /** The refusal for a directory at the lock path. */
 export function lockIsDirectoryError(lockPath: string): CohortError {
   return new CohortError("run-locked", `${lockPath} is a directory, not a run lock; remove it`);
-}
-
-/** Writes `record` to a temp file beside `lockPath` and links it there: true when created, false on EEXIST. */
-function createLockFile(lockPath: string, record: RunLockRecord): boolean {
-  const tmp = tempNameFor(lockPath);
-  try {
-    const fd = fs.openSync(tmp, "wx", 0o644);
-    try {
-      fs.writeSync(fd, `${JSON.stringify(record)}\n`);
-      fs.fsyncSync(fd);
-    } finally {
-      fs.closeSync(fd);
-    }
-    fs.linkSync(tmp, lockPath);
-    return true;
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
-    throw error;
-  } finally {
-    fs.rmSync(tmp, { force: true });
-  }
 }
 
 /** A held lock; {@link release} removes the file if it still names this run. */
@@ -182,42 +118,29 @@ export function takeoverMessage(lockPath: string, reaped: NonNullable<HeldRunLoc
 export async function acquireRunLock(artifacts: string, runId: string, runDir: string, reap: (runDir: string) => Promise<number>): Promise<HeldRunLock> {
   fs.mkdirSync(artifacts, { recursive: true });
   const lockPath = path.join(artifacts, RUN_LOCK_FILE);
-  const record: RunLockRecord = { runId, runDir, pid: process.pid, startTicks: readProcStat(process.pid)?.startTicks ?? null, createdAt: new Date().toISOString() };
+  const { pid, startTicks } = thisLockHolder();
+  const record: RunLockRecord = { runId, runDir, pid, startTicks, createdAt: new Date().toISOString() };
   let reaped: HeldRunLock["reaped"] = null;
-  const deadline = Date.now() + EMPTY_LOCK_GRACE_MS + 1_000;
-  for (let attempt = 0; attempt < 5 || Date.now() < deadline; attempt++) {
-    if (createLockFile(lockPath, record)) {
-      return {
-        path: lockPath,
-        reaped,
-        release() {
-          if (readRunLock(artifacts)?.runId === runId) fs.rmSync(lockPath, { force: true });
-        },
-      };
-    }
-    const found = inspectRunLock(artifacts);
-    if (found.kind === "none") continue; // released meanwhile
-    if (found.kind === "directory") throw lockIsDirectoryError(lockPath);
-    if (found.kind === "held" && found.state === "alive") throw new RunLockedError(found.holder, lockPath);
-    if (found.kind === "unreadable" && found.bytes === 0 && found.ageMs < EMPTY_LOCK_GRACE_MS) {
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      continue;
-    }
-    // Stale: move it aside atomically (only one contender wins the rename), reap its run, retry.
-    const aside = `${lockPath}.stale-${process.pid}`;
-    try {
-      fs.renameSync(lockPath, aside);
-    } catch {
-      continue; // another run moved it first; try again
-    }
-    fs.rmSync(aside, { force: true });
-    if (found.kind === "unreadable") {
-      reaped = { runId: null, pid: null, why: "unreadable", stopped: 0 };
-    } else {
-      const { holder } = found;
+  await acquirePidLock(lockPath, record, {
+    parse: runLockOf,
+    held: (holder) => new RunLockedError(holder, lockPath),
+    directory: () => lockIsDirectoryError(lockPath),
+    contended: () => new CohortError("run-locked", `could not take the run lock ${lockPath} (contended)`),
+    async takenOver(stale) {
+      if (stale.holder === null) {
+        reaped = { runId: null, pid: null, why: "unreadable", stopped: 0 };
+        return;
+      }
+      const { holder } = stale;
       const stopped = fs.existsSync(path.join(holder.runDir, "manifest.json")) ? await reap(holder.runDir) : 0;
-      reaped = { runId: holder.runId, pid: holder.pid, why: found.state === "other-process" ? "other-process" : "ended", stopped };
-    }
-  }
-  throw new CohortError("run-locked", `could not take the run lock ${lockPath} (contended)`);
+      reaped = { runId: holder.runId, pid: holder.pid, why: stale.why, stopped };
+    },
+  });
+  return {
+    path: lockPath,
+    reaped,
+    release() {
+      if (readRunLock(artifacts)?.runId === runId) fs.rmSync(lockPath, { force: true });
+    },
+  };
 }

@@ -73,6 +73,17 @@ export async function buildLedger(n: number, opts: { complete?: boolean; dir?: s
   return { dir, writer };
 }
 
+/**
+ * A crashed run's ledger in `dir`: the manifest ({@link manifestFor}), then `records` appended in order (`[kind,
+ * fields]`), and the writer closed without a completion. Returns `dir`.
+ */
+export async function crashedLedger(dir: string, records: ReadonlyArray<readonly [kind: string, fields?: Record<string, unknown>]>): Promise<string> {
+  const writer = await LedgerWriter.open(dir, manifestFor(), { fsync: "none" });
+  for (const [kind, fields] of records) await writer.append(kind, fields);
+  await writer.close();
+  return dir;
+}
+
 /** Lines of records.ndjson (without the final empty string after the last `\n`). */
 export function recordLines(dir: string): string[] {
   const text = fs.readFileSync(path.join(dir, "records.ndjson"), "utf8");

@@ -11,7 +11,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { LedgerWriter, readLedger, LedgerBusyError, runProcessAlive, SEAL_LOCK_FILE, sealLostRun, verifyLedger } from "../../runtime/core/ledger";
 import { LedgerExistsError, LedgerVerifyError } from "../../runtime/core/errors";
 import { readProcStat } from "../../runtime/core/proc-stat";
-import { buildLedger, manifestFor, tempRunDir } from "./ledger-fixtures";
+import { buildLedger, crashedLedger, manifestFor, tempRunDir } from "./ledger-fixtures";
 import { buildBundle, runBundle, tempDir, type CliExit } from "./process-helpers";
 
 let bundle = "";
@@ -126,15 +126,14 @@ describe("sealLostRun", () => {
   });
 
   it("a run whose records already say it failed is completed as failed, with that failure", async () => {
-    const dir = tempRunDir();
-    const writer = await LedgerWriter.open(dir, manifestFor(), { fsync: "none" });
-    await writer.append("run-started", { size: 4 });
-    await writer.append("member-started", { member: "agent-0" });
-    await writer.append("member-started", { member: "agent-1" });
-    await writer.append("member-exited", { member: "agent-1", exitCode: 3, signal: null });
-    await writer.append("member-failed", { member: "agent-1", reason: "exited 3 before ready" });
-    await writer.append("run-failed", { member: "agent-1", reason: "exited 3 before ready" });
-    await writer.close();
+    const dir = await crashedLedger(tempRunDir(), [
+      ["run-started", { size: 4 }],
+      ["member-started", { member: "agent-0" }],
+      ["member-started", { member: "agent-1" }],
+      ["member-exited", { member: "agent-1", exitCode: 3, signal: null }],
+      ["member-failed", { member: "agent-1", reason: "exited 3 before ready" }],
+      ["run-failed", { member: "agent-1", reason: "exited 3 before ready" }],
+    ]);
     const report = await sealLostRun(dir, "activity Heartbeat timeout");
     expect(report.outcome).toBe("failed");
     const { records, completion } = await readLedger(dir);
@@ -151,7 +150,8 @@ describe("sealLostRun", () => {
     const { dir, writer } = await buildLedger(4);
     await writer.close();
     // The first seal wrote the first member's stop and the interruption, then died.
-    const first = await LedgerWriter.resume(dir);
+    const { writer: first, records: resumed } = await LedgerWriter.resume(dir);
+    expect(resumed).toEqual((await readLedger(dir)).records);
     await first.append("member-stopped", { member: "agent-0", by: "cleanup" });
     await first.append("run-interrupted", { lost: "activity Heartbeat timeout" });
     await first.close();
@@ -166,19 +166,18 @@ describe("sealLostRun", () => {
   });
 
   it("records that already end the run (its writer died after teardown-finished) get only their completion: succeeded when nothing failed or interrupted it", async () => {
-    const dir = tempRunDir();
-    const writer = await LedgerWriter.open(dir, manifestFor(), { fsync: "none" });
-    await writer.append("run-started", { size: 1 });
-    await writer.append("roster-admitted");
-    await writer.append("member-started", { member: "router-0" });
-    await writer.append("member-ready", { member: "router-0" });
-    await writer.append("roster-ready", { readyCount: 1, timeToReadyMs: 12.5 });
-    await writer.append("hold-started");
-    await writer.append("hold-ended");
-    await writer.append("teardown-started");
-    await writer.append("member-stopped", { member: "router-0" });
-    await writer.append("teardown-finished");
-    await writer.close();
+    const dir = await crashedLedger(tempRunDir(), [
+      ["run-started", { size: 1 }],
+      ["roster-admitted"],
+      ["member-started", { member: "router-0" }],
+      ["member-ready", { member: "router-0" }],
+      ["roster-ready", { readyCount: 1, timeToReadyMs: 12.5 }],
+      ["hold-started"],
+      ["hold-ended"],
+      ["teardown-started"],
+      ["member-stopped", { member: "router-0" }],
+      ["teardown-finished"],
+    ]);
     await expect(verifyLedger(dir)).rejects.toMatchObject({ code: "completion-missing" });
     const report = await sealLostRun(dir, "activity Heartbeat timeout");
     expect(report).toEqual({ runDir: dir, state: "sealed", outcome: "succeeded", stopped: [] });
@@ -190,18 +189,17 @@ describe("sealLostRun", () => {
   });
 
   it("a member restarted after an exit is running again: recorded stopped; the run's own run-interrupted names the interruption", async () => {
-    const dir = tempRunDir();
-    const writer = await LedgerWriter.open(dir, manifestFor(), { fsync: "none" });
-    await writer.append("run-started", { size: 2 });
-    await writer.append("member-started", { member: "a-0" });
-    await writer.append("member-started", { member: "a-1" });
-    await writer.append("member-exited", { member: "a-0", exitCode: 0, signal: null });
-    await writer.append("member-exited", { member: "a-1", exitCode: 1, signal: null });
-    await writer.append("member-restarted", { member: "a-1", attempt: 2 });
-    await writer.append("member-started", { member: "a-1", attempt: 2 });
-    await writer.append("member-ready", { member: "a-1" });
-    await writer.append("run-interrupted", { signal: "SIGTERM" });
-    await writer.close();
+    const dir = await crashedLedger(tempRunDir(), [
+      ["run-started", { size: 2 }],
+      ["member-started", { member: "a-0" }],
+      ["member-started", { member: "a-1" }],
+      ["member-exited", { member: "a-0", exitCode: 0, signal: null }],
+      ["member-exited", { member: "a-1", exitCode: 1, signal: null }],
+      ["member-restarted", { member: "a-1", attempt: 2 }],
+      ["member-started", { member: "a-1", attempt: 2 }],
+      ["member-ready", { member: "a-1" }],
+      ["run-interrupted", { signal: "SIGTERM" }],
+    ]);
     const report = await sealLostRun(dir, "activity Heartbeat timeout");
     expect(report.stopped).toEqual(["a-1"]);
     const { records, completion } = await readLedger(dir);

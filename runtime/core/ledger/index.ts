@@ -20,7 +20,7 @@ export {
   type RecordKind,
 } from "./format";
 export { MIN_SECRET_LENGTH, REDACTED } from "./redact";
-export { LedgerWriter, type LedgerWriterOptions, type LedgerWriterStats } from "./writer";
+export { LedgerWriter, type LedgerWriterOptions, type LedgerWriterStats, type ResumedLedger } from "./writer";
 export { LedgerBusyError, runProcessAlive, SEAL_LOCK_FILE, sealLostRun, type SealReport } from "./seal";
 export { parseCompletion, parseManifest, readLedger, readOptional, splitLines, type RawLine } from "./read";
 export { FINAL_RECORD_KINDS, recoverLedger, verifyLedger, type RecoverReport, type VerifyReport } from "./verify";

@@ -20,19 +20,20 @@
  *   `member-ready` records, as the scheduler counts them), `size` and `timeToReadyMs` from the records;
  *   `phasesMs` from the run-level records' `elapsedMs` since `run-started` (admission, startup, hold; teardown 0).
  *
- * One sealer at a time: `<runDir>/seal.lock` (created exclusively, holding the sealer's pid and start time) is
- * held from the resume to the completion; a lock whose holder is gone is taken over. The ledger then verifies
- * (`cohort ledger verify`) like any other completed run.
+ * One sealer at a time: `<runDir>/seal.lock` (created exclusively, holding the sealer's pid and start time: a pid
+ * lock, ../pid-lock.ts) is held from the resume to the completion; a lock whose holder is gone is taken over. The
+ * ledger then verifies (`cohort ledger verify`) like any other completed run.
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { LedgerExistsError } from "../errors";
+import { acquirePidLock, pidLockHolderOf, thisLockHolder } from "../pid-lock";
 import { readProcStat } from "../proc-stat";
 import type { Outcome } from "../summary";
 import { LEDGER_FILES, type LedgerRecord } from "./format";
 import { parseManifest, readLedger } from "./read";
 import { FINAL_RECORD_KINDS, verifyLedger } from "./verify";
-import { LedgerWriter } from "./writer";
+import { LedgerWriter, type ResumedLedger } from "./writer";
 
 /** The seal's lock file inside the run directory. */
 export const SEAL_LOCK_FILE = "seal.lock";
@@ -90,30 +91,21 @@ function round3(ms: number): number {
   return Math.round(ms * 1000) / 1000;
 }
 
-/** Takes `<dir>/seal.lock`, or throws {@link LedgerBusyError} while a live sealer holds it. Returns its release. */
-function takeSealLock(dir: string): () => void {
+/**
+ * Takes `<dir>/seal.lock` (`{pid, startTicks}` of this process: a pid lock, ../pid-lock.ts), taking over one whose
+ * holder is dead. Returns its release.
+ * @throws {LedgerBusyError} a live sealer holds it, or other sealers kept taking it
+ * @throws {Error} a directory stands at the lock path
+ */
+async function takeSealLock(dir: string): Promise<() => void> {
   const lock = path.join(dir, SEAL_LOCK_FILE);
-  const self = readProcStat(process.pid);
-  const body = JSON.stringify({ pid: process.pid, startTicks: self?.startTicks ?? null });
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      fs.writeFileSync(lock, body, { flag: "wx" });
-      return () => fs.rmSync(lock, { force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-    }
-    let holder: { pid?: unknown; startTicks?: unknown } = {};
-    try {
-      holder = JSON.parse(fs.readFileSync(lock, "utf8")) as typeof holder;
-    } catch {
-      // unreadable: a sealer died writing it (or it is gone already)
-    }
-    const stat = typeof holder.pid === "number" ? readProcStat(holder.pid) : undefined;
-    if (stat !== undefined && stat.state !== "Z" && stat.startTicks === holder.startTicks) throw new LedgerBusyError(dir, holder.pid as number, "another seal of it");
-    // Its holder is gone (or lives in another PID namespace: a lost container): take it over.
-    fs.rmSync(lock, { force: true });
-  }
-  throw new LedgerBusyError(dir, process.pid, `a seal (${lock} taken again by another)`);
+  await acquirePidLock(lock, thisLockHolder(), {
+    parse: pidLockHolderOf,
+    held: (holder) => new LedgerBusyError(dir, holder.pid, "another seal of it"),
+    directory: () => new Error(`ledger ${dir}: ${lock} is a directory, not a seal lock; remove it`),
+    contended: () => new LedgerBusyError(dir, process.pid, `a seal (${lock} taken again by another)`),
+  });
+  return () => fs.rmSync(lock, { force: true });
 }
 
 /**
@@ -127,6 +119,7 @@ function takeSealLock(dir: string): () => void {
  * @throws {LedgerBusyError} the run's process is still alive after `waitMs`, or another live sealer holds the
  *   seal lock (nothing written)
  * @throws {LedgerVerifyError} the ledger is damaged beyond a torn final line (nothing written)
+ * @throws {Error} a directory stands at the seal lock's path (nothing written)
  */
 export async function sealLostRun(runDir: string, reason: string, opts: { waitMs?: number; pollMs?: number } = {}): Promise<SealReport> {
   const dir = path.resolve(runDir);
@@ -140,19 +133,20 @@ export async function sealLostRun(runDir: string, reason: string, opts: { waitMs
     if (Date.now() - waitStarted >= waitMs) throw new LedgerBusyError(dir, manifest.runtimePid!, `the run's runtime (waited ${waitMs} ms)`);
     await new Promise((r) => setTimeout(r, opts.pollMs ?? 250));
   }
-  const release = takeSealLock(dir);
+  const release = await takeSealLock(dir);
   try {
-    let writer: LedgerWriter;
+    let resumed: ResumedLedger;
     try {
-      // Cuts a torn final line (a run killed mid-write), verifies the rest.
-      writer = await LedgerWriter.resume(dir);
+      // Cuts a torn final line (a run killed mid-write), verifies the rest, and hands back the records.
+      resumed = await LedgerWriter.resume(dir);
     } catch (error) {
       // The run (or another sealer, before this one took the lock) completed it meanwhile.
       if (error instanceof LedgerExistsError) return await completeAlready(dir);
       throw error;
     }
+    const { writer, records } = resumed;
     try {
-      return await seal(dir, writer, reason);
+      return await seal(dir, writer, records, reason);
     } finally {
       await writer.close();
     }
@@ -172,8 +166,8 @@ async function completeAlready(dir: string): Promise<SealReport> {
   }
 }
 
-async function seal(dir: string, writer: LedgerWriter, reason: string): Promise<SealReport> {
-  const { records } = await readLedger(dir);
+/** Appends to `writer` what the ledger's `records` (all of them, as resumed) still lack, then writes the completion. */
+async function seal(dir: string, writer: LedgerWriter, records: readonly LedgerRecord[], reason: string): Promise<SealReport> {
   // Each member's last state, in record order (a restarted member is running again after its exit).
   const running = new Map<string, boolean>();
   let readyCount = 0;

@@ -76,6 +76,14 @@ export interface LedgerWriterOptions {
   secrets?: readonly string[];
 }
 
+/** What {@link LedgerWriter.resume} returns: the writer, and the records it found (read once). */
+export interface ResumedLedger {
+  /** Positioned at the end of records.ndjson; the next append continues the chain. */
+  readonly writer: LedgerWriter;
+  /** The records of records.ndjson (a torn final line cut), in order: what `readLedger` would return for them. */
+  readonly records: LedgerRecord[];
+}
+
 /** Counters of a writer (for benchmarks and diagnostics). */
 export interface LedgerWriterStats {
   /** Records written. */
@@ -245,13 +253,13 @@ export class LedgerWriter {
    * registered with the dead writer are not known here: give them in `opts.secrets` when the new records may
    * contain them.
    *
-   * @returns a writer positioned at the end of records.ndjson.
+   * @returns a writer positioned at the end of records.ndjson, and the records the file holds ({@link ResumedLedger}).
    * @throws {LedgerExistsError} the ledger already has its completion.json (nothing is touched).
    * @throws {LedgerVerifyError} the ledger is damaged beyond a torn final line, or has no manifest (nothing is
    *   touched); `records-changed` when records.ndjson grew while it was read (a writer is alive).
    * @throws {LedgerInputError} an option is invalid.
    */
-  static async resume(runDir: string, opts: LedgerWriterOptions = {}): Promise<LedgerWriter> {
+  static async resume(runDir: string, opts: LedgerWriterOptions = {}): Promise<ResumedLedger> {
     if (opts.fsync !== undefined && opts.fsync !== "always" && opts.fsync !== "transitions" && opts.fsync !== "none")
       throw new LedgerInputError("options.fsync", `expected "always", "transitions" or "none", got ${JSON.stringify(opts.fsync)}`);
     const dir = path.resolve(runDir);
@@ -268,9 +276,11 @@ export class LedgerWriter {
     const manifestBytes = await fsp.readFile(path.join(dir, LEDGER_FILES.manifest));
     const recordsPath = path.join(dir, LEDGER_FILES.records);
     const bytes = (await readOptional(recordsPath)) ?? Buffer.alloc(0);
+    const records: LedgerRecord[] = [];
     let last: RawLine | undefined;
     let count = 0;
     for (const line of splitLines(dir, bytes, false)) {
+      records.push(line.value);
       last = line;
       count = line.number;
     }
@@ -290,7 +300,7 @@ export class LedgerWriter {
     if (last !== undefined) writer.prevHash = sha256Hex(last.bytes);
     writer.fileHash.update(bytes);
     writer.counters.bytes = bytes.length;
-    return writer;
+    return { writer, records };
   }
 
   /** Number of records appended so far (= the last assigned seq). */
