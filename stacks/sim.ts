@@ -67,7 +67,7 @@ import { local } from "../common/pins.js";
 import type { ProfileContext, ProfileDefinition, QueueNames, RunOutputs, StackOutputs } from "./profile.js";
 
 /** Defaults of `cohort-lab:sim` (the ONE place they are set). */
-export const SIM_DEFAULTS = { shape: "agents", nodes: 8, pool: "agents", portBase: 26400, podReadyDelay: "0s", podReadyJitter: "0s" } as const;
+export const SIM_DEFAULTS = { shape: "agents", nodes: 8, pool: "agents", portBase: 26400, podReadyDelay: "0s", podReadyJitter: "0s", runAs: "workflow" } as const;
 
 /**
  * What the simulated cluster looks like (`cohort-lab:sim.shape`):
@@ -101,9 +101,10 @@ export interface SimConfig extends ClusterKnobs {
   /** Absolute. */
   readonly stateDir: string;
   /**
-   * How `CohortRun` runs the cohort: `process` (`cohort run` under the command provider, the default, with live
-   * progress) or `workflow` (`cohort submit` to the sim's Temporal with a detached run worker: a killed `up`
-   * followed by `up` attaches to the same run; docs/temporal.md "The sim stack").
+   * How `CohortRun` runs the cohort: `workflow` (the default: `cohort submit` to the sim's Temporal with a detached
+   * run worker, the stand-in for local's worker Deployment, rolled when a new run needs it: a killed `up` followed by
+   * `up` attaches to the same run; docs/temporal.md "The sim stack") or `process` (`cohort run` under the command
+   * provider, as on `host`).
    */
   readonly runAs: "process" | "workflow";
 }
@@ -152,7 +153,7 @@ export function parseSimConfig(raw: RawConfig, projectDir: string, stack: string
     podReadyDelayMs: c.podReadyDelay ?? parseDurationMs(SIM_DEFAULTS.podReadyDelay),
     podReadyJitterMs: c.podReadyJitter ?? parseDurationMs(SIM_DEFAULTS.podReadyJitter),
     stateDir: path.resolve(projectDir, c.stateDir ?? path.join(".sim", stack)),
-    runAs: c.runAs ?? "process",
+    runAs: c.runAs ?? SIM_DEFAULTS.runAs,
     ...clusterKnobs(c),
   };
 }

@@ -275,6 +275,14 @@ export const RUN_WORKER_PID_FILE = ".cohort-worker.pid";
 export const RUN_WORKER_LOG_FILE = ".cohort-worker.log";
 
 /**
+ * What the detached run worker was started for (see {@link RUN_WORKER_PID_FILE}): one line, `<temporal address>
+ * <task queue> <backend config path> <its SHA-256> <runtime bundle SHA-256>`. A submit whose line differs (a new
+ * run namespace, a new bundle) rolls the worker: refused while a run is open on the queue, else the worker is
+ * stopped and started again, as the worker Deployment of `local` rolls (components/run/worker-manifests.ts).
+ */
+export const RUN_WORKER_KEY_FILE = ".cohort-worker.key";
+
+/**
  * The step script of the workflow mode ({@link ProcessExecution.temporal}, docs/temporal.md "The sim stack"):
  * the run is the Temporal workflow `COHORT_WORKFLOW_ID`, submitted with `cohort submit` (start-or-attach), so a
  * killed `pulumi up` followed by `up` attaches to the same run. Inputs as {@link COHORT_RUN_SCRIPT}'s plus
@@ -282,8 +290,9 @@ export const RUN_WORKER_LOG_FILE = ".cohort-worker.log";
  * (required: the run worker's backend config).
  * Steps:
  * - `cohort identity`: prints 12 random hex digits: the run identity, kept in state once created.
- * - `cohort submit`: starts the run worker unless the one {@link RUN_WORKER_PID_FILE} names is alive
- *   (`setsid`: it outlives the step, the provider and the Pulumi CLI), then submits and waits; the summary line
+ * - `cohort submit`: starts the run worker unless the one {@link RUN_WORKER_PID_FILE} names is alive and was
+ *   started for this run ({@link RUN_WORKER_KEY_FILE}: otherwise it rolls, refused while a run is open on the
+ *   queue) (`setsid`: it outlives the step, the provider and the Pulumi CLI), then submits and waits; the summary line
  *   and the unsuccessful-run record exactly as `cohort run` in {@link COHORT_RUN_SCRIPT}. A signal to the step
  *   ends the submitter only: the workflow and its run go on (the next `up` attaches).
  * - `cohort release` (the guard's delete: destroy): stops the run worker (SIGTERM; its running run completes
@@ -297,12 +306,46 @@ worker_alive() {
   wpid=$(cat "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}" 2>/dev/null) || return 1
   [ -n "$wpid" ] && tr '\\0' ' ' <"/proc/$wpid/cmdline" 2>/dev/null | grep -q " worker --temporal-address "
 }
+worker_stop() {
+  kill -TERM "$wpid" 2>/dev/null
+  n=0
+  while kill -0 "$wpid" 2>/dev/null && [ "$n" -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
+  if kill -0 "$wpid" 2>/dev/null; then kill -KILL "$wpid" 2>/dev/null; fi
+  rm -f -- "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}" "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_KEY_FILE}"
+}
+# Sets roll=1 when the live worker was started for another run (its key differs) and no run is open on the queue;
+# fails, saying why on stderr, when one is (a rollout would take that run's activity down with it).
+roll_check() {
+  roll=0
+  worker_alive || return 0
+  [ "$(cat "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_KEY_FILE}" 2>/dev/null)" = "$(worker_key)" ] && return 0
+  err=$(mktemp "\${TMPDIR:-/tmp}/cohort-open-runs.XXXXXX") || return 1
+  open=$("$COHORT_NODE" "$COHORT_BUNDLE" open-runs --temporal-address "$COHORT_TEMPORAL_ADDRESS" --task-queue "$COHORT_TASK_QUEUE" --wait-s 120 2>"$err")
+  orc=$?
+  last=$(tail -n 1 "$err")
+  rm -f -- "$err"
+  if [ "$orc" -eq 3 ]; then
+    printf '%s\\n' "the run worker cannot roll while runs are open on task queue $COHORT_TASK_QUEUE (a rollout would stop a running activity): $(printf '%s' "$open" | tr '\\n' ';' | sed 's/;$//; s/;/; /g'). Let them finish (\\\`pulumi up\\\` with the unchanged program attaches to a run and waits for it), or cancel one: temporal workflow cancel --address $COHORT_TEMPORAL_ADDRESS --workflow-id $(printf '%s' "$open" | head -n 1 | cut -d ' ' -f 1)" >&2
+    return 1
+  elif [ "$orc" -ne 0 ]; then
+    printf '%s\\n' "cohort open-runs exited with status $orc: $last" >&2
+    return 1
+  fi
+  roll=1
+}
+worker_key() {
+  conf=$(sha256sum <"$COHORT_BACKEND_CONFIG" 2>/dev/null) || conf=missing
+  printf '%s\\n' "$COHORT_TEMPORAL_ADDRESS $COHORT_TASK_QUEUE $COHORT_BACKEND_CONFIG \${conf%% *} \${COHORT_BUNDLE_SHA256:-}"
+}
 bundle_or_fallback() {
   bundle=$COHORT_BUNDLE
   if [ ! -f "$bundle" ] && [ -n "$COHORT_BUNDLE_FALLBACK" ] && [ -f "$COHORT_BUNDLE_FALLBACK" ]; then bundle=$COHORT_BUNDLE_FALLBACK; fi
 }
 case "$1" in
 "cohort identity")
+  # A new run's identity only once its worker may roll: a refused up keeps the identity in state, so the up with
+  # the program as it was attaches to the open run.
+  if ! roll_check; then exit 1; fi
   od -An -N6 -tx1 /dev/urandom | tr -d ' \\n' || exit 1
   printf '\\n'
   ;;
@@ -319,12 +362,19 @@ case "$1" in
   log=$(mktemp "\${TMPDIR:-/tmp}/cohort-run.XXXXXX") || exit 1
   cat >"$spec" || exit 1
   mkdir -p "$COHORT_ARTIFACT_ROOT" || exit 1
+  key=$(worker_key)
+  if ! roll_check; then exit 1; fi
+  if [ "$roll" = 1 ]; then
+    printf '%s\\n' "run worker $wpid serves another run: stopping it (no run open on task queue $COHORT_TASK_QUEUE)" >>"$COHORT_ARTIFACT_ROOT/${RUN_WORKER_LOG_FILE}"
+    worker_stop
+  fi
   if ! worker_alive; then
     # A session of its own: no signal to the provider's group or the step reaches it.
     setsid "$COHORT_NODE" "$COHORT_BUNDLE" worker --temporal-address "$COHORT_TEMPORAL_ADDRESS" --task-queue "$COHORT_TASK_QUEUE" --backend-config "$COHORT_BACKEND_CONFIG" </dev/null >>"$COHORT_ARTIFACT_ROOT/${RUN_WORKER_LOG_FILE}" 2>&1 &
     printf '%s\\n' "$!" >"$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}" || exit 1
+    printf '%s\\n' "$key" >"$COHORT_ARTIFACT_ROOT/${RUN_WORKER_KEY_FILE}" || exit 1
   fi
-  "$COHORT_NODE" "$COHORT_BUNDLE" submit --temporal-address "$COHORT_TEMPORAL_ADDRESS" --task-queue "$COHORT_TASK_QUEUE" --workflow-id "$COHORT_WORKFLOW_ID" --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --spec "$spec" </dev/null >"$out" 2>"$log" &
+  "$COHORT_NODE" "$COHORT_BUNDLE" submit --temporal-address "$COHORT_TEMPORAL_ADDRESS" --task-queue "$COHORT_TASK_QUEUE" --workflow-id "$COHORT_WORKFLOW_ID" --artifacts "$COHORT_ARTIFACT_ROOT" --profile "$COHORT_PROFILE" --sole --spec "$spec" </dev/null >"$out" 2>"$log" &
   child=$!
   wait "$child"
   rc=$?
@@ -355,13 +405,8 @@ case "$1" in
 "cohort guard")
   ;;
 "cohort release")
-  if worker_alive; then
-    kill -TERM "$wpid" 2>/dev/null
-    n=0
-    while kill -0 "$wpid" 2>/dev/null && [ "$n" -lt 300 ]; do sleep 0.1; n=$((n + 1)); done
-    if kill -0 "$wpid" 2>/dev/null; then kill -KILL "$wpid" 2>/dev/null; fi
-  fi
-  rm -f -- "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}"
+  if worker_alive; then worker_stop; fi
+  rm -f -- "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_PID_FILE}" "$COHORT_ARTIFACT_ROOT/${RUN_WORKER_KEY_FILE}"
   bundle_or_fallback
   if [ -f "$bundle" ]; then "$COHORT_NODE" "$bundle" reap --artifacts "$COHORT_ARTIFACT_ROOT" >&2 || exit 1; fi
   ;;
@@ -496,9 +541,25 @@ function executeAsWorkflow(plan: ExecutionPlan, args: ProcessExecution, temporal
     { interpreter, create: COHORT_GUARD_STEPS.create, delete: COHORT_GUARD_STEPS.delete, environment: runtimeEnv, triggers: [args.artifactRoot], logging: "stderr" },
     { parent },
   );
+  // What the run worker is started for (the script's worker_key): the identity step checks it too, so a rollout
+  // refused while a run is open leaves the identity in state.
+  const workerEnv = {
+    COHORT_BACKEND_CONFIG: args.backendConfigFile,
+    COHORT_TEMPORAL_ADDRESS: temporal.address,
+    COHORT_TASK_QUEUE: temporal.taskQueue,
+    COHORT_BUNDLE_SHA256: args.runtime.runtimeBundleSha256,
+  };
   const identity = new command.local.Command(
     `${plan.name}-identity`,
-    { interpreter, create: COHORT_SUBMIT_STEPS.identity, update: COHORT_SUBMIT_STEPS.update, environment: runtimeEnv, triggers, addPreviousOutputInEnv: true, logging: "none" },
+    {
+      interpreter,
+      create: COHORT_SUBMIT_STEPS.identity,
+      update: COHORT_SUBMIT_STEPS.update,
+      environment: { ...runtimeEnv, ...workerEnv },
+      triggers,
+      addPreviousOutputInEnv: true,
+      logging: "none",
+    },
     { parent, dependsOn: [guard] },
   );
   const prefix = temporal.workflowIdPrefix ?? `cohort-lab/${pulumi.getStack()}`;
@@ -512,11 +573,9 @@ function executeAsWorkflow(plan: ExecutionPlan, args: ProcessExecution, temporal
       stdin: plan.specJson,
       environment: {
         ...runtimeEnv,
+        ...workerEnv,
         COHORT_PROFILE: args.profile,
-        COHORT_BACKEND_CONFIG: args.backendConfigFile,
         COHORT_KEEP_LEDGERS: String(plan.keepLedgers),
-        COHORT_TEMPORAL_ADDRESS: temporal.address,
-        COHORT_TASK_QUEUE: temporal.taskQueue,
         COHORT_WORKFLOW_ID: pulumi.interpolate`${prefix}/${identity.stdout.apply((s) => s.trim())}`,
         // The status pipe on fd 3: `cohort submit` writes the run's progress (from runCohort's heartbeats) to
         // it, shown on this resource's row in `pulumi up` (the script's text is unchanged: the submitter finds

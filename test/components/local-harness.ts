@@ -45,12 +45,18 @@ interface RequestLike {
  * `<stateDir>/runs/ns/`, `cohort-run` the runtime's `runSummary`; every other Command prints nothing.
  */
 export function simCommandStdout(o: { simSummary: object; stateDir: string; runSummary: object }): (name: string) => string | undefined {
-  const stdout: Record<string, object> = {
+  const stdout: Record<string, object | string> = {
     "sim-control-plane": o.simSummary,
     "sim-run-credentials": { kubeconfig: "/k", backendConfig: path.join(o.stateDir, "runs", "ns", "backend.json") },
     "cohort-run": o.runSummary,
+    // The workflow mode's run identity (sim.runAs workflow, the default): 12 hex digits.
+    "cohort-identity": "0123456789ab",
   };
-  return (name) => (Object.hasOwn(stdout, name) ? `${JSON.stringify(stdout[name])}\n` : undefined);
+  return (name) => {
+    if (!Object.hasOwn(stdout, name)) return undefined;
+    const value = stdout[name]!;
+    return `${typeof value === "string" ? value : JSON.stringify(value)}\n`;
+  };
 }
 
 /**

@@ -166,7 +166,7 @@ describe("sim profile graph", () => {
     });
   });
 
-  it("creates the run's objects, its ServiceAccount credentials, then runs the runtime out of cluster with the backend config", (ctx) => {
+  it("creates the run's objects, its ServiceAccount credentials, then submits the run as a workflow whose worker runs out of cluster with the backend config", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const lq = byType("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue");
     expect(lq).toHaveLength(1);
@@ -193,12 +193,25 @@ describe("sim profile graph", () => {
     expect(creds.dependencies).toEqual(expect.arrayContaining([sa.urn, rb.urn]));
     expect(creds.inputs.create).toContain("'run-credentials' '--state-dir' '" + stateDir + "'");
     expect(creds.inputs.create).toContain("'--service-account' 'cohort-runtime' '--queue' 'cohort'");
+    // The default run mode (sim.runAs workflow): `cohort submit` of the workflow cohort-lab/sim/<identity> to the
+    // sim's Temporal, the run worker started for this run's backend config and bundle.
     const run = command("cohort-run");
     const env = run.inputs.environment as Record<string, string>;
-    expect(env.COHORT_BACKEND).toBe("kubernetes");
-    expect(env.COHORT_PROFILE).toBe("sim");
-    expect(env.COHORT_BACKEND_CONFIG).toBe(path.join(stateDir, "runs", "ns", "backend.json"));
-    // Live progress in `pulumi up` (issue #16): the process executor's status pipe, as on `host`; no follower needed.
+    expect(run.inputs.create).toBe("cohort submit");
+    expect(env).toMatchObject({
+      COHORT_PROFILE: "sim",
+      COHORT_BACKEND_CONFIG: path.join(stateDir, "runs", "ns", "backend.json"),
+      COHORT_TEMPORAL_ADDRESS: "127.0.0.1:36513",
+      COHORT_TASK_QUEUE: "cohort-lab-sim-runs",
+      COHORT_WORKFLOW_ID: "cohort-lab/sim/0123456789ab",
+      COHORT_BUNDLE_SHA256: expect.stringMatching(/^[0-9a-f]{64}$/),
+    });
+    // The identity checks the worker's rollout too, so it has the worker's inputs; it waits for the guard.
+    const identity = command("cohort-identity");
+    expect(identity.inputs.environment).toMatchObject({ COHORT_BACKEND_CONFIG: env.COHORT_BACKEND_CONFIG, COHORT_TASK_QUEUE: "cohort-lab-sim-runs" });
+    expect(identity.dependencies).toContain(command("cohort-guard").urn);
+    expect(run.dependencies).toEqual(expect.arrayContaining([identity.urn, command("cohort-guard").urn]));
+    // Live progress in `pulumi up` (issue #16): the submitter writes runCohort's heartbeats to the status pipe.
     expect(env.COHORT_STATUS_FD).toBe("3");
     expect(regs.filter((r) => r.name.endsWith("-progress"))).toEqual([]);
     const cohortComponent = find(regs, "cohortlab:runtime:CohortRun", "cohort");

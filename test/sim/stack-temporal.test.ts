@@ -1,16 +1,18 @@
 /**
- * End to end, `sim.runAs: workflow` (docs/temporal.md "The sim stack"): `pulumi up --stack sim` runs the cohort
- * as a Temporal workflow (`cohort submit`, a detached `cohort worker`). The `pulumi` CLI SIGKILLed mid-hold, its
- * lock cleared (`cancel`) and its pending create cleared (`refresh --clear-pending-creates`, docs/host.md
- * "Interruption"), then `up` again: the same run id in the outputs, one workflow (`temporal workflow list`
- * with the pinned CLI), one ledger; `destroy` leaves no process (the worker included). Real engine, real
- * providers, real control plane and Temporal dev server (test/sim/pulumi-stack.ts).
+ * End to end, `sim.runAs: workflow` (the default; docs/temporal.md "The sim stack"): `pulumi up --stack sim` runs
+ * the cohort as a Temporal workflow (`cohort submit`, a detached `cohort worker`). The `pulumi` CLI SIGKILLed
+ * mid-hold, its lock cleared (`cancel`) and its pending create cleared (`refresh --clear-pending-creates`,
+ * docs/host.md "Interruption"); an `up` with a changed RoleSpec is refused while the run is open (the worker would
+ * roll), the worker and the run untouched; then `up` with the program as it was: the same run id in the outputs,
+ * one workflow (`temporal workflow list` with the pinned CLI), one ledger; a new run rolls the worker (another pid,
+ * the new key) and succeeds; `destroy` leaves no process (the worker included). Real engine, real providers, real
+ * control plane and Temporal dev server (test/sim/pulumi-stack.ts).
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RUN_WORKER_PID_FILE } from "../../components/run/CohortRun";
+import { RUN_WORKER_KEY_FILE, RUN_WORKER_PID_FILE } from "../../components/run/CohortRun";
 import { isRunning } from "../../simctl/procs";
 import { readState } from "../../simctl/state";
 import { PROJECT_DIR } from "../../stacks/config";
@@ -31,15 +33,18 @@ const alive = (pid: number) => {
 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const cohort = JSON.stringify({
-  name: "durable",
-  startupTimeout: "2m",
-  memberTimeout: "2m",
-  admissionTimeout: "2m",
-  hold: "30s",
-  stopGracePeriod: "2s",
-  roles: [{ name: "agent", replicas: 3, app: { command: ["agent"] }, resources: { cpu: "100m", memory: "64Mi" } }],
-});
+/** The cohort with a given hold (another hold is another RoleSpec: a new run). */
+const cohortHolding = (hold: string) =>
+  JSON.stringify({
+    name: "durable",
+    startupTimeout: "2m",
+    memberTimeout: "2m",
+    admissionTimeout: "2m",
+    hold,
+    stopGracePeriod: "2s",
+    roles: [{ name: "agent", replicas: 3, app: { command: ["agent"] }, resources: { cpu: "100m", memory: "64Mi" } }],
+  });
+const cohort = cohortHolding("30s");
 
 /** Run directories under the artifact root (dot files are the step script's and the lock's). */
 const ledgers = () => (existsSync(project.artifactRoot) ? readdirSync(project.artifactRoot).filter((d) => !d.startsWith(".")) : []);
@@ -48,7 +53,7 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
   beforeAll(async () => {
     await project.setUp();
     await project.config("--path", "sim.nodes", "1");
-    await project.config("--path", "sim.runAs", "workflow");
+    // sim.runAs unset: workflow is the default.
     await project.config("--path", "cohort", cohort);
   }, 600_000);
 
@@ -98,6 +103,23 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
     await project.ok(["cancel", "--yes", "--stack", "sim"]);
     const refresh = await project.pulumi(["refresh", "--clear-pending-creates", "--stack", "sim", "--yes"]);
     console.log(`[e2e sim temporal] refresh --clear-pending-creates: exit ${refresh.exitCode}`);
+
+    // A changed RoleSpec while the run is open: a new run, whose worker would roll (a new run namespace, so a new
+    // backend config). Refused, naming the open workflow; the worker and the run go on.
+    const workerPidFile = path.join(project.artifactRoot, RUN_WORKER_PID_FILE);
+    const workerBefore = Number(readFileSync(workerPidFile, "utf8").trim());
+    const keyBefore = readFileSync(path.join(project.artifactRoot, RUN_WORKER_KEY_FILE), "utf8");
+    await project.config("--path", "cohort", cohortHolding("31s"));
+    const refused = await project.pulumi(["up", "--yes", "--stack", "sim", "--skip-preview"]);
+    console.log(`[e2e sim temporal] up with a changed RoleSpec while the run is open: exit ${refused.exitCode}, ${(refused.ms / 1000).toFixed(1)} s wall`);
+    expect(refused.exitCode).not.toBe(0);
+    expect(refused.all).toMatch(/the run worker cannot roll while runs are open on task queue cohort-lab-sim-runs .*cohort-lab\/sim\/[0-9a-f]{12}/);
+    expect(Number(readFileSync(workerPidFile, "utf8").trim())).toBe(workerBefore);
+    expect(alive(workerBefore), `worker pid ${workerBefore}`).toBe(true);
+    expect(readFileSync(path.join(project.artifactRoot, RUN_WORKER_KEY_FILE), "utf8")).toBe(keyBefore);
+    expect(existsSync(path.join(runDir!, "completion.json")), "the refused up ended the run").toBe(false);
+    await project.config("--path", "cohort", cohort);
+
     const again = await project.ok(["up", "--yes", "--stack", "sim", "--skip-preview"]);
     console.log(`[e2e sim temporal] up after the kill: ${(again.ms / 1000).toFixed(1)} s wall`);
     project.noteProcesses();
@@ -114,8 +136,24 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
     expect(workflows).toHaveLength(1);
     expect(workflows[0]!.execution.workflowId).toMatch(/^cohort-lab\/sim\/[0-9a-f]{12}$/);
 
-    const workerPid = Number(readFileSync(path.join(project.artifactRoot, RUN_WORKER_PID_FILE), "utf8").trim());
+    expect(Number(readFileSync(workerPidFile, "utf8").trim()), "the attached run's worker was rolled").toBe(workerBefore);
+
+    // A new run (another RoleSpec, so another run namespace and backend config): the worker rolls, since nothing is
+    // open on the queue; the run succeeds in the new worker.
+    await project.config("--path", "cohort", cohortHolding("2s"));
+    const next = await project.ok(["up", "--yes", "--stack", "sim", "--skip-preview"]);
+    console.log(`[e2e sim temporal] a new run, the worker rolled: ${(next.ms / 1000).toFixed(1)} s wall`);
+    project.noteProcesses();
+    const workerPid = Number(readFileSync(workerPidFile, "utf8").trim());
+    expect(workerPid).not.toBe(workerBefore);
+    expect(alive(workerBefore), `old worker pid ${workerBefore}`).toBe(false);
     expect(alive(workerPid), `worker pid ${workerPid}`).toBe(true);
+    expect(readFileSync(path.join(project.artifactRoot, RUN_WORKER_KEY_FILE), "utf8")).not.toBe(keyBefore);
+    const o2 = await project.outputs<{ run: { id: string; outcome: string; readyCount: number; ledgerPath: string } }>();
+    expect(o2.run).toMatchObject({ outcome: "succeeded", readyCount: 3 });
+    expect(o2.run.id).not.toBe(o.run.id);
+    expect(readFileSync(path.join(project.artifactRoot, ".cohort-worker.log"), "utf8")).toContain(`run worker ${workerBefore} serves another run: stopping it`);
+
     const d = await project.ok(["destroy", "--yes", "--stack", "sim", "--skip-preview"]);
     console.log(`[e2e sim temporal] destroy: ${(d.ms / 1000).toFixed(1)} s wall`);
     for (const p of project.seen) expect(isRunning(p), `${p.component} pid ${p.pid}`).toBe(false);
