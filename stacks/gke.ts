@@ -7,7 +7,9 @@
  *
  * Config keys (besides the common ones of stacks/config.ts; objects are set field by field with `--path`):
  * - `cohort-lab:gke` — see {@link GKE_DEFAULTS} and docs/gke.md "Config keys"; `project`, `zone` and
- *   `bucketName` are required.
+ *   `bucketName` are required; `runAs` is `workflow` by default, which `up` runs only with `runWorkerImage` set
+ *   (the run worker image pushed to the user's registry, by digest: without it a preview warns and `up` is refused
+ *   naming both ways out, set it or `gke.runAs job`).
  * - `cohort-lab:images` — as on `local` (stacks/local.ts `IMAGE_KEYS`): the pins whose digest is not known here.
  * - `cohort-lab:cohort` — `cohort.roles` is required (members are Pods).
  *
@@ -16,9 +18,11 @@
  * DaemonSet requests per node (components/gke/allocatable.ts), the cohort's fit and the cold-start check of
  * `startupTimeout` (each refused with the arithmetic) → network → node service account → cluster → park guard →
  * pools → Kubernetes provider from the kubeconfig → Kueue → Agent Sandbox and Temporal → run namespace objects →
- * the ledger bucket and the writer binding for the run's service account → the run (CohortRun, the Kubernetes-Job
- * execution with a `bucket` ledger: the Job exports its ledger to `gs://<bucket>/<runId>/`, the host-side summary
- * step reads and verifies it back; after the writer binding and Kueue, Agent Sandbox, Temporal) → the ledger guard.
+ * the ledger bucket and the writer binding for the run's service account → the run (CohortRun with a `bucket` ledger,
+ * after the writer binding and Kueue, Agent Sandbox, Temporal: by default the cluster-workflow execution, a Temporal
+ * workflow run by the in-cluster run worker whose runs export their ledgers to `gs://<bucket>/<runId>/`, the host's
+ * `run-submit` step reading and verifying each back; with `gke.runAs: job` the Kubernetes-Job execution, the Job
+ * exporting its ledger and the host-side summary step reading it back) → the ledger guard.
  */
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
@@ -74,7 +78,7 @@ import {
   type PodRunSpec,
 } from "./cluster.js";
 import { configKey, StackConfigError, type ConfigIssue, type RawConfig, type StackConfig } from "./config.js";
-import { LOCAL_KUEUE_FRAMEWORKS, missingDigestIssues, parseLocalConfig, type ResolvedImages } from "./local.js";
+import { LOCAL_KUEUE_FRAMEWORKS, missingDigestIssues, parseLocalConfig, refuseOrWarnImages, type ResolvedImages } from "./local.js";
 import { refusing } from "./errors.js";
 import type { ProfileContext, ProfileDefinition, RunOutputs, StackOutputs } from "./profile.js";
 
@@ -109,14 +113,14 @@ export const GKE_DEFAULTS = {
   deleteLedgers: false,
   daemonSetRequests: { cpu: "500m", memory: "1Gi" },
   coldStart: "5m",
-  runAs: "job",
+  runAs: "workflow",
 } as const;
 
-/** Values of `cohort-lab:gke.runAs`: how the cohort run executes in the cluster (docs/gke.md "The run"). */
+/** Values of `cohort-lab:gke.runAs`: how the cohort run executes in the cluster (`workflow` by default; docs/gke.md "The run"). */
 export const GKE_RUN_MODES = ["job", "workflow"] as const;
 export type GkeRunMode = (typeof GKE_RUN_MODES)[number];
 
-/** The task queue the `gke` run worker polls (`queues.temporalTaskQueue` with `gke.runAs: workflow`). */
+/** The task queue the `gke` run worker polls (`queues.temporalTaskQueue` with `gke.runAs: workflow`, the default). */
 export const GKE_TEMPORAL_TASK_QUEUE = "cohort-lab-gke-runs";
 
 /**
@@ -196,7 +200,7 @@ export interface GkeConfig extends ClusterKnobs {
   readonly bucketName: string;
   readonly daemonSetRequests: { readonly cpu: string; readonly memory: string };
   readonly coldStart: string;
-  /** How the run executes: `job` (the runtime Job) or `workflow` (a Temporal workflow run by the in-cluster worker). */
+  /** How the run executes: `workflow` (the default: a Temporal workflow run by the in-cluster worker) or `job` (the runtime Job). */
   readonly runAs: GkeRunMode;
   /** The run worker image by digest ({@link REGISTRY_IMAGE_REF}); required by `up` with `runAs: workflow`. */
   readonly runWorkerImage?: string;
@@ -294,8 +298,9 @@ export interface GkePlan {
   readonly manifests: ClusterManifests;
   readonly jobDeadlineSeconds: number;
   /**
-   * With `gke.runAs: workflow`: the run worker's image (`gke.runWorkerImage`; in a preview without it, the local
-   * build's tag, which no node can pull) and the bundle files it gets (components/run/worker-manifests.ts `RUN_WORKER_FILES`).
+   * With `gke.runAs: workflow` (the default): the run worker's image (`gke.runWorkerImage`; in a preview without it,
+   * the local build's tag, which no node can pull) and the bundle files it gets (components/run/worker-manifests.ts
+   * `RUN_WORKER_FILES`).
    */
   readonly worker?: { readonly image: string; readonly files: readonly WorkerFile[] };
 }
@@ -362,7 +367,9 @@ export function gkeKubernetesPlan(o: { readonly gke: GkeConfig; readonly spec: R
     frameworks: LOCAL_KUEUE_FRAMEWORKS,
   });
   // The quota: the agent pool at its maximum, less what GKE's DaemonSets request on each agent node. The
-  // controllers, Temporal and the runtime Job run on the system pool (nodeSelector), so they are not subtracted.
+  // controllers, Temporal and the run worker (`gke.runAs: workflow`) are pinned to the system pool (nodeSelector),
+  // and the runtime Job (`gke.runAs: job`) lands there too (no toleration of the agent pool's taint), so neither run
+  // mode's pod is subtracted (on `local` they share the nodes with the members and are reserved).
   const agentPool = asConfigError(() =>
     agentPoolNodes(GKE_POOLS.agents, gke.agentMachineType, gke.agentMaxNodes, { label: agentPoolLabel, taint: agentPoolTaint }, configKey("gke.agentMachineType")),
   );
@@ -408,14 +415,17 @@ export function planGke(input: GkePlanInput): GkePlan {
       coldStartKey: configKey("gke.coldStart"),
     }),
   );
-  const issues = missingDigestIssues(images.missing);
-  // The workflow mode's worker image is this project's own: only the user's registry holds it.
-  if (gke.runAs === "workflow" && gke.runWorkerImage === undefined) issues.push(runWorkerImageIssue());
-  if (issues.length > 0) {
-    // The cluster pulls from registries: only a digest names what runs.
-    if (!input.dryRun) throw new StackConfigError(issues);
-    warn(`gke profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${issues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
-  }
+  // What `up` would refuse for want of an image, in one pass (as on `local`): the cluster pulls from registries, so
+  // only a digest names what runs, and the workflow mode's worker image is this project's own, which only the
+  // user's registry holds.
+  const workerIssue = gke.runAs === "workflow" && gke.runWorkerImage === undefined ? runWorkerImageIssue() : undefined;
+  refuseOrWarnImages({
+    profile: "gke",
+    dryRun: input.dryRun,
+    warn,
+    digestIssues: missingDigestIssues(images.missing),
+    worker: workerIssue !== undefined ? { issue: workerIssue, until: "set" } : undefined,
+  });
   const worker =
     gke.runAs === "workflow"
       ? { image: gke.runWorkerImage ?? `${IMAGE_RECIPES.runWorker.repository}:${IMAGE_RECIPES.runWorker.tag}`, files: readRunWorkerFiles(projectDir, plan.bundle, "gke.runAs") }
@@ -438,13 +448,17 @@ export function planGke(input: GkePlanInput): GkePlan {
   };
 }
 
-/** Why `pulumi up` refuses `gke.runAs: workflow` without `gke.runWorkerImage` (preview warns with it). */
+/**
+ * Why `pulumi up` refuses the default run mode (`gke.runAs: workflow`) without `gke.runWorkerImage`: the run worker
+ * image is this project's own and no registry the cluster pulls from holds it until the user pushes it. A preview
+ * warns with it instead (and plans the worker with the local build's tag).
+ */
 function runWorkerImageIssue(): ConfigIssue {
   const { repository, tag } = IMAGE_RECIPES.runWorker;
   return {
     key: configKey("gke.runWorkerImage"),
     reason:
-      `gke.runAs is workflow, and the run worker image (${repository}:${tag}, built here by \`npm run toolchain -- local-apps\`) is in no registry the cluster pulls from: ` +
+      `gke.runAs is workflow (the default), and the run worker image (${repository}:${tag}, built here by \`npm run toolchain -- local-apps\`) is in no registry the cluster pulls from: ` +
       "push it to yours and set its digest, e.g. `npm run pulumi -- config set --stack gke --path gke.runWorkerImage us-central1-docker.pkg.dev/<project>/<repo>/run-worker@sha256:<64 hex>` (docs/gke.md), " +
       "or run the cohort as a Job: `npm run pulumi -- config set --stack gke --path gke.runAs job`",
   };
@@ -608,8 +622,9 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
   const layerReady = [...sandbox.ready, kueue.clusterQueue, ...kueue.webhookReady];
   let cohort: CohortRun;
   if (plan.worker !== undefined) {
-    // gke.runAs workflow: the run worker in the system namespace (one per stack, rolled in place from run to run);
-    // each run exports its ledger to the bucket as the worker's service account, the one the writer binding names.
+    // gke.runAs workflow (the default): the run worker in the system namespace (one per stack, rolled in place from
+    // run to run); each run exports its ledger to the bucket as the worker's service account, the one the writer
+    // binding names.
     const runtime = new RunNamespace("runtime", runNamespace);
     const writer = bucket.grantWriter({ projectNumber, project: g.project, namespace: SYSTEM_NAMESPACE, serviceAccount: RUN_WORKER_NAMES.serviceAccount });
     cohort = new CohortRun("cohort", {
@@ -692,7 +707,7 @@ export function buildGke(ctx: ProfileContext, overrides: GkeBuildOverrides = {})
 /** The `gke` profile entry of stacks/profiles.ts. */
 export const gkeProfile: ProfileDefinition = {
   description:
-    "a zonal GKE Standard cluster (system pool, agent pool scaling from zero, Workload Identity, GCS ledger bucket) with Kueue, Agent Sandbox and Temporal; the run is a Job (or, with gke.runAs workflow, a Temporal workflow run by an in-cluster worker) whose ledger is exported to the bucket",
+    "a zonal GKE Standard cluster (system pool, agent pool scaling from zero, Workload Identity, GCS ledger bucket) with Kueue, Agent Sandbox and Temporal; the run is a Temporal workflow run by an in-cluster worker whose image is pushed to your registry (gke.runWorkerImage), or with gke.runAs job a Job; its ledger is exported to the bucket",
   configKeys: ["gke", "images"],
   build: (ctx) => buildGke(ctx),
 };

@@ -462,6 +462,32 @@ export function missingDigestIssues(missing: ResolvedImages["missing"]): ConfigI
 }
 
 /**
+ * What `pulumi up` would refuse for want of an image, in one pass: the digests that are not known and, where the run
+ * mode needs the run worker image and it is not there, the worker's issue. `up` refuses them all in one
+ * {@link StackConfigError} (the digests first); a preview warns instead, once for the digests and once for the worker
+ * (naming its key and both ways out), and goes on with the tags.
+ *
+ * @param o.worker.until - what `up` waits for, in "refuses until the run worker image is <until>"
+ * @throws {StackConfigError} when not a dry run and there is any issue
+ */
+export function refuseOrWarnImages(o: {
+  readonly profile: string;
+  readonly dryRun: boolean;
+  readonly warn: (message: string) => void;
+  readonly digestIssues: readonly ConfigIssue[];
+  readonly worker?: { readonly issue: ConfigIssue; readonly until: string } | undefined;
+}): void {
+  const { digestIssues, worker } = o;
+  if (!o.dryRun && (digestIssues.length > 0 || worker !== undefined)) throw new StackConfigError([...digestIssues, ...(worker !== undefined ? [worker.issue] : [])]);
+  if (digestIssues.length > 0) {
+    o.warn(
+      `${o.profile} profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${digestIssues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`,
+    );
+  }
+  if (worker !== undefined) o.warn(`${o.profile} profile: \`pulumi up\` refuses until the run worker image is ${worker.until}:\n${worker.issue.key}: ${worker.issue.reason}`);
+}
+
+/**
  * The RunSpec of the local profile: `cohort.roles` is required; a role without `app.image` gets the runtime's
  * Node image (when its digest is known; otherwise the image stays empty, which only a preview can reach). A role
  * image that is one of the images built here (`repository[:tag]@digest`, e.g. the OpenClaw member image) is
@@ -591,13 +617,14 @@ export function planLocal(input: PlanInput): LocalPlan {
   localTools(facts.platform, input.toolCacheRoot ?? cacheRoot()); // refuses an unsupported platform before anything else
   const nodeImage = chooseNodeImage(localConfig.nodeImage, artifacts.nodeImage, input.upstreamNodeImagePresent ?? (() => dockerHasImage(pinnedNodeImage())));
   // What `up` would refuse for want of an image (digests not known; the run worker not built), in one pass.
-  const digestIssues = missingDigestIssues(images.missing);
   const workerIssue = localConfig.runAs === "workflow" && artifacts.images.runWorker === undefined ? runWorkerNotBuiltIssue() : undefined;
-  if (!input.dryRun && (digestIssues.length > 0 || workerIssue !== undefined)) throw new StackConfigError([...digestIssues, ...(workerIssue !== undefined ? [workerIssue] : [])]);
-  if (digestIssues.length > 0) {
-    warn(`local profile: preview uses image tags without digests; \`pulumi up\` refuses until they are set:\n${digestIssues.map((i) => `${i.key}: ${i.reason}`).join("\n")}`);
-  }
-  if (workerIssue !== undefined) warn(`local profile: \`pulumi up\` refuses until the run worker image is built:\n${workerIssue.key}: ${workerIssue.reason}`);
+  refuseOrWarnImages({
+    profile: "local",
+    dryRun: input.dryRun,
+    warn,
+    digestIssues: missingDigestIssues(images.missing),
+    worker: workerIssue !== undefined ? { issue: workerIssue, until: "built" } : undefined,
+  });
   const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? undefined : images.refs.runtime;
   const resolved = resolveLocalRunSpec(config, runtimeImage, projectDir, artifacts.images);
   const spec = resolved.spec;

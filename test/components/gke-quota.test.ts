@@ -2,14 +2,18 @@
  * The `gke` profile's capacity arithmetic and refusals (pure; no Pulumi engine): GKE's allocatable tiers per
  * machine type, the quota of the agent pool at its maximum, and the refusals before anything is created (a
  * member larger than one node, a cohort over the quota, a startupTimeout shorter than a cold start, an unknown
- * machine type, bad config naming its key, `pulumi up` with an image that has no digest).
+ * machine type, bad config naming its key, `pulumi up` with an image that has no digest, and in the default run mode
+ * (`gke.runAs` unset: `workflow`) without `gke.runWorkerImage`). The plans are of the default run mode unless a test
+ * sets `gke.runAs: job`; its worker bundles are stand-ins (a plan only reads them).
  */
 import { describe, expect, it } from "vitest";
 import { gkeAllocatable, GKE_EVICTION_THRESHOLD_BYTES } from "../../components/gke/allocatable.js";
 import { parseStackConfig } from "../../stacks/config.js";
 import { gkeProfile, parseGkeConfig, planGke } from "../../stacks/gke.js";
+import { GKE_TEST_IMAGES, GKE_TEST_WORKER_IMAGE, gkePlanProjectDir } from "./gke-harness.js";
 
 const MI = 2 ** 20;
+const projectDir = gkePlanProjectDir("cohort-gke-quota-");
 const manifests = { kueue: [], agentSandbox: [] };
 const digest = `sha256:${"ab".repeat(32)}`;
 const role = (name: string, replicas: number, cpu: string, memory: string) => ({
@@ -20,13 +24,14 @@ const role = (name: string, replicas: number, cpu: string, memory: string) => ({
   resources: { cpu, memory },
 });
 
-function plan(cohort: Record<string, unknown>, gke: Record<string, unknown> = {}, dryRun = true) {
+function plan(cohort: Record<string, unknown>, gke: Record<string, unknown> = {}, dryRun = true, images?: Record<string, string>) {
   const raw = {
     cohort: JSON.stringify({ name: "society", startupTimeout: "15m", ...cohort }),
     gke: JSON.stringify({ project: "my-project-123", zone: "us-central1-a", bucketName: "my-ledgers", ...gke }),
+    ...(images !== undefined ? { images: JSON.stringify(images) } : {}),
   };
-  const config = parseStackConfig(raw, { stack: "gke", projectDir: "/tmp", profileKeys: gkeProfile.configKeys });
-  return planGke({ config, raw, projectDir: "/tmp", dryRun, manifests, bundle: Buffer.from("x"), warn: () => {} });
+  const config = parseStackConfig(raw, { stack: "gke", projectDir, profileKeys: gkeProfile.configKeys });
+  return planGke({ config, raw, projectDir, dryRun, manifests, bundle: Buffer.from("x"), warn: () => {} });
 }
 
 describe("GKE allocatable (plan-node-sizes#node_allocatable tiers)", () => {
@@ -60,6 +65,17 @@ describe("gke plan refusals (before anything is created)", () => {
     expect(p.quota.nominalQuota).toEqual({ cpu: "123120m", memory: "448Gi" });
     expect(p.quota.arithmetic.cpu).toBe("8 nodes × 15890m allocatable − 4000m reserved = 123120m");
     expect(plan({ roles: [role("agent", 1, "1", "1Gi")] }, { agentMaxNodes: 2, daemonSetRequests: { cpu: "1" } }).quota.nominalQuota.cpu).toBe(`${2 * (15890 - 1000)}m`);
+  });
+
+  it("reserves only GKE's DaemonSets in either run mode: the run worker (the default) and the runtime Job run on the system pool", () => {
+    const cohort = { roles: [role("agent", 1, "1", "1Gi")] };
+    const byDefault = plan(cohort);
+    expect(byDefault.gke.runAs).toBe("workflow");
+    expect(byDefault.worker).toBeDefined();
+    expect(byDefault.quota.reservedItems.map((i) => i.name)).toEqual(["GKE DaemonSets"]);
+    const job = plan(cohort, { runAs: "job" });
+    expect(job.worker).toBeUndefined();
+    expect(job.quota.nominalQuota).toEqual(byDefault.quota.nominalQuota);
   });
 
   it("refuses a member larger than one node, with the arithmetic", () => {
@@ -99,11 +115,22 @@ describe("gke plan refusals (before anything is created)", () => {
       agentMaxNodes: 8,
       deleteLedgers: false,
       deletionProtection: false,
+      runAs: "workflow",
     });
+    expect(c.runWorkerImage).toBeUndefined();
   });
 
   it("refuses pulumi up (not preview) while an image has no digest, naming its key", () => {
     expect(() => plan({ roles: [role("agent", 1, "1", "1Gi")] }, {}, true)).not.toThrow();
     expect(() => plan({ roles: [role("agent", 1, "1", "1Gi")] }, {}, false)).toThrow(/cohort-lab:images\.\w+/);
+  });
+
+  it("refuses pulumi up in the default run mode without gke.runWorkerImage, and not with it or with gke.runAs job", () => {
+    const cohort = { roles: [role("agent", 1, "1", "1Gi")] };
+    expect(() => plan(cohort, {}, false, GKE_TEST_IMAGES)).toThrow(
+      /^cohort-lab:gke\.runWorkerImage: gke\.runAs is workflow \(the default\), .* or run the cohort as a Job: .*gke\.runAs job`$/,
+    );
+    expect(plan(cohort, { runWorkerImage: GKE_TEST_WORKER_IMAGE }, false, GKE_TEST_IMAGES).worker?.image).toBe(GKE_TEST_WORKER_IMAGE);
+    expect(plan(cohort, { runAs: "job" }, false, GKE_TEST_IMAGES).worker).toBeUndefined();
   });
 });

@@ -1,34 +1,32 @@
 /**
- * The `gke` profile with `gke.runAs: workflow` under Pulumi mocks (one program in this file, `pulumi up` mode): the
- * run is a Temporal workflow executed by the in-cluster run worker, so the graph has no runtime Job and instead the
- * worker in the system namespace (one per stack, rolled by a new run) with its run directory an emptyDir and the
- * bucket export in its backend settings; the bucket's ONE writer binding names the worker's service account
- * (`cohort-lab-system/cohort-run-worker`, the same from run to run); the rollout guard and the run Command reach
- * Temporal through the supervised port-forward (COHORT_TEMPORAL_PORT_FORWARD, the kubeconfig as a secret, the pinned
- * kubectl) and the run Command reads the ledger back from the bucket (COHORT_LEDGER_URI, COHORT_RUNTIME_BUNDLE). Also
- * the refusals of `up` without `gke.runWorkerImage`, a malformed one, the local build's name, and a missing worker
- * bundle file, before any resource exists.
+ * The `gke` profile in its default run mode (`gke.runAs` unset: `workflow`) under Pulumi mocks (one program in this
+ * file, `pulumi up` mode): the run is a Temporal workflow executed by the in-cluster run worker, so the graph has no
+ * runtime Job and instead the worker in the system namespace (one per stack, rolled by a new run) with its run
+ * directory an emptyDir and the bucket export in its backend settings; the bucket's ONE writer binding names the
+ * worker's service account (`cohort-lab-system/cohort-run-worker`, the same from run to run); the rollout guard and
+ * the run Command reach Temporal through the supervised port-forward (COHORT_TEMPORAL_PORT_FORWARD, the kubeconfig as
+ * a secret, the pinned kubectl) and the run Command reads the ledger back from the bucket (COHORT_LEDGER_URI,
+ * COHORT_RUNTIME_BUNDLE). Also the refusals before any resource exists: `up` without `gke.runWorkerImage` (naming the
+ * key and both ways out, in one pass with the image digests that are not known), a malformed one, the local build's
+ * name, and a missing worker bundle file. The preview of the same default: gke-preview.test.ts; the Job mode
+ * (`gke.runAs: job`): gke.test.ts.
  * The step programs themselves: test/unit/port-forward.test.ts, test/components/gke-run-steps.test.ts.
  */
 import * as fs from "node:fs";
-import * as os from "node:os";
 import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
-import { PROJECT_DIR } from "../../stacks/config.js";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
-import { find, installMocks, settle, TEST_DIGEST, valueOf, type Registration } from "./local-harness.js";
+import { GKE_TEST_IMAGES, GKE_TEST_WORKER_IMAGE, gkeProjectDir, installGkeMocks } from "./gke-harness.js";
+import { find, settle, TEST_DIGEST, valueOf, type Registration } from "./local-harness.js";
 
-const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-workflow-mock-"));
+const made = gkeProjectDir("cohort-gke-workflow-mock-");
+const projectDir = "dir" in made ? made.dir : "";
 const artifactRoot = path.join(projectDir, "artifacts");
 const roles = [{ name: "agent", replicas: 4, app: { command: ["node", "-e", "1"] }, readiness: { tcp: {} }, resources: { cpu: "500m", memory: "512Mi" } }];
-const images = {
-  kueue: `registry.k8s.io/kueue/kueue:v0.17.0@${TEST_DIGEST}`,
-  agentSandbox: `registry.k8s.io/agent-sandbox/agent-sandbox-controller@${TEST_DIGEST}`,
-  runtime: `docker.io/library/node@${TEST_DIGEST}`,
-};
-const workerImage = `us-central1-docker.pkg.dev/my-project-123/cohort/run-worker:1.24.0@${TEST_DIGEST}`;
-const gke = { project: "my-project-123", zone: "us-central1-a", bucketName: "my-cohort-ledgers", runAs: "workflow", runWorkerImage: workerImage };
+const workerImage = GKE_TEST_WORKER_IMAGE;
+/** No `runAs`: the default. */
+const gke = { project: "my-project-123", zone: "us-central1-a", bucketName: "my-cohort-ledgers", runWorkerImage: workerImage };
 const runId = "society-20261204T030000Z-a1b2c3";
 const summary = {
   runId,
@@ -45,36 +43,25 @@ const summary = {
 let regs: Registration[] = [];
 let outputs: import("../../stacks/profiles.js").StackOutputs;
 let skipReason: string | undefined;
-let build: (gkeConfig: Record<string, unknown>) => import("../../stacks/profiles.js").StackOutputs;
+let build: (gkeConfig: Record<string, unknown>, images?: Record<string, string>) => import("../../stacks/profiles.js").StackOutputs;
 const byType = (type: string) => regs.filter((r) => r.type === type);
 
 beforeAll(async () => {
   const tools = await ensureLocalTools();
-  const missing = ["cohort-temporal.cjs", "cohort-temporal-workflows.js"].filter((f) => !fs.existsSync(path.join(PROJECT_DIR, "dist", f)));
-  skipReason = !tools.ok ? tools.reason : missing.length > 0 ? `dist/${missing.join(", dist/")} missing: npm run build` : undefined;
+  skipReason = !tools.ok ? tools.reason : "skip" in made ? made.skip : undefined;
   if (skipReason !== undefined) {
     console.warn(`gke workflow mock test SKIPPED: ${skipReason}`);
     return;
   }
-  fs.mkdirSync(path.join(projectDir, "dist"));
-  for (const f of ["cohort-temporal.cjs", "cohort-temporal-workflows.js"]) fs.copyFileSync(path.join(PROJECT_DIR, "dist", f), path.join(projectDir, "dist", f));
-  regs = await installMocks({
+  regs = await installGkeMocks({
     preview: false,
-    stack: "gke",
     stdoutFor: (name) => (name === "cohort-identity" ? "0123456789ab\n" : name === "cohort-run" ? `${JSON.stringify(summary)}\n` : undefined),
-    stateFor: (type, inputs) =>
-      type === "gcp:container/cluster:Cluster"
-        ? { endpoint: "203.0.113.10", masterAuth: { clusterCaCertificate: "Q0E=" } }
-        : type === "gcp:serviceaccount/account:Account"
-          ? { email: `${String(inputs.accountId)}@my-project-123.iam.gserviceaccount.com` }
-          : {},
-    call: (token) => (token === "gcp:organizations/getProject:getProject" ? { number: "123456789012", projectId: "my-project-123" } : {}),
   });
   const { parseStackConfig, readRawConfig } = await import("../../stacks/config.js");
   const { loadClusterManifests } = await import("../../stacks/cluster.js");
   const { buildGke, gkeProfile } = await import("../../stacks/gke.js");
   const manifests = loadClusterManifests();
-  build = (gkeConfig) => {
+  build = (gkeConfig, images = GKE_TEST_IMAGES) => {
     pulumi.runtime.setAllConfig({
       "cohort-lab:artifactRoot": artifactRoot,
       "cohort-lab:cohort": JSON.stringify({ name: "society", startupTimeout: "15m", roles }),
@@ -100,8 +87,8 @@ const runNamespace = () => {
   return rbs[0]!.name.split(":")[1]!.split("/")[0]!;
 };
 
-describe("gke profile with runAs workflow", () => {
-  it("no runtime Job: the worker from the registry by digest, its run directory an emptyDir, its runs exporting to the bucket", (ctx) => {
+describe("gke profile in its default run mode (runAs unset: workflow)", () => {
+  it("plans the run worker Deployment and no runtime Job: the worker from the registry by digest, its run directory an emptyDir, its runs exporting to the bucket", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     expect(byType("kubernetes:batch/v1:Job")).toHaveLength(0);
     const deployment = workerDeployment();
@@ -184,10 +171,36 @@ describe("gke profile with runAs workflow", () => {
     expect(await valueOf(outputs.run)).toMatchObject({ id: runId, outcome: "succeeded" });
   });
 
-  it("refuses up without gke.runWorkerImage, and a worker image that is not by digest, naming the key, before any resource", (ctx) => {
+  it("refuses up without gke.runWorkerImage naming the key and both ways out, in one pass with the digests not known, before any resource", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const before = regs.length;
-    expect(() => build({ ...gke, runWorkerImage: undefined })).toThrow(/cohort-lab:gke\.runWorkerImage: gke\.runAs is workflow, and the run worker image .* is in no registry/);
+    const refusal = (gkeConfig: Record<string, unknown>, images?: Record<string, string>) => {
+      try {
+        build(gkeConfig, images);
+      } catch (error) {
+        expect(error).toBeInstanceOf(pulumi.RunError);
+        return (error as Error).message;
+      }
+      throw new Error("not refused");
+    };
+    const noImage = { ...gke, runWorkerImage: undefined };
+    expect(refusal(noImage)).toBe(
+      "cohort-lab:gke.runWorkerImage: gke.runAs is workflow (the default), and the run worker image (cohort-lab.local/run-worker:1.24.0, built here by `npm run toolchain -- local-apps`) " +
+        "is in no registry the cluster pulls from: push it to yours and set its digest, e.g. " +
+        "`npm run pulumi -- config set --stack gke --path gke.runWorkerImage us-central1-docker.pkg.dev/<project>/<repo>/run-worker@sha256:<64 hex>` (docs/gke.md), " +
+        "or run the cohort as a Job: `npm run pulumi -- config set --stack gke --path gke.runAs job`",
+    );
+    // In one pass with the images whose digest is not known (as on `local`): the digests first, then the worker.
+    const keys = refusal(noImage, { kueue: GKE_TEST_IMAGES.kueue })
+      .split("\n")
+      .map((l) => l.slice(0, l.indexOf(": ")));
+    expect(keys).toEqual(["cohort-lab:images.agentSandbox", "cohort-lab:images.runtime", "cohort-lab:gke.runWorkerImage"]);
+    expect(regs.length).toBe(before);
+  });
+
+  it("refuses a worker image that is not by digest, the local build's name, an unknown run mode and a missing worker bundle, naming the key, before any resource", (ctx) => {
+    if (skipReason !== undefined) return ctx.skip(skipReason);
+    const before = regs.length;
     expect(() => build({ ...gke, runWorkerImage: "us-central1-docker.pkg.dev/p/r/run-worker:1.24.0" })).toThrow(
       /cohort-lab:gke\.runWorkerImage: must be the run worker image in your registry by digest/,
     );

@@ -1,11 +1,13 @@
 /**
- * The `gke` profile under Pulumi mocks (as in `pulumi up`: the summary Command "prints" the line the gke
+ * The `gke` profile in the Job mode (`gke.runAs: job`, set explicitly: the default is the workflow mode,
+ * gke-workflow.test.ts) under Pulumi mocks (as in `pulumi up`: the summary Command "prints" the line the gke
  * `run-summary` step prints): every registration recorded with its parent, provider and dependency URNs (the
- * approach of local-harness.ts, with a mock of `gcp:organizations/getProject` for the project number). Asserts the
- * graph's types, names, parents, explicit providers, ordering (pools after the cluster, the Kubernetes layer after
- * the kubeconfig, the ledger writer binding for the run's service account only, the run after the binding), key
- * inputs (label, taint, autoscaling bounds, bucket protections, the Job's emptyDir and `--ledger-export`), the
- * quota arithmetic, the `run` output from the summary Command, and that no non-secret output depends on a secret.
+ * approach of local-harness.ts, with a mock of `gcp:organizations/getProject` for the project number:
+ * gke-harness.ts). Asserts the graph's types, names, parents, explicit providers, ordering (pools after the cluster,
+ * the Kubernetes layer after the kubeconfig, the ledger writer binding for the run's service account only, the run
+ * after the binding), key inputs (label, taint, autoscaling bounds, bucket protections, the Job's emptyDir and
+ * `--ledger-export`), the quota arithmetic, the `run` output from the summary Command, and that no non-secret output
+ * depends on a secret.
  */
 import * as fs from "node:fs";
 import * as os from "node:os";
@@ -13,19 +15,16 @@ import * as path from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ensureLocalTools } from "../unit/crd-schema-tools.js";
-import { find, installMocks, settle, TEST_DIGEST, valueOf, type Registration } from "./local-harness.js";
+import { GKE_TEST_IMAGES, installGkeMocks } from "./gke-harness.js";
+import { find, settle, valueOf, type Registration } from "./local-harness.js";
 
 const projectDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-gke-mock-"));
 const roles = [
   { name: "router", app: { command: ["node", "-e", "1"] }, readiness: { tcp: {} }, resources: { cpu: "500m", memory: "512Mi" } },
   { name: "agent", replicas: 100, needs: ["router"], app: { command: ["node", "-e", "1"] }, readiness: { tcp: {} }, resources: { cpu: "1", memory: "2Gi" } },
 ];
-const images = {
-  kueue: `registry.k8s.io/kueue/kueue:v0.17.0@${TEST_DIGEST}`,
-  agentSandbox: `registry.k8s.io/agent-sandbox/agent-sandbox-controller@${TEST_DIGEST}`,
-  runtime: `docker.io/library/node@${TEST_DIGEST}`,
-};
-const gke = { project: "my-project-123", zone: "us-central1-a", bucketName: "my-cohort-ledgers" };
+const images = GKE_TEST_IMAGES;
+const gke = { project: "my-project-123", zone: "us-central1-a", bucketName: "my-cohort-ledgers", runAs: "job" };
 const runId = "society-20261202T030000Z-a1b2c3";
 /** What components/gke/steps.cjs `run-summary` prints: the runtime's summary, outcome and firstFailure from completion.json, reportPath null. */
 const summary = {
@@ -46,21 +45,6 @@ let skipReason: string | undefined;
 let manifests: import("../../stacks/cluster.js").ClusterManifests;
 const byType = (type: string) => regs.filter((r) => r.type === type);
 
-async function installGkeMocks(): Promise<Registration[]> {
-  return installMocks({
-    preview: false,
-    stack: "gke",
-    stdoutFor: (name) => (name === "cohort-summary" ? `${JSON.stringify(summary)}\n` : undefined),
-    stateFor: (type, inputs) =>
-      type === "gcp:container/cluster:Cluster"
-        ? { endpoint: "203.0.113.10", masterAuth: { clusterCaCertificate: "Q0E=" } }
-        : type === "gcp:serviceaccount/account:Account"
-          ? { email: `${String(inputs.accountId)}@my-project-123.iam.gserviceaccount.com` }
-          : {},
-    call: (token) => (token === "gcp:organizations/getProject:getProject" ? { number: "123456789012", projectId: "my-project-123" } : {}),
-  });
-}
-
 const providerOf = (r: Registration) => r.provider.split("::").slice(0, -1).join("::");
 
 beforeAll(async () => {
@@ -70,7 +54,7 @@ beforeAll(async () => {
     console.warn(`gke mock test SKIPPED: ${skipReason}`);
     return;
   }
-  regs = await installGkeMocks();
+  regs = await installGkeMocks({ preview: false, stdoutFor: (name) => (name === "cohort-summary" ? `${JSON.stringify(summary)}\n` : undefined) });
   pulumi.runtime.setAllConfig({
     "cohort-lab:cohort": JSON.stringify({ name: "society", startupTimeout: "15m", roles }),
     "cohort-lab:gke": JSON.stringify(gke),
@@ -86,7 +70,7 @@ beforeAll(async () => {
   await settle(regs, 100);
 }, 900_000);
 
-describe("gke profile graph", () => {
+describe("gke profile graph (gke.runAs: job)", () => {
   it("registers one component per concept with the cohortlab:gke tokens, the GCP resources parented to them", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const components = regs.filter((r) => !r.custom).map((r) => `${r.type} ${r.name}`);

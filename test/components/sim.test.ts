@@ -275,14 +275,16 @@ describe("sim.shape (cohort-lab:sim.shape)", () => {
     expect(p.quota.nominalQuota).toEqual({ cpu: "10260m", memory: "37791Mi" });
     expect(p.quota.arithmetic.cpu).toBe("3 nodes × 3920m allocatable − 1500m reserved = 10260m");
     expect(p.queueNames).toEqual({ resourceFlavor: "cohort-lab-gke-agents", clusterQueue: "cohort-lab", localQueue: "cohort" });
-    // The same plan as the gke profile's own (planGke, preview).
+    // The same plan as the gke profile's own (planGke, preview; its default run mode reads the worker's bundles).
     const { parseStackConfig } = await import("../../stacks/config.js");
     const { GKE_EXCLUDED_NAMESPACES, gkeFlavor, planGke } = await import("../../stacks/gke.js");
+    const { gkePlanProjectDir } = await import("./gke-harness.js");
+    const gkeProjectDir = gkePlanProjectDir("cohort-sim-gke-plan-");
     const gkeRaw = { cohort: JSON.stringify({ ...JSON.parse(cohort), startupTimeout: "10m" }), gke: JSON.stringify(gke) };
     const gkePlan = planGke({
-      config: parseStackConfig(gkeRaw, { stack: "gke", projectDir, profileKeys: ["gke", "images"] }),
+      config: parseStackConfig(gkeRaw, { stack: "gke", projectDir: gkeProjectDir, profileKeys: ["gke", "images"] }),
       raw: gkeRaw,
-      projectDir,
+      projectDir: gkeProjectDir,
       dryRun: true,
       warn: () => undefined,
       manifests: { kueue: [], agentSandbox: [] },
