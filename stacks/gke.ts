@@ -423,7 +423,7 @@ export function planGke(input: GkePlanInput): GkePlan {
     profile: "gke",
     dryRun: input.dryRun,
     warn,
-    digestIssues: missingDigestIssues(images.missing),
+    digestIssues: missingDigestIssues(images.missing, "gke"),
     worker: workerIssue !== undefined ? { issue: workerIssue, until: "set" } : undefined,
   });
   const worker =

@@ -450,14 +450,14 @@ function byPath(key: string): string {
   return ` with --path, e.g. \`pulumi config set --path ${key}.<field> <value>\``;
 }
 
-/** The message for images without a digest (a warning in preview, a refusal in `pulumi up`). */
-export function missingDigestIssues(missing: ResolvedImages["missing"]): ConfigIssue[] {
+/** The message for images without a digest (a warning in preview, a refusal in `pulumi up`); `stack` is the one the `config set` hint names (the profile's own stack). */
+export function missingDigestIssues(missing: ResolvedImages["missing"], stack: string): ConfigIssue[] {
   return missing.map((m) => ({
     key: m.key,
     reason:
       `no digest is pinned for ${m.ref} (it cannot be learned without registry access, and none is invented). ` +
       `Get it with \`docker buildx imagetools inspect ${m.ref}\` (the "Digest:" line) and run ` +
-      `\`npm run pulumi -- config set --stack local --path ${m.key.replace(/^cohort-lab:/, "")} ${m.ref}@sha256:<digest>\``,
+      `\`npm run pulumi -- config set --stack ${stack} --path ${m.key.replace(/^cohort-lab:/, "")} ${m.ref}@sha256:<digest>\``,
   }));
 }
 
@@ -622,7 +622,7 @@ export function planLocal(input: PlanInput): LocalPlan {
     profile: "local",
     dryRun: input.dryRun,
     warn,
-    digestIssues: missingDigestIssues(images.missing),
+    digestIssues: missingDigestIssues(images.missing, "local"),
     worker: workerIssue !== undefined ? { issue: workerIssue, until: "built" } : undefined,
   });
   const runtimeImage = images.missing.some((m) => m.key === configKey("images.runtime")) ? undefined : images.refs.runtime;

@@ -191,10 +191,10 @@ describe("gke profile in its default run mode (runAs unset: workflow)", () => {
         "or run the cohort as a Job: `npm run pulumi -- config set --stack gke --path gke.runAs job`",
     );
     // In one pass with the images whose digest is not known (as on `local`): the digests first, then the worker.
-    const keys = refusal(noImage, { kueue: GKE_TEST_IMAGES.kueue })
-      .split("\n")
-      .map((l) => l.slice(0, l.indexOf(": ")));
-    expect(keys).toEqual(["cohort-lab:images.agentSandbox", "cohort-lab:images.runtime", "cohort-lab:gke.runWorkerImage"]);
+    const lines = refusal(noImage, { kueue: GKE_TEST_IMAGES.kueue }).split("\n");
+    expect(lines.map((l) => l.slice(0, l.indexOf(": ")))).toEqual(["cohort-lab:images.agentSandbox", "cohort-lab:images.runtime", "cohort-lab:gke.runWorkerImage"]);
+    // Each digest's hint names this profile's stack.
+    expect(lines[0]).toContain("`npm run pulumi -- config set --stack gke --path images.agentSandbox ");
     expect(regs.length).toBe(before);
   });
 
