@@ -44,7 +44,8 @@ const cohortHolding = (hold: string) =>
     stopGracePeriod: "2s",
     roles: [{ name: "agent", replicas: 3, app: { command: ["agent"] }, resources: { cpu: "100m", memory: "64Mi" } }],
   });
-const cohort = cohortHolding("30s");
+// Long enough for the kill, cancel, refresh and the refused up (about 70 s here) to happen while the run is open.
+const cohort = cohortHolding("150s");
 
 /** Run directories under the artifact root (dot files are the step script's and the lock's). */
 const ledgers = () => (existsSync(project.artifactRoot) ? readdirSync(project.artifactRoot).filter((d) => !d.startsWith(".")) : []);
@@ -81,7 +82,7 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
       await sleep(250);
     }
     expect(runDir, "the run's members never became ready").toBeDefined();
-    // Still mid-hold (30 s), with time for the ready members' progress line to travel: the run's progress file,
+    // Still mid-hold (150 s), with time for the ready members' progress line to travel: the run's progress file,
     // runCohort's heartbeat details (1 s poll, 1 s throttle), the submitter's describe (1 s), the status pipe.
     await sleep(4_000);
     project.noteProcesses();
@@ -109,7 +110,7 @@ describe.skipIf(unavailable !== undefined)("sim stack as a Temporal workflow, re
     const workerPidFile = path.join(project.artifactRoot, RUN_WORKER_PID_FILE);
     const workerBefore = Number(readFileSync(workerPidFile, "utf8").trim());
     const keyBefore = readFileSync(path.join(project.artifactRoot, RUN_WORKER_KEY_FILE), "utf8");
-    await project.config("--path", "cohort", cohortHolding("31s"));
+    await project.config("--path", "cohort", cohortHolding("151s"));
     const refused = await project.pulumi(["up", "--yes", "--stack", "sim", "--skip-preview"]);
     console.log(`[e2e sim temporal] up with a changed RoleSpec while the run is open: exit ${refused.exitCode}, ${(refused.ms / 1000).toFixed(1)} s wall`);
     expect(refused.exitCode).not.toBe(0);
