@@ -307,7 +307,8 @@ function statusPipeFd() {
  * fd 3 (COHORT_STATUS_FD, the substitute command provider's status pipe: ephemeral info on the row, stored
  * nowhere). Returns when the Job is Complete/Failed (after at most {@link FOLLOW_GRACE_MS} for the stream to
  * drain), when the stream ended with the container, or at COHORT_WAIT_MS. `kubectl logs -f` fails until the
- * runtime container started (no pod yet, init container running): it is retried every second; after lines
+ * runtime container started (no pod yet, init container running), or ends at once with no line while the Job runs:
+ * it is retried every second; after lines
  * arrived, a retry asks for new lines only (`--tail=0`). Never fails `pulumi up`: a missing status pipe, tool,
  * or API (the Job unreadable for 30 s, COHORT_FOLLOW_GIVE_UP_MS) is one note on stderr and exit 0. Stdout stays
  * empty.
@@ -413,10 +414,13 @@ async function followJobProgress(resolveKubectl) {
       });
       for (const line of filter.end()) emit(line);
       follower = undefined;
-      if (code === 0) {
+      if (code === 0 && (lines > 0 || finished !== undefined)) {
         lastError = "";
         break; // the container terminated: the stream ended
       }
+      // An empty stream that ended while the Job runs: kubectl answered before the runtime container had started
+      // (seen on kind: exit 0, no line, with the pod in its init container); follow again.
+      if (code === 0) lastError = "the log stream ended before the runtime container wrote a line";
       lastError = typeof code === "string" ? code : tail(stderr, 1);
       if (typeof code === "string") break;
       if (finished === undefined) await sleep(1000);

@@ -349,7 +349,8 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
     await project.ok(["config", "rm", "--stack", "local", "--path", "local.runAs"]);
     project.runAs = undefined;
     try {
-      await project.config("--path", "cohort.hold", "45s");
+      // Long enough for the kill, cancel, refresh and the refused up (about 150 s on kind here) while the run is open.
+      await project.config("--path", "cohort.hold", "240s");
       const before = new Set(ledgerDirs());
       const started = performance.now();
       const first = project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"], { timedLines: true });
@@ -392,7 +393,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
 
       // A changed RoleSpec while the run is open is a new run (a new run namespace), so the worker would roll: the
       // rollout guard refuses the up, naming the open workflow, and the running worker is left alone.
-      await project.config("--path", "cohort.hold", "46s");
+      await project.config("--path", "cohort.hold", "241s");
       const refused = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
       timings.workflowRolloutRefused = refused.ms;
       expect(refused.exitCode).not.toBe(0);
@@ -401,7 +402,7 @@ describe.skipIf(unavailable !== undefined)("local stack on a real kind cluster",
       expect(workerAfterRefusal.metadata.name).toBe(workerBefore.metadata.name);
       expect(workerAfterRefusal.status.containerStatuses?.[0]?.restartCount).toBe(workerBefore.status.containerStatuses?.[0]?.restartCount);
       expect(existsSync(path.join(runDir!, "completion.json")), "the refused up ended the run").toBe(false);
-      await project.config("--path", "cohort.hold", "45s");
+      await project.config("--path", "cohort.hold", "240s");
 
       const again = await project.pulumi(["up", "--yes", "--stack", "local", "--skip-preview"]);
       timings.workflowUpAfterKill = again.ms;

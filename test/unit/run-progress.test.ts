@@ -33,7 +33,8 @@ fs.mkdirSync(bin);
 
 /**
  * The stand-in kubectl: `get job` is Complete once `<state>/done` exists (or fails with FAKE_UNREACHABLE=1);
- * `logs --follow` fails FAKE_INIT_ATTEMPTS times as for a pod in its init container, then streams FAKE_LOG line by
+ * `logs --follow` fails FAKE_INIT_ATTEMPTS times as for a pod in its init container, ends at once with exit 0 and no
+ * line FAKE_EMPTY_ATTEMPTS times (counted from the first call), then streams FAKE_LOG line by
  * line (FAKE_LINE_DELAY_MS apart), marks the Job done and exits 0 — or with FAKE_HANG=1 keeps the stream open.
  */
 const FAKE_KUBECTL = `#!/usr/bin/env node
@@ -50,6 +51,7 @@ if (a.includes("get") && a.includes("job")) {
   const n = fs.existsSync(attempts) ? Number(fs.readFileSync(attempts, "utf8")) : 0;
   fs.writeFileSync(attempts, String(n + 1));
   if (n < Number(process.env.FAKE_INIT_ATTEMPTS ?? 0)) { process.stderr.write('error: container "runtime" in pod "cohort-run-abcde" is waiting to start: PodInitializing\\n'); process.exit(1); }
+  if (n < Number(process.env.FAKE_EMPTY_ATTEMPTS ?? 0)) process.exit(0);
   const lines = fs.readFileSync(process.env.FAKE_LOG, "utf8").split("\\n").filter(Boolean);
   let i = 0;
   const next = () => {
@@ -243,6 +245,12 @@ describe("run-progress, the step", () => {
 
   it("retries while the runtime container waits for its init container, then follows", async () => {
     const r = await follow({ FAKE_INIT_ATTEMPTS: "2", FAKE_LINE_DELAY_MS: "10" });
+    expect([r.code, r.stdout, r.stderr]).toEqual([0, "", ""]);
+    expect(r.status.map((l) => l.text)).toEqual(lines(ok.log).filter(isProgressLine));
+  }, 60_000);
+
+  it("follows again after a stream that ended at once with no line while the Job runs (kubectl on kind, the pod in its init container)", async () => {
+    const r = await follow({ FAKE_EMPTY_ATTEMPTS: "2", FAKE_LINE_DELAY_MS: "10" });
     expect([r.code, r.stdout, r.stderr]).toEqual([0, "", ""]);
     expect(r.status.map((l) => l.text)).toEqual(lines(ok.log).filter(isProgressLine));
   }, 60_000);
