@@ -43,7 +43,7 @@ export interface StartSimOptions {
   readonly stateDir: string;
   /** Executables. */
   readonly binaries: SimBinaries;
-  /** Port choice. @default kernel-picked free ports */
+  /** Port choice. @default free ports picked below the kernel's ephemeral range (simctl/ports.ts resolvePorts) */
   readonly ports?: PortRequest;
   /** Simulated pod start-up: minimum delay, milliseconds. @default 0 */
   readonly podReadyDelayMs?: number;

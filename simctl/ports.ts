@@ -41,8 +41,35 @@ export function canBind(port: number): Promise<boolean> {
   });
 }
 
-/** One port the kernel picks (bind to port 0), released again. */
-function ephemeralPort(): Promise<number> {
+/** The kernel's ephemeral port range (`/proc/sys/net/ipv4/ip_local_port_range`, ip-sysctl.rst); Linux's default when unreadable. */
+export function localPortRange(file = "/proc/sys/net/ipv4/ip_local_port_range"): { readonly low: number; readonly high: number } {
+  try {
+    const [low, high] = fs.readFileSync(file, "utf8").trim().split(/\s+/).map(Number);
+    if (Number.isInteger(low) && Number.isInteger(high) && low! > 0 && low! <= high!) return { low: low!, high: high! };
+  } catch {
+    // not Linux, or hidden
+  }
+  return { low: 32768, high: 60999 };
+}
+
+/** Lowest port {@link freePortBelowEphemeral} picks from: above the well-known and most registered services' ports. */
+export const FREE_PORT_FLOOR = 20000;
+
+/**
+ * A port that can be bound on 127.0.0.1 now, picked at random BELOW the kernel's ephemeral range (from
+ * {@link FREE_PORT_FLOOR} to the range's start), so that nothing else takes it before its component binds it: a
+ * kernel-picked (port 0) choice is an ephemeral port, which any process may be handed meanwhile, as the local port
+ * of an outgoing connection or by its own port-0 bind (seen here: the Temporal dev server, started before Kueue,
+ * took Kueue's webhook port for one of the internal services it binds on random free ports, temporalio/cli
+ * `temporalcli/devserver/server.go` buildServiceConfig). Falls back to a kernel-picked port when the range leaves
+ * no room below it or 200 tries found none free.
+ */
+async function freePortBelowEphemeral(used: ReadonlySet<number>): Promise<number> {
+  const { low } = localPortRange();
+  for (let tries = 0; low - FREE_PORT_FLOOR > 100 && tries < 200; tries++) {
+    const port = FREE_PORT_FLOOR + Math.floor(Math.random() * (low - FREE_PORT_FLOOR));
+    if (!used.has(port) && (await canBind(port))) return port;
+  }
   return new Promise((resolve, reject) => {
     const srv = net.createServer();
     srv.once("error", reject);
@@ -109,7 +136,7 @@ export function findPortHolder(port: number): PortHolder | undefined {
 
 /** How ports are chosen: all picked free by the kernel, or consecutive from a base; either with overrides. */
 export interface PortRequest {
-  /** First port of a consecutive block, or `undefined` for kernel-picked free ports. */
+  /** First port of a consecutive block, or `undefined` for free ports picked below the ephemeral range. */
   readonly base?: number;
   /** Explicit ports by name (win over `base`). @default {} */
   readonly overrides?: Partial<Record<PortName, number>>;
@@ -128,7 +155,7 @@ export async function resolvePorts(req: PortRequest): Promise<PortMap> {
     let port = req.overrides?.[name];
     if (port === undefined && req.base !== undefined) port = req.base + i;
     if (port === undefined) {
-      do port = await ephemeralPort();
+      do port = await freePortBelowEphemeral(used);
       while (used.has(port));
     }
     if (!Number.isInteger(port) || port < 1 || port > 65535) throw new Error(`ports.${name}: ${port} is not a TCP port (1..65535)`);

@@ -10,7 +10,10 @@ import { e2Standard16AgentNode, fakeNodeManifest, fakeNodeName, toNodeCapacity }
 import { kueueConfiguration } from "../../components/k8s/manifests/kueue";
 import { simExcludedNamespaces, simFlavor } from "../../components/sim/queue";
 import { externalKueueConfig } from "../../simctl/controllers";
-import { parsePortOverrides, portNames, type PortMap } from "../../simctl/ports";
+import * as fs from "node:fs";
+import * as os from "node:os";
+import * as path from "node:path";
+import { FREE_PORT_FLOOR, localPortRange, parsePortOverrides, portNames, resolvePorts, type PortMap } from "../../simctl/ports";
 import { apiserverArgs, controllerManagerArgs, etcdArgs, kubeconfigYaml, kwokArgs, kwokConfig, kwokStages, schedulerConfig, simLayout, tokenFileCsv } from "../../simctl/render";
 
 const l = simLayout("/s");
@@ -170,6 +173,28 @@ describe("credentials", () => {
 describe("ports", () => {
   it("parses overrides", () => {
     expect(parsePortOverrides("apiserver=6443, etcdClient=2379")).toEqual({ apiserver: 6443, etcdClient: 2379 });
+  });
+
+  it("picks free ports below the kernel's ephemeral range (nothing else is handed them before their component binds), all different", async () => {
+    const { low } = localPortRange();
+    const ports = await resolvePorts({});
+    const values = Object.values(ports);
+    expect(new Set(values).size).toBe(portNames.length);
+    for (const port of values) {
+      expect(port).toBeGreaterThanOrEqual(FREE_PORT_FLOOR);
+      expect(port).toBeLessThan(low);
+    }
+  });
+
+  it("reads the ephemeral range from its sysctl file; Linux's default when unreadable", () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-port-range-"));
+    try {
+      fs.writeFileSync(path.join(dir, "range"), "40000\t50000\n");
+      expect(localPortRange(path.join(dir, "range"))).toEqual({ low: 40000, high: 50000 });
+      expect(localPortRange(path.join(dir, "missing"))).toEqual({ low: 32768, high: 60999 });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it("refuses unknown names with the list of known ones", () => {
