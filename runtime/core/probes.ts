@@ -17,6 +17,13 @@
  * attempt has its own timeout ({@link ATTEMPT_TIMEOUT_MS}). The caller's AbortSignal stops everything
  * (deadline, failure elsewhere, interrupt).
  *
+ * Listen watch (tcp, http): when the backend can tell when the port starts listening
+ * ({@link MemberHandle.whenListening}), a failed first attempt starts a watch, and each pause ends early when
+ * it fires: the member is probed right after its listen(2) instead of up to a retry period later. While the
+ * watch is pending the pauses grow to {@link WATCHED_MAX_RETRY_DELAY_MS} instead (a safety net: fewer connects
+ * from hundreds of members waiting at once); once it fired (or failed) the plain schedule resumes from 5 ms.
+ * The watch only wakes the probe: the connect (and the owner check) decide as before.
+ *
  * Compare: docker compose polls dependency health every 500 ms on top of a 30 s HEALTHCHECK interval,
  * process-compose probes every 10 s by default (docs/host.md "Measured: the runtime and the process backend").
  */
@@ -27,6 +34,12 @@ import type { CompiledReadiness } from "./spec";
 
 /** Longest pause between two probe attempts, in ms. */
 export const MAX_RETRY_DELAY_MS = 100;
+/**
+ * Longest pause between two tcp/http attempts while the backend watches the port ({@link MemberHandle.whenListening}),
+ * in ms: the watch wakes the probe, so the timer is only a safety net. Figures: docs/host.md "Measured: the
+ * runtime and the process backend".
+ */
+export const WATCHED_MAX_RETRY_DELAY_MS = 1_000;
 /** First pause between attempts, in ms. */
 export const FIRST_RETRY_DELAY_MS = 5;
 /** Timeout of one tcp/http attempt, in ms. */
@@ -92,16 +105,52 @@ export async function waitReady(readiness: CompiledReadiness, handle: MemberHand
   if (signal.aborted) throw new ProbeAbortedError();
   if (readiness.kind === "log") return waitLogLine(readiness.pattern, handle, status, signal);
   const attempt = attemptFor(readiness, handle, signal);
-  let delay = FIRST_RETRY_DELAY_MS;
-  for (;;) {
-    status.attempts++;
-    const error = await attempt();
-    if (signal.aborted) throw new ProbeAbortedError();
-    if (error === null) return;
-    status.lastError = error;
-    await sleep(delay, signal, timers);
-    delay = Math.min(MAX_RETRY_DELAY_MS, Math.ceil(delay * 1.5));
+  const watch = listenWatch(readiness, handle);
+  try {
+    let delay = FIRST_RETRY_DELAY_MS;
+    for (;;) {
+      status.attempts++;
+      const error = await attempt();
+      if (signal.aborted) throw new ProbeAbortedError();
+      if (error === null) return;
+      status.lastError = error;
+      const woken = await sleep(delay, signal, timers, watch.wake());
+      delay = woken ? FIRST_RETRY_DELAY_MS : Math.min(watch.pending() ? WATCHED_MAX_RETRY_DELAY_MS : MAX_RETRY_DELAY_MS, Math.ceil(delay * 1.5));
+    }
+  } finally {
+    watch.stop();
   }
+}
+
+/** A probe's listen watch (see the module doc): started by the first `wake()`, at most once. */
+interface ListenWatch {
+  /** What a retry pause races against: the watch (started now if not yet), or null once it fired or failed, or without one. */
+  wake(): Promise<void> | null;
+  /** Whether the watch was started and has neither fired nor failed. */
+  pending(): boolean;
+  /** Cancels the watch (the probe ended). */
+  stop(): void;
+}
+
+function listenWatch(readiness: Exclude<CompiledReadiness, { kind: "log" }>, handle: MemberHandle): ListenWatch {
+  const when = handle.whenListening?.bind(handle);
+  if (when === undefined || (readiness.kind !== "tcp" && readiness.kind !== "http")) return { wake: () => null, pending: () => false, stop: () => undefined };
+  const port = readiness.port ?? handle.endpoint.port;
+  const controller = new AbortController();
+  let state: "idle" | "pending" | "over" = "idle";
+  let fired: Promise<void> | null = null;
+  return {
+    wake() {
+      if (state === "idle") {
+        state = "pending";
+        const over = (): void => void (state = "over");
+        fired = when(port, controller.signal).then(over, over);
+      }
+      return state === "pending" ? fired : null;
+    },
+    pending: () => state === "pending",
+    stop: () => controller.abort(),
+  };
 }
 
 /** How {@link watchLiveness} probes: the schedule and the failure threshold. */
@@ -278,16 +327,26 @@ function waitLogLine(pattern: string, handle: MemberHandle, status: ProbeStatus,
   });
 }
 
-function sleep(ms: number, signal: AbortSignal, timers: ProbeTimers): Promise<void> {
+/**
+ * Waits `ms`, or less when `wake` settles first.
+ *
+ * @returns whether `wake` ended the pause
+ * @throws {ProbeAbortedError} when `signal` aborts first
+ */
+function sleep(ms: number, signal: AbortSignal, timers: ProbeTimers, wake: Promise<void> | null = null): Promise<boolean> {
   return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
+    let settled = false;
+    const end = (woken: boolean, error?: Error): void => {
+      if (settled) return;
+      settled = true;
       timers.clearTimeout(handle);
-      reject(new ProbeAbortedError());
-    };
-    const handle = timers.setTimeout(() => {
       signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
+      if (error === undefined) resolve(woken);
+      else reject(error);
+    };
+    const onAbort = (): void => end(false, new ProbeAbortedError());
+    const handle = timers.setTimeout(() => end(false), ms);
     signal.addEventListener("abort", onAbort, { once: true });
+    void wake?.then(() => end(true));
   });
 }
