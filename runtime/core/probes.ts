@@ -18,11 +18,12 @@
  * (deadline, failure elsewhere, interrupt).
  *
  * Listen watch (tcp, http): when the backend can tell when the port starts listening
- * ({@link MemberHandle.whenListening}), a failed first attempt starts a watch, and each pause ends early when
- * it fires: the member is probed right after its listen(2) instead of up to a retry period later. While the
- * watch is pending the pauses grow to {@link WATCHED_MAX_RETRY_DELAY_MS} instead (a safety net: fewer connects
- * from hundreds of members waiting at once); once it fired (or failed) the plain schedule resumes from 5 ms.
- * The watch only wakes the probe: the connect (and the owner check) decide as before.
+ * ({@link MemberHandle.whenListening}), a failed first attempt starts a watch, and the pause after it lasts
+ * {@link WATCHED_RETRY_DELAY_MS} (1 s) unless the watch fires first: the member is probed right after its
+ * listen(2) instead of up to a retry period later, and a member waiting for its port costs one connect a
+ * second instead of ten (the timer is a safety net, e.g. for a port reached through NAT with no local
+ * listener). Once the watch fired, or failed, the plain schedule resumes from 5 ms. The watch only wakes the
+ * probe: the connect (and the owner check) decide as before.
  *
  * Compare: docker compose polls dependency health every 500 ms on top of a 30 s HEALTHCHECK interval,
  * process-compose probes every 10 s by default (docs/host.md "Measured: the runtime and the process backend").
@@ -35,11 +36,12 @@ import type { CompiledReadiness } from "./spec";
 /** Longest pause between two probe attempts, in ms. */
 export const MAX_RETRY_DELAY_MS = 100;
 /**
- * Longest pause between two tcp/http attempts while the backend watches the port ({@link MemberHandle.whenListening}),
- * in ms: the watch wakes the probe, so the timer is only a safety net. Figures: docs/host.md "Measured: the
- * runtime and the process backend".
+ * Pause between two tcp/http attempts while the backend watches the port ({@link MemberHandle.whenListening}),
+ * in ms: the watch ends it when the port listens, so the timer is only a safety net. The ramp of the plain
+ * schedule (5 ms x1.5) made ~8 connects per member in the first 270 ms, i.e. during the burst that started a
+ * level. Figures: docs/host.md "Measured: the runtime and the process backend".
  */
-export const WATCHED_MAX_RETRY_DELAY_MS = 1_000;
+export const WATCHED_RETRY_DELAY_MS = 1_000;
 /** First pause between attempts, in ms. */
 export const FIRST_RETRY_DELAY_MS = 5;
 /** Timeout of one tcp/http attempt, in ms. */
@@ -114,8 +116,9 @@ export async function waitReady(readiness: CompiledReadiness, handle: MemberHand
       if (signal.aborted) throw new ProbeAbortedError();
       if (error === null) return;
       status.lastError = error;
-      const woken = await sleep(delay, signal, timers, watch.wake());
-      delay = woken ? FIRST_RETRY_DELAY_MS : Math.min(watch.pending() ? WATCHED_MAX_RETRY_DELAY_MS : MAX_RETRY_DELAY_MS, Math.ceil(delay * 1.5));
+      const wake = watch.wake();
+      const woken = await sleep(wake !== null ? WATCHED_RETRY_DELAY_MS : delay, signal, timers, wake);
+      delay = woken ? FIRST_RETRY_DELAY_MS : Math.min(MAX_RETRY_DELAY_MS, Math.ceil(delay * 1.5));
     }
   } finally {
     watch.stop();
@@ -124,17 +127,18 @@ export async function waitReady(readiness: CompiledReadiness, handle: MemberHand
 
 /** A probe's listen watch (see the module doc): started by the first `wake()`, at most once. */
 interface ListenWatch {
-  /** What a retry pause races against: the watch (started now if not yet), or null once it fired or failed, or without one. */
+  /**
+   * What a retry pause races against: the watch (started now if not yet), settling when it fired or failed; null
+   * once it settled, or without a watch.
+   */
   wake(): Promise<void> | null;
-  /** Whether the watch was started and has neither fired nor failed. */
-  pending(): boolean;
   /** Cancels the watch (the probe ended). */
   stop(): void;
 }
 
 function listenWatch(readiness: Exclude<CompiledReadiness, { kind: "log" }>, handle: MemberHandle): ListenWatch {
   const when = handle.whenListening?.bind(handle);
-  if (when === undefined || (readiness.kind !== "tcp" && readiness.kind !== "http")) return { wake: () => null, pending: () => false, stop: () => undefined };
+  if (when === undefined || (readiness.kind !== "tcp" && readiness.kind !== "http")) return { wake: () => null, stop: () => undefined };
   const port = readiness.port ?? handle.endpoint.port;
   const controller = new AbortController();
   let state: "idle" | "pending" | "over" = "idle";
@@ -148,7 +152,6 @@ function listenWatch(readiness: Exclude<CompiledReadiness, { kind: "log" }>, han
       }
       return state === "pending" ? fired : null;
     },
-    pending: () => state === "pending",
     stop: () => controller.abort(),
   };
 }
