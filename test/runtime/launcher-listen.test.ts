@@ -10,6 +10,7 @@ import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { Launcher, findNativeLauncher } from "../../runtime/backends/process/launcher";
+import { freePort } from "./process-helpers";
 
 const hex = (text: string): string => Buffer.from(text, "utf8").toString("hex");
 
@@ -29,15 +30,6 @@ async function nativeLauncher(): Promise<Launcher> {
   const launcher = await Launcher.start({ kind: "native", path: file });
   launchers.push(launcher);
   return launcher;
-}
-
-/** A free port (listened on and closed at once by the kernel's choice). */
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
 }
 
 /** Listens on host:port in this process; resolves with the time listen(2) was called (performance.now()). */

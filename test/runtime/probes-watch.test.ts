@@ -9,19 +9,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { MemberHandle } from "../../runtime/core/backend";
 import { MAX_RETRY_DELAY_MS, WATCHED_RETRY_DELAY_MS, probeStatus, waitReady } from "../../runtime/core/probes";
 import type { CompiledReadiness } from "../../runtime/core/spec";
+import { freePort } from "./process-helpers";
 
 const servers: net.Server[] = [];
 afterEach(() => {
   for (const server of servers.splice(0)) server.close();
 });
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const tcp: CompiledReadiness = { kind: "tcp", port: null };
 
