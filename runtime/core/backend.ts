@@ -134,7 +134,7 @@ export interface MemberHandle {
    * (runtime/core/probes.ts). A wake-up only: the probe's connect and the owner check still decide, and while
    * the watch is pending the probe keeps retrying, less often. Rejects when the backend cannot tell (the probe
    * then retries on its plain schedule); stops watching and rejects when `signal` aborts. Process backend: the
-   * compiled launcher asks the kernel every 5 ms (sock_diag exact lookups, runtime/launcher/listen.go).
+   * compiled launcher asks the kernel every 10 ms (sock_diag exact lookups, runtime/launcher/listen.go).
    */
   whenListening?(port: number, signal: AbortSignal): Promise<void>;
 }

@@ -45,8 +45,10 @@ const (
 	diagBatch = 32
 	// watchPeriod is the pause between two rounds of lookups for the pending watches (one round: one exact
 	// lookup per watch, ~2 us each). A member is seen listening at most this long (plus a round) after its
-	// listen(2). docs/host.md "Measured: the runtime and the process backend" has the choice.
-	watchPeriod = 5 * time.Millisecond
+	// listen(2). While 400 watches were pending the launcher used 20% of a core at 5 ms and 13% at 10 ms, and
+	// the start-up bench could not tell the two apart (docs/host.md "Measured: the runtime and the process
+	// backend").
+	watchPeriod = 10 * time.Millisecond
 )
 
 // listenQuery names a local TCP address: family (AF_INET or AF_INET6), address bytes (4 or 16 used) and port.

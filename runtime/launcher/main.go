@@ -17,7 +17,7 @@
 //	lookup <tag> <host> <port>  -> listener <tag> <inode> <uid> [<error>]
 //
 // <id> and <tag> are tokens chosen by the runtime (no tab), echoed back; <host> is an IP address literal
-// (hex-encoded text, e.g. "127.0.0.1", "::1"); <port> decimal. A watch looks every 5 ms for the LISTEN socket that
+// (hex-encoded text, e.g. "127.0.0.1", "::1"); <port> decimal. A watch looks every 10 ms for the LISTEN socket that
 // would accept a TCP connection to host:port and answers once: with its inode when one appears, or with inode
 // 0 and the error (hex-encoded) when the lookup fails for another reason than "none" (bad address, a sock_diag
 // error): the runtime then falls back to its own schedule. `unwatch` ends a watch not answered yet. A lookup

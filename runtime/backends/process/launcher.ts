@@ -23,7 +23,7 @@
  *   `error <id> <message> <pid or 0>`, `exit <pid> <wait status>`
  * - Listen watches and lookups (the compiled launcher only, announced by the line `features watch lookup` before
  *   `ready`; runtime/launcher/listen.go): `watch <n> <host> <port>` -> `listening <n> <inode> [<error>]` once a
- *   LISTEN socket would accept a TCP connection to host:port (the launcher asks the kernel every 5 ms through
+ *   LISTEN socket would accept a TCP connection to host:port (the launcher asks the kernel every 10 ms through
  *   sock_diag exact lookups, O(1) each), `unwatch <n>` (no answer), `lookup <n> <host> <port>` -> `listener <n>
  *   <inode> <uid> [<error>]` (inode 0: none). `<n>` is a decimal token of this class; `<host>` an IP address
  *   literal (hex-encoded); `<error>` (hex-encoded) comes with inode 0 when the kernel could not be asked. See
@@ -471,7 +471,7 @@ export class Launcher {
   }
 
   /**
-   * Resolves once a LISTEN socket would accept a TCP connection to `host`:`port` (the launcher looks every 5 ms
+   * Resolves once a LISTEN socket would accept a TCP connection to `host`:`port` (the launcher looks every 10 ms
    * with a sock_diag exact lookup: runtime/launcher/listen.go), with that socket's inode (as in /proc/net/tcp and
    * `/proc/<pid>/fd`). It says only that something listens there, not whose it is, nor that it answers.
    *
