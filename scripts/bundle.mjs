@@ -14,7 +14,7 @@
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { chmod } from "node:fs/promises";
 import * as path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -22,9 +22,10 @@ import { fileURLToPath } from "node:url";
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
 /**
- * Builds the compiled member launcher (runtime/launcher/main.go, standard library only) next to the bundle, as
+ * Builds the compiled member launcher (runtime/launcher/*.go, standard library only) next to the bundle, as
  * `<dir of outfile>/cohort-launcher`: `go build` with `GOTOOLCHAIN=local`, `CGO_ENABLED=0`, `-trimpath`, and
- * `main.version` set to the first 12 hex of the SHA-256 of main.go and go.mod. The runtime's process backend
+ * `main.version` set to the first 12 hex of the SHA-256 of go.mod and the package's .go files (not its tests),
+ * in name order. The runtime's process backend
  * finds it there (runtime/backends/process/launcher.ts, findNativeLauncher). Written through a temp file and a
  * rename, so a failed build never leaves a half-written binary.
  *
@@ -40,7 +41,10 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export function buildLauncher(outDir) {
   const src = path.join(root, "runtime", "launcher");
   const hash = createHash("sha256");
-  for (const f of ["go.mod", "main.go"]) hash.update(readFileSync(path.join(src, f)));
+  const sources = readdirSync(src)
+    .filter((f) => f.endsWith(".go") && !f.endsWith("_test.go"))
+    .sort();
+  for (const f of ["go.mod", ...sources]) hash.update(readFileSync(path.join(src, f)));
   const version = hash.digest("hex").slice(0, 12);
   const file = path.join(outDir, "cohort-launcher");
   const tmp = `${file}.tmp-${process.pid}`;

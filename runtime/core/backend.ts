@@ -5,7 +5,7 @@
  *
  * Extensions by the runtime core (all optional, so existing adapters keep compiling):
  * `MemberPlan.readiness`, `MemberHandle.detail`, `MemberHandle.exec`, `MemberHandle.listenerOwner`,
- * `MemberEvent.cause`, `Backend.readiness`, `Backend.restarts`, `Backend.endpoints`, `Backend.stats` and
+ * `MemberHandle.whenListening`, `MemberEvent.cause`, `Backend.readiness`, `Backend.restarts`, `Backend.endpoints`, `Backend.stats` and
  * {@link MemberIdentity}.
  */
 import type { CompiledReadiness, CompiledRunSpec } from "./spec";
@@ -88,7 +88,8 @@ export interface MemberEndpoint {
  *
  * - `member`: a process of the member's own tree (its cgroup, process group or descendants) listens; `pid` is one.
  * - `other`: another process listens; `pid` and `command` (its name, e.g. `python3`) when the backend could see it.
- * - `none`: nothing listens on the port (any address).
+ * - `none`: nothing listens on the port: nothing would accept a connection at the probed address, where the
+ *   backend can ask that (process backend: the compiled launcher's sock_diag lookup), else no address at all.
  * - `unknown`: the backend cannot tell here (e.g. no readable /proc/net); the core then trusts the connect alone.
  */
 export type ListenerOwner =
@@ -121,10 +122,21 @@ export interface MemberHandle {
    * Who holds the LISTEN socket of TCP `port` on the member's host. The core calls it after a tcp/http
    * probe attempt succeeded, so that a stranger listening on the member's port (another program, a
    * leftover of an earlier run) does not make the member ready: the attempt fails unless the owner is
-   * `member` (or `unknown`). Process backend: /proc/net/tcp{,6} and /proc/<pid>/fd (Linux;
-   * runtime/backends/process/sockets.ts). Never rejects (a failure to look is `unknown`).
+   * `member` (or `unknown`). Process backend: the socket that accepts connections to the endpoint's address (the
+   * compiled launcher's sock_diag exact lookup, runtime/launcher/listen.go; else every LISTEN socket of the port in
+   * /proc/net/tcp{,6}) and /proc/<pid>/fd (Linux; runtime/backends/process/sockets.ts). Never rejects (a failure
+   * to look is `unknown`).
    */
   listenerOwner?(port: number): Promise<ListenerOwner>;
+  /**
+   * Resolves as soon as a LISTEN socket would accept a TCP connection to `port` at {@link endpoint}'s host (it
+   * may be there already), so that a tcp/http probe attempts right away instead of at its next retry
+   * (runtime/core/probes.ts). A wake-up only: the probe's connect and the owner check still decide, and while
+   * the watch is pending the probe keeps retrying, less often. Rejects when the backend cannot tell (the probe
+   * then retries on its plain schedule); stops watching and rejects when `signal` aborts. Process backend: the
+   * compiled launcher asks the kernel every 10 ms (sock_diag exact lookups, runtime/launcher/listen.go).
+   */
+  whenListening?(port: number, signal: AbortSignal): Promise<void>;
 }
 
 /**

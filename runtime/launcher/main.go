@@ -8,6 +8,21 @@
 // Fields are tab-separated; strings are hex-encoded. Usage: cohort-launcher <unix socket path>, or
 // cohort-launcher -version.
 //
+// This launcher also answers, where the kernel's sock_diag exact lookups work (listen.go; the perl launcher
+// does neither, and older compiled ones neither), which it announces with the line `features watch lookup`
+// right before `ready` (a runtime that does not know the line ignores it):
+//
+//	watch <id> <host> <port>    -> listening <id> <inode> [<error>]
+//	unwatch <id>                   (no answer)
+//	lookup <tag> <host> <port>  -> listener <tag> <inode> <uid> [<error>]
+//
+// <id> and <tag> are tokens chosen by the runtime (no tab), echoed back; <host> is an IP address literal
+// (hex-encoded text, e.g. "127.0.0.1", "::1"); <port> decimal. A watch looks every 10 ms for the LISTEN socket that
+// would accept a TCP connection to host:port and answers once: with its inode when one appears, or with inode
+// 0 and the error (hex-encoded) when the lookup fails for another reason than "none" (bad address, a sock_diag
+// error): the runtime then falls back to its own schedule. `unwatch` ends a watch not answered yet. A lookup
+// answers at once: the inode and owner uid of that LISTEN socket, 0 0 when none, or 0 0 and the error.
+//
 // Why a compiled launcher: on virtual machines whose page tables are paravirtualized (Firecracker with PVM,
 // the 2-core machine this project is developed on), fork(2) costs milliseconds because every page-table
 // entry of the parent is copied through the hypervisor. Go's os/exec path uses clone(CLONE_VM|CLONE_VFORK)
@@ -455,6 +470,10 @@ func main() {
 	}
 
 	growStdinPipe()
+	diag, watch, noListen := openListen(l)
+	if diag != nil {
+		l.send("features", "watch", "lookup")
+	}
 	l.send("ready")
 	in := bufio.NewReaderSize(os.Stdin, 1<<16)
 	for {
@@ -463,6 +482,10 @@ func main() {
 			break // EOF (or a broken pipe): the runtime is gone
 		}
 		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
+		if f[0] == "watch" || f[0] == "unwatch" || f[0] == "lookup" {
+			l.listenRequest(f, diag, watch, noListen)
+			continue
+		}
 		if f[0] != "spawn" {
 			continue
 		}

@@ -4,6 +4,7 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { cgroupHierarchies, type CgroupHierarchy, type CgroupKind } from "../../runtime/backends/process/cgroup";
@@ -23,6 +24,15 @@ export function httpListener(delayMs = 0, extra = ""): string[] {
   return nodeMember(
     `${extra};setTimeout(()=>require("http").createServer((q,s)=>s.end("ok")).listen(+process.env.COHORT_PORT,"127.0.0.1",()=>console.log("listening")),${delayMs})`,
   );
+}
+
+/** A port nothing listens on now: the kernel's choice for 127.0.0.1:0, listened on and closed. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }
 
 export function tempDir(prefix: string): string {

@@ -46,10 +46,13 @@ const nodeListener = [process.execPath, "-e", `require("net").createServer().lis
 const commandOf = (pid: number) => fs.readFileSync(`/proc/${pid}/comm`, "utf8").trim();
 
 describe.runIf(process.platform === "linux")("a stranger on a member's port", () => {
-  it("does not make the member ready: the run fails at the member's deadline, naming the stranger's pid and command", async () => {
+  /**
+   * A member that writes its port, then takes 4 s before it would listen, while a stranger takes the port: the run
+   * must fail at the member's 2 s deadline naming the stranger's pid and command.
+   */
+  async function strangerHoldsThePort(hooks: Parameters<typeof runCohort>[2] = {}): Promise<Awaited<ReturnType<typeof runCohort>>> {
     let held: Promise<ChildProcess> | null = null;
-    const { result, runDir } = await runCohort(
-      // Writes its port, then takes 4 s before it would listen: the stranger takes the port meanwhile.
+    const run = await runCohort(
       [
         {
           name: "agent",
@@ -60,17 +63,28 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
         },
       ],
       { memberTimeout: "2s" },
-      { onRunDir: (runDir) => (held = memberPort(runDir, "agent-0").then(stranger)) },
+      { ...hooks, onRunDir: (runDir) => (held = memberPort(runDir, "agent-0").then(stranger)) },
     );
     const child = await held!;
-    const port = Number(fs.readFileSync(path.join(runDir, "members", "agent-0", "port.txt"), "utf8"));
-    expect(result.outcome).toBe("failed");
-    expect(result.firstFailure?.member).toBe("agent-0");
-    expect(result.firstFailure!.reason.split("\n")[0]).toMatch(
+    const port = Number(fs.readFileSync(path.join(run.runDir, "members", "agent-0", "port.txt"), "utf8"));
+    expect(run.result.outcome).toBe("failed");
+    expect(run.result.firstFailure?.member).toBe("agent-0");
+    expect(run.result.firstFailure!.reason.split("\n")[0]).toMatch(
       new RegExp(
         `^member agent-0 was not ready within 2s \\(memberTimeout\\); last tcp 127\\.0\\.0\\.1:${port} probe: port ${port} is held by pid ${child.pid} \\(${commandOf(child.pid!)}\\), not by member agent-0 \\(\\d+ attempts\\)$`,
       ),
     );
+    return run;
+  }
+
+  it("does not make the member ready: the run fails at the member's deadline, naming the stranger's pid and command", async () => {
+    await strangerHoldsThePort();
+  });
+
+  it("with the compiled launcher the owner check asks the kernel (sock_diag lookup): a stranger is named with /proc/net/tcp unreadable, and no warning", async () => {
+    const missing = path.join(tempDir("no-proc-net"), "tcp");
+    const { records } = await strangerHoldsThePort({ launcher: "native", procNetTcp: [missing, `${missing}6`] });
+    expect(records.filter((r) => r.kind === "backend-warning")).toEqual([]);
   });
 
   it("with portOwner=off (a port served on the member's behalf, e.g. by docker-proxy) any listener makes it ready, as before", async () => {
@@ -84,12 +98,12 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
     expect(result.outcome).toBe("succeeded");
   });
 
-  it("where /proc/net/tcp cannot be read: the connect alone decides, as before, and one backend-warning record says so", async () => {
+  it("with the perl launcher (no sock_diag lookup) where /proc/net/tcp cannot be read: the connect alone decides, as before, and one backend-warning record says so", async () => {
     const missing = path.join(tempDir("no-proc-net"), "tcp");
     const { result, records } = await runCohort(
       [{ name: "web", replicas: 2, app: { command: nodeListener }, readiness: { tcp: {} } }],
       {},
-      { procNetTcp: [missing, `${missing}6`] },
+      { launcher: "perl", procNetTcp: [missing, `${missing}6`] },
     );
     expect(result.outcome).toBe("succeeded");
     expect(records.filter((r) => r.kind === "backend-warning")).toEqual([
@@ -126,58 +140,66 @@ describe.runIf(process.platform === "linux")("a stranger on a member's port", ()
     );
   });
 
-  it("the member's own listener, in a child of its leader, is the member's (the run succeeds); the cost of one owner check is printed", async () => {
-    const { result, records } = await runCohort([
-      {
-        name: "web",
-        app: { command: sh(`"$0" -e 'require("http").createServer((q,s)=>s.end("ok")).listen(+process.env.COHORT_PORT)' & wait`).concat([process.execPath]) },
-        readiness: { http: { path: "/" } },
-      },
-    ]);
-    expect(result.outcome).toBe("succeeded");
-    expect(records.find((r) => r.kind === "member-ready")).toMatchObject({ member: "web-0", probe: "http" });
+  it.each(["native", "perl"] as const)(
+    "the member's own listener, in a child of its leader, is the member's (the run succeeds); the cost of one owner check is printed (launcher %s)",
+    async (launcher) => {
+      const { result, records } = await runCohort([
+        {
+          name: "web",
+          app: { command: sh(`"$0" -e 'require("http").createServer((q,s)=>s.end("ok")).listen(+process.env.COHORT_PORT)' & wait`).concat([process.execPath]) },
+          readiness: { http: { path: "/" } },
+        },
+      ]);
+      expect(result.outcome).toBe("succeeded");
+      expect(records.find((r) => r.kind === "member-ready")).toMatchObject({ member: "web-0", probe: "http" });
 
-    // The check alone, against a live member (no assertion on the figure: it depends on the host's load).
-    const runDir = path.join(tempDir("owner"), "run");
-    const backend = new ProcessBackend({ runDir, events: () => undefined });
-    await backend.available();
-    const signal = new AbortController().signal;
-    const port = (await backend.endpoints([{ id: "m-0", role: "m", index: 0, wantsPort: true }], signal)).get("m-0")!.port;
-    const plan = {
-      id: "m-0",
-      role: "m",
-      index: 0,
-      runId: "owner-check",
-      command: sh(`"$0" -e 'require("net").createServer().listen(${port})' & wait`).concat([process.execPath]),
-      env: { COHORT_RUN_ID: "owner-check" },
-      secretEnv: [],
-      image: "",
-      resources: {},
-      port,
-      workDir: path.join(runDir, "members", "m-0"),
-      files: {},
-    };
-    const handle = await backend.start(plan, signal);
-    try {
-      let owner = await handle.listenerOwner!(port);
-      for (let i = 0; i < 500 && owner.owner !== "member"; i++) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-        owner = await handle.listenerOwner!(port);
+      // The check alone, against a live member (no assertion on the figure: it depends on the host's load).
+      const runDir = path.join(tempDir("owner"), "run");
+      const backend = new ProcessBackend({ runDir, events: () => undefined, launcher });
+      await backend.available();
+      const signal = new AbortController().signal;
+      const port = (await backend.endpoints([{ id: "m-0", role: "m", index: 0, wantsPort: true }], signal)).get("m-0")!.port;
+      const plan = {
+        id: "m-0",
+        role: "m",
+        index: 0,
+        runId: "owner-check",
+        command: sh(`"$0" -e 'require("net").createServer().listen(${port})' & wait`).concat([process.execPath]),
+        env: { COHORT_RUN_ID: "owner-check" },
+        secretEnv: [],
+        image: "",
+        resources: {},
+        port,
+        workDir: path.join(runDir, "members", "m-0"),
+        files: {},
+      };
+      const handle = await backend.start(plan, signal);
+      try {
+        // The compiled launcher watches the port (sock_diag), the perl one cannot: its handle has no whenListening.
+        if (launcher === "perl") expect(handle.whenListening).toBeUndefined();
+        else await handle.whenListening!(port, signal);
+        let owner = await handle.listenerOwner!(port);
+        for (let i = 0; i < 500 && owner.owner !== "member"; i++) {
+          await new Promise((resolve) => setTimeout(resolve, 10));
+          owner = await handle.listenerOwner!(port);
+        }
+        expect(owner).toMatchObject({ owner: "member" });
+        expect((owner as { pid: number }).pid).not.toBe(handle.detail!.pid); // the listener is the leader's child
+        const rounds = 50;
+        let started = performance.now();
+        for (let i = 0; i < rounds; i++) await handle.listenerOwner!(port);
+        const one = (performance.now() - started) / rounds;
+        started = performance.now();
+        await Promise.all(Array.from({ length: rounds }, () => handle.listenerOwner!(port)));
+        const together = performance.now() - started;
+        const sockets = ["/proc/net/tcp", "/proc/net/tcp6"].map((f) => fs.readFileSync(f, "utf8").split("\n").length - 2).reduce((a, b) => a + b, 0);
+        console.log(
+          `owner check (launcher ${launcher}): ${one.toFixed(2)} ms each, one after another; ${rounds} at once: ${together.toFixed(2)} ms in all (${sockets} TCP sockets on the host)`,
+        );
+      } finally {
+        await backend.stop("m-0", 1_000);
+        await backend.close();
       }
-      expect(owner).toMatchObject({ owner: "member" });
-      expect((owner as { pid: number }).pid).not.toBe(handle.detail!.pid); // the listener is the leader's child
-      const rounds = 50;
-      let started = performance.now();
-      for (let i = 0; i < rounds; i++) await handle.listenerOwner!(port);
-      const one = (performance.now() - started) / rounds;
-      started = performance.now();
-      await Promise.all(Array.from({ length: rounds }, () => handle.listenerOwner!(port)));
-      const together = performance.now() - started;
-      const sockets = ["/proc/net/tcp", "/proc/net/tcp6"].map((f) => fs.readFileSync(f, "utf8").split("\n").length - 2).reduce((a, b) => a + b, 0);
-      console.log(`owner check: ${one.toFixed(2)} ms each, one after another; ${rounds} at once: ${together.toFixed(2)} ms in all (${sockets} TCP sockets on the host)`);
-    } finally {
-      await backend.stop("m-0", 1_000);
-      await backend.close();
-    }
-  });
+    },
+  );
 });

@@ -22,7 +22,11 @@
  *   processes, outsideGroup, via).
  * - `exec`: exec readiness probes run with the member's environment in its directory.
  * - `listenerOwner`: who listens on a member's port (./sockets.ts), so that a stranger on it does not make
- *   the member ready (runtime/core/probes.ts). A member that exits with EADDRINUSE in its output, or whose
+ *   the member ready (runtime/core/probes.ts). The socket is the one that accepts connections to the member's
+ *   address, from the compiled launcher's sock_diag exact lookup (`lookup`, O(1): runtime/launcher/listen.go),
+ *   else every LISTEN socket of the port in /proc/net/tcp{,6} (a read walks the kernel's whole listening hash).
+ * - `whenListening` (with the compiled launcher): the launcher's `watch` wakes a member's tcp/http probe as soon
+ *   as its port listens (./launcher.ts). A member that exits with EADDRINUSE in its output, or whose
  *   port another process holds when it exits, gets an exit `cause` naming the port (and the holder).
  * - Member exits are reported through the event sink with the exit code or signal and the output tail.
  * - Last resort: when the runtime process exits for any reason Node still runs code for (normal exit,
@@ -31,6 +35,7 @@
  *   <runDir>` cleans up after it (process groups and the run's cgroups).
  */
 import * as fs from "node:fs";
+import * as net from "node:net";
 import * as path from "node:path";
 import type { Backend, BackendContext, ListenerOwner, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend";
 import { BackendUnavailableError, MemberStartError, SpecError } from "../../core/errors";
@@ -498,7 +503,15 @@ export class ProcessBackend implements Backend {
       outputTail: async (lines) => output.tail(lines),
       exec: (command, execSignal) => this.exec(member, command, execSignal),
       ...(this.options.portOwner === "off" ? {} : { listenerOwner: (port: number) => this.listenerOwner(member, port) }),
+      ...(launcher !== null && this.asksLauncher(launcher, "watch")
+        ? { whenListening: (port: number, watchSignal: AbortSignal) => launcher.watchListening(this.ports.host, port, watchSignal).then(() => undefined) }
+        : {}),
     };
+  }
+
+  /** Whether `launcher` can watch or look up listeners at the members' address (announced, and the address is an IP literal). */
+  private asksLauncher(launcher: Launcher, feature: "watch" | "lookup"): boolean {
+    return launcher.features.has(feature) && net.isIP(this.ports.host) !== 0;
   }
 
   /** Writes a `backend-warning` record once per topic and run. */
@@ -573,9 +586,31 @@ export class ProcessBackend implements Backend {
     return processes.filter((p) => p.state !== "Z" && (p.pgid === member.pgid || descends(p.pid))).map((p) => p.pid);
   }
 
+  /**
+   * Inodes of the LISTEN sockets the owner check looks for among the member's processes: the one socket that
+   * accepts connections to the members' address (the compiled launcher's `lookup`, one sock_diag exact lookup:
+   * runtime/launcher/listen.go), else, without that launcher or when it cannot answer, every LISTEN socket of the
+   * port in /proc/net/tcp{,6} (./sockets.ts; a read costs 4-15 ms of kernel time here, the kernel walking its whole
+   * listening hash).
+   *
+   * @returns decimal inodes, possibly empty; null when neither way could look
+   */
+  private async listeningInodes(port: number): Promise<string[] | null> {
+    const launcher = await this.launcherPromise?.catch(() => null);
+    if (launcher != null && this.asksLauncher(launcher, "lookup")) {
+      try {
+        const found = await launcher.lookupListener(this.ports.host, port);
+        return found === null ? [] : [String(found.inode)];
+      } catch {
+        // the launcher exited, or the kernel could not be asked: read the tables
+      }
+    }
+    return this.listeners.lookup(port);
+  }
+
   /** See MemberHandle.listenerOwner (runtime/core/backend.ts) and ./sockets.ts. */
   private async listenerOwner(member: RunningMember, port: number): Promise<ListenerOwner> {
-    const inodes = await this.listeners.lookup(port);
+    const inodes = await this.listeningInodes(port);
     if (inodes === null) {
       const why = "cannot read /proc/net/tcp or /proc/net/tcp6";
       this.warnOnce("port-owner", `${why}: tcp/http readiness probes accept any listener on a member's port (a stranger's too)`);

@@ -21,6 +21,13 @@
  *   this pipe to 1 MiB (a level's requests fit in it at once: each carries the member's environment).
  * - launcher -> runtime (stdout): `ready`, `started <id> <pid>` (once the child has exec'd),
  *   `error <id> <message> <pid or 0>`, `exit <pid> <wait status>`
+ * - Listen watches and lookups (the compiled launcher only, announced by the line `features watch lookup` before
+ *   `ready`; runtime/launcher/listen.go): `watch <n> <host> <port>` -> `listening <n> <inode> [<error>]` once a
+ *   LISTEN socket would accept a TCP connection to host:port (the launcher asks the kernel every 10 ms through
+ *   sock_diag exact lookups, O(1) each), `unwatch <n>` (no answer), `lookup <n> <host> <port>` -> `listener <n>
+ *   <inode> <uid> [<error>]` (inode 0: none). `<n>` is a decimal token of this class; `<host>` an IP address
+ *   literal (hex-encoded); `<error>` (hex-encoded) comes with inode 0 when the kernel could not be asked. See
+ *   {@link Launcher.watchListening} and {@link Launcher.lookupListener}.
  * The launcher never waits for a child's exec: each fork returns to the loop at once, and the child's
  * close-on-exec status pipe (EOF = exec'd, bytes = the reason it could not) is read by the same select
  * loop, so forks are not serialized behind children waiting to be scheduled.
@@ -283,8 +290,17 @@ export class Launcher {
   onFailedPid: (pid: number) => void = () => undefined;
   /** The launcher process ended before {@link close} (it crashed or was killed): `(reason)`. */
   onDied: (reason: string) => void = () => undefined;
+  /**
+   * What the launcher announced it can do besides spawning (its `features` line before `ready`): `watch` and
+   * `lookup` (the compiled launcher where sock_diag exact lookups work); empty for the perl launcher and for
+   * compiled launchers from before the line existed.
+   */
+  readonly features = new Set<string>();
 
   private readonly pending = new Map<string, { resolve: (pid: number) => void; reject: (error: Error) => void }>();
+  /** Listen watches and lookups not answered yet, by token (see {@link watchListening}, {@link lookupListener}). */
+  private readonly asked = new Map<string, { readonly kind: "listening" | "listener"; resolve: (fields: readonly string[]) => void; reject: (error: Error) => void }>();
+  private nextToken = 1;
   /** Request lines not written yet (see {@link queueLine}). */
   private readonly outgoing: string[] = [];
   private stdoutBuffer = "";
@@ -362,7 +378,9 @@ export class Launcher {
         while (newline !== -1) {
           const line = this.stdoutBuffer.slice(0, newline);
           this.stdoutBuffer = this.stdoutBuffer.slice(newline + 1);
-          if (line === "ready" && !booted) {
+          if (line.startsWith("features\t") && !booted) {
+            for (const feature of line.split("\t").slice(1)) this.features.add(feature);
+          } else if (line === "ready" && !booted) {
             booted = true;
             clearTimeout(timer);
             resolve();
@@ -380,6 +398,7 @@ export class Launcher {
         if (!booted) reject(new Error(why));
         for (const [, waiter] of this.pending) waiter.reject(new Error(why));
         this.pending.clear();
+        this.dropAsked(why);
         if (!this.closed) {
           this.closed = true;
           this.onDied(why);
@@ -402,7 +421,83 @@ export class Launcher {
       }
     } else if (kind === "exit") {
       this.onExit(Number(a), decodeWaitStatus(Number(b)));
+    } else if (kind === "listening" || kind === "listener") {
+      const waiter = this.asked.get(a ?? "");
+      if (waiter?.kind !== kind) return;
+      this.asked.delete(a!);
+      waiter.resolve(line.split("\t").slice(2));
     }
+  }
+
+  /** Rejects every watch and lookup not answered yet (the launcher exited or was closed). */
+  private dropAsked(why: string): void {
+    const waiters = [...this.asked.values()];
+    this.asked.clear();
+    for (const waiter of waiters) waiter.reject(new Error(why));
+  }
+
+  /**
+   * Sends a `watch` or `lookup` and resolves with the answer's fields after the token (see the module doc).
+   *
+   * @throws {Error} when the launcher lacks the feature, is closed or exits first, or `signal` aborts (a watch
+   *   is then cancelled with `unwatch`)
+   */
+  private ask(feature: "watch" | "lookup", host: string, port: number, signal?: AbortSignal): Promise<readonly string[]> {
+    if (!this.features.has(feature)) return Promise.reject(new Error(`the ${this.kind} launcher cannot ${feature} listeners`));
+    if (this.closed) return Promise.reject(new Error("the launcher is closed"));
+    if (signal?.aborted) return Promise.reject(new Error(`${feature} aborted`));
+    const token = String(this.nextToken++);
+    return new Promise<readonly string[]>((resolve, reject) => {
+      const onAbort = (): void => {
+        if (!this.asked.delete(token)) return;
+        if (feature === "watch" && !this.closed) this.queueLine(`unwatch\t${token}\n`);
+        reject(new Error(`${feature} aborted`));
+      };
+      const settle = (): void => signal?.removeEventListener("abort", onAbort);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      this.asked.set(token, {
+        kind: feature === "watch" ? "listening" : "listener",
+        resolve: (fields) => {
+          settle();
+          resolve(fields);
+        },
+        reject: (error) => {
+          settle();
+          reject(error);
+        },
+      });
+      this.queueLine(`${feature}\t${token}\t${hex(host)}\t${port}\n`);
+    });
+  }
+
+  /**
+   * Resolves once a LISTEN socket would accept a TCP connection to `host`:`port` (the launcher looks every 10 ms
+   * with a sock_diag exact lookup: runtime/launcher/listen.go), with that socket's inode (as in /proc/net/tcp and
+   * `/proc/<pid>/fd`). It says only that something listens there, not whose it is, nor that it answers.
+   *
+   * @param host - an IP address literal (`127.0.0.1`, `::1`); an IPv4 address also finds a dual-stack `[::]` listener
+   * @throws {Error} when the launcher cannot watch (not announced: the perl launcher, an older compiled one), the
+   *   lookup fails (e.g. `sock_diag: ...`, a host that is not an address literal), the launcher exits or is
+   *   closed first, or `signal` aborts (the watch is cancelled)
+   */
+  async watchListening(host: string, port: number, signal?: AbortSignal): Promise<number> {
+    const [inode, error] = await this.ask("watch", host, port, signal);
+    if (error !== undefined || !(Number(inode) > 0)) throw new Error(error !== undefined ? unhex(error) : `bad watch answer: ${inode}`);
+    return Number(inode);
+  }
+
+  /**
+   * The LISTEN socket that would accept a TCP connection to `host`:`port` now (one sock_diag exact lookup by the
+   * launcher, O(1): runtime/launcher/listen.go): its inode and owner uid, or null when none would.
+   *
+   * @param host - an IP address literal, as for {@link watchListening}
+   * @throws {Error} when the launcher cannot look up (not announced), the lookup fails, or the launcher exits or is
+   *   closed first
+   */
+  async lookupListener(host: string, port: number): Promise<{ readonly inode: number; readonly uid: number } | null> {
+    const [inode, uid, error] = await this.ask("lookup", host, port);
+    if (error !== undefined) throw new Error(unhex(error));
+    return Number(inode) > 0 ? { inode: Number(inode), uid: Number(uid) } : null;
   }
 
   private accept(socket: net.Socket): void {
@@ -463,6 +558,7 @@ export class Launcher {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.dropAsked("the launcher is closed");
     const queued = this.outgoing.splice(0).join("");
     this.process.stdin!.end(queued === "" ? undefined : queued);
     await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
