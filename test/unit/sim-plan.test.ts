@@ -16,9 +16,9 @@ function plan(raw: RawConfig) {
 }
 
 describe("planSim", () => {
-  it("defaults: 8 nodes, ports from 26400, no simulated delay, state in .sim/<stack>; quota = 8 × e2-standard-16", () => {
+  it("defaults: 8 nodes, ports from 26400, no simulated delay, state in .sim/<stack>, the run a workflow; quota = 8 × e2-standard-16", () => {
     const p = plan({ cohort: cohort(100) });
-    expect(p.sim).toEqual({ shape: "agents", nodes: 8, portBase: 26400, podReadyDelayMs: 0, podReadyJitterMs: 0, stateDir: "/p/.sim/sim", runAs: "process", queue: {} });
+    expect(p.sim).toEqual({ shape: "agents", nodes: 8, portBase: 26400, podReadyDelayMs: 0, podReadyJitterMs: 0, stateDir: "/p/.sim/sim", runAs: "workflow", queue: {} });
     expect(p.quota.nominalQuota).toEqual({ cpu: "127120m", memory: "456Gi" });
     expect(p.quota.arithmetic.cpu).toBe("8 nodes × 15890m allocatable − 0m reserved = 127120m");
     expect(p.kueueConfiguration.waitForPodsReady).toEqual({ timeout: "6m", blockAdmission: false, requeuingStrategy: { timestamp: "Eviction", backoffLimitCount: 0 } });
