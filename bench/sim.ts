@@ -33,7 +33,8 @@
  * including the background ones (node leases and status) that do not scale with the run.
  *
  * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_PATHS (default "podGroup,workload"; any of
- * podGroup, workload, workloadGated),
+ * podGroup, workload, workloadGated), BENCH_BACKEND_OPTIONS (space-separated `--backend-option` KEY=VALUE values for every
+ * run, e.g. "createConcurrency=64"; default none),
  * BENCH_DELAYS (simulated pod-ready delays in ms to run, default "0,1000"), BENCH_KEEP=1 keeps the artifacts.
  * Needs the sim binaries and manifests (`npm run toolchain -- sim manifests`) and the bundle (`npm run build`).
  */
@@ -51,6 +52,8 @@ const SIZES = (process.env.BENCH_SIZES ?? "100,1000").split(",").map((s) => Numb
 const NODES = Number(process.env.BENCH_NODES ?? 12);
 const PATHS = (process.env.BENCH_PATHS ?? "podGroup,workload").split(",").map((s) => s.trim()) as ("podGroup" | "workload" | "workloadGated")[];
 const DELAYS = (process.env.BENCH_DELAYS ?? "0,1000").split(",").map((s) => Number(s.trim()));
+/** Extra `--backend-option KEY=VALUE` values for every run, space-separated (e.g. `createConcurrency=64`). */
+const BACKEND_OPTIONS = (process.env.BENCH_BACKEND_OPTIONS ?? "").split(/\s+/).filter((s) => s !== "");
 for (const p of PATHS) if (p !== "podGroup" && p !== "workload" && p !== "workloadGated") throw new Error(`BENCH_PATHS: "${p}" is not podGroup, workload or workloadGated`);
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-sim-"));
 const BUNDLE = path.join(PROJECT_DIR, "dist", "cohort.cjs");
@@ -276,7 +279,9 @@ async function main(): Promise<void> {
   const why = simUnavailableReason();
   if (why !== undefined) throw new Error(`bench:sim needs the sim: ${why}`);
   if (!fs.existsSync(BUNDLE)) throw new Error(`${BUNDLE} does not exist: run npm run build`);
-  console.log(`bench:sim  sizes ${SIZES.join(", ")}  nodes ${NODES} (e2-standard-16)  cpus ${os.cpus().length}  load ${load()}`);
+  console.log(
+    `bench:sim  sizes ${SIZES.join(", ")}  nodes ${NODES} (e2-standard-16)  cpus ${os.cpus().length}  load ${load()}${BACKEND_OPTIONS.length > 0 ? `  backend options ${BACKEND_OPTIONS.join(" ")}` : ""}`,
+  );
   const all: Figures[] = [];
   for (const timing of TIMINGS.filter((t) => DELAYS.includes(t.podReadyDelayMs))) {
     const bootStarted = performance.now();
@@ -296,6 +301,7 @@ async function main(): Promise<void> {
             bundlePath: BUNDLE,
             artifactRoot: path.join(WORK, "artifacts"),
             admission,
+            backendOptions: BACKEND_OPTIONS,
           });
           const writes = delta(writesBefore, await apiserverWrites(admin));
           const rss: Record<string, number> = {};
