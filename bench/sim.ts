@@ -19,16 +19,22 @@
  * (docs/sim.md "Against the issue's targets"): admission <= 2 s; 1,000 Ready <= 20 s with no delay; <= 2 writes per member,
  * no per-member polling, no client-side throttle waits.
  *
- * Both admission paths of the Kubernetes backend run side by side on the same sim, one after the other per size
- * (`admission: "podGroup"`, Kueue's pod integration gating every pod, and `"workload"`, the runtime's own
- * Workload: runtime/backends/kubernetes/workload.ts). Per run it also prints the runtime's watch re-opens and
+ * The admission paths of the Kubernetes backend run side by side on the same sim, one after the other per size
+ * (`admission: "podGroup"`, Kueue's pod integration gating every pod; `"workload"`, the runtime's own
+ * Workload, Sandboxes created at start: runtime/backends/kubernetes/workload.ts; `"workloadGated"`, the same
+ * Workload created once every gated member exists). Per run it also prints "last member created -> admission"
+ * (the backend's `membersCreatedMs`, every Sandbox created and every pod seen, to `admittedMs`; n/a when the
+ * members are created after admission), submission -> all Ready (`admissionMs` + `timeToReadyMs`), the load
+ * average before and after, and a markdown table of every run at the end. Per run it also prints the runtime's watch re-opens and
  * relists, its 409 conflicts, and the WHOLE CLUSTER's writes per member: the delta of the kube-apiserver's
  * `apiserver_request_total` (verbs POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION; read from `/metrics` with
  * the sim's admin token) over the run, divided by the members, with the largest contributors by resource. Those
  * are every client's writes (runtime, Kueue, Agent Sandbox, kube-scheduler, kube-controller-manager, kwok),
  * including the background ones (node leases and status) that do not scale with the run.
  *
- * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_PATHS (default "podGroup,workload"),
+ * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_PATHS (default "podGroup,workload"; any of
+ * podGroup, workload, workloadGated), BENCH_BACKEND_OPTIONS (space-separated `--backend-option` KEY=VALUE values for every
+ * run, e.g. "createConcurrency=64"; default none),
  * BENCH_DELAYS (simulated pod-ready delays in ms to run, default "0,1000"), BENCH_KEEP=1 keeps the artifacts.
  * Needs the sim binaries and manifests (`npm run toolchain -- sim manifests`) and the bundle (`npm run build`).
  */
@@ -44,9 +50,11 @@ import { adminClient, apiserverMetrics } from "../test/sim/k8s-backend-helpers";
 
 const SIZES = (process.env.BENCH_SIZES ?? "100,1000").split(",").map((s) => Number(s.trim()));
 const NODES = Number(process.env.BENCH_NODES ?? 12);
-const PATHS = (process.env.BENCH_PATHS ?? "podGroup,workload").split(",").map((s) => s.trim()) as ("podGroup" | "workload")[];
+const PATHS = (process.env.BENCH_PATHS ?? "podGroup,workload").split(",").map((s) => s.trim()) as ("podGroup" | "workload" | "workloadGated")[];
 const DELAYS = (process.env.BENCH_DELAYS ?? "0,1000").split(",").map((s) => Number(s.trim()));
-for (const p of PATHS) if (p !== "podGroup" && p !== "workload") throw new Error(`BENCH_PATHS: "${p}" is not podGroup or workload`);
+/** Extra `--backend-option KEY=VALUE` values for every run, space-separated (e.g. `createConcurrency=64`). */
+const BACKEND_OPTIONS = (process.env.BENCH_BACKEND_OPTIONS ?? "").split(/\s+/).filter((s) => s !== "");
+for (const p of PATHS) if (p !== "podGroup" && p !== "workload" && p !== "workloadGated") throw new Error(`BENCH_PATHS: "${p}" is not podGroup, workload or workloadGated`);
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-sim-"));
 const BUNDLE = path.join(PROJECT_DIR, "dist", "cohort.cjs");
 const IMAGE = `registry.invalid/bench/member@sha256:${"ab".repeat(32)}`;
@@ -166,8 +174,11 @@ interface Figures {
   members: number;
   outcome: string;
   submissionToAdmissionMs: number | null;
+  /** The backend's `membersCreatedMs` (every Sandbox created and every pod seen) to `admittedMs`; null when created after admission. */
+  createdToAdmissionMs: number | null;
   backendAdmission: unknown;
   admissionToAllReadyMs: number | null;
+  submissionToAllReadyMs: number | null;
   slowestMemberStartMs: number | null;
   slowestSimulatedStartMs: number;
   ratio: number | null;
@@ -184,9 +195,20 @@ interface Figures {
   rssMiB: Record<string, number>;
   cpuSeconds: Record<string, number>;
   runtimeWallMs: number;
+  loadBefore: string;
+  loadAfter: string;
 }
 
-function figures(timing: Timing, admission: string, size: number, r: SimRunResult, rss: Record<string, number>, cpu: Record<string, number>, writes: [string, number][]): Figures {
+function figures(
+  timing: Timing,
+  admission: string,
+  size: number,
+  r: SimRunResult,
+  rss: Record<string, number>,
+  cpu: Record<string, number>,
+  writes: [string, number][],
+  loadBefore: string,
+): Figures {
   const admitted = record(r.records, "roster-admitted");
   const rosterReady = record(r.records, "roster-ready");
   const starts = r.records.filter((x) => x.kind === "member-ready").map((x) => Number((x as unknown as { startToReadyMs: number }).startToReadyMs));
@@ -197,6 +219,12 @@ function figures(timing: Timing, admission: string, size: number, r: SimRunResul
   const calls = (stats?.apiCalls?.calls ?? {}) as Record<string, number>;
   const ttr = rosterReady !== undefined ? Number(rosterReady.timeToReadyMs) : null;
   const watches = stats?.watches !== undefined ? Object.values(stats.watches) : undefined;
+  const milestones = (stats?.admission ?? {}) as { membersCreatedMs?: number; admittedMs?: number };
+  const createdToAdmission =
+    milestones.membersCreatedMs !== undefined && milestones.admittedMs !== undefined && milestones.membersCreatedMs <= milestones.admittedMs
+      ? Math.round(milestones.admittedMs - milestones.membersCreatedMs)
+      : null;
+  const submissionToAdmission = admitted !== undefined ? Number(admitted.admissionMs) : null;
   return {
     timing: timing.label,
     admission,
@@ -207,9 +235,11 @@ function figures(timing: Timing, admission: string, size: number, r: SimRunResul
     clusterWritesTop: Object.fromEntries(writes.slice(0, 10).map(([k, v]) => [k, Number((v / size).toFixed(3))])),
     members: size,
     outcome: r.summary?.outcome ?? `no summary (exit ${r.exitCode}): ${r.reason}`,
-    submissionToAdmissionMs: admitted !== undefined ? Math.round(Number(admitted.admissionMs)) : null,
+    submissionToAdmissionMs: submissionToAdmission !== null ? Math.round(submissionToAdmission) : null,
+    createdToAdmissionMs: createdToAdmission,
     backendAdmission: stats?.admission ?? null,
     admissionToAllReadyMs: ttr !== null ? Math.round(ttr) : null,
+    submissionToAllReadyMs: ttr !== null && submissionToAdmission !== null ? Math.round(submissionToAdmission + ttr) : null,
     slowestMemberStartMs: slowest !== null ? Math.round(slowest) : null,
     slowestSimulatedStartMs: simulated,
     ratio: ttr !== null && simulated > 0 ? Number((ttr / simulated).toFixed(2)) : null,
@@ -228,14 +258,30 @@ function figures(timing: Timing, admission: string, size: number, r: SimRunResul
     rssMiB: rss,
     cpuSeconds: cpu,
     runtimeWallMs: Math.round(r.wallMs),
+    loadBefore,
+    loadAfter: load(),
   };
+}
+
+const seconds = (ms: number | null): string => (ms === null ? "n/a" : `${(ms / 1000).toFixed(ms < 1000 ? 2 : 1)} s`);
+
+/** One markdown table row per run (docs/sim.md "Measured"). */
+function tableRow(f: Figures): string {
+  const cpu = (k: string): string => (f.cpuSeconds[k] === undefined || Number.isNaN(f.cpuSeconds[k]) ? "?" : f.cpuSeconds[k]!.toFixed(1));
+  return (
+    `| ${f.members.toLocaleString("en-US")} | ${f.admission} | ${seconds(f.submissionToAdmissionMs)} | ${seconds(f.createdToAdmissionMs)} | ${seconds(f.admissionToAllReadyMs)} | ` +
+    `${seconds(f.submissionToAllReadyMs)} | ${f.writesPerMember} | ${f.clusterWritesPerMember} | ${f.watchReopens} | ${f.conflicts} | ` +
+    `${cpu("kube-apiserver")} | ${cpu("kueue")} | ${cpu("agent-sandbox-controller")} | ${cpu("etcd")} | ${cpu("runtime")} | ${f.loadBefore.split(" ")[0]} → ${f.loadAfter.split(" ")[0]} |`
+  );
 }
 
 async function main(): Promise<void> {
   const why = simUnavailableReason();
   if (why !== undefined) throw new Error(`bench:sim needs the sim: ${why}`);
   if (!fs.existsSync(BUNDLE)) throw new Error(`${BUNDLE} does not exist: run npm run build`);
-  console.log(`bench:sim  sizes ${SIZES.join(", ")}  nodes ${NODES} (e2-standard-16)  cpus ${os.cpus().length}  load ${load()}`);
+  console.log(
+    `bench:sim  sizes ${SIZES.join(", ")}  nodes ${NODES} (e2-standard-16)  cpus ${os.cpus().length}  load ${load()}${BACKEND_OPTIONS.length > 0 ? `  backend options ${BACKEND_OPTIONS.join(" ")}` : ""}`,
+  );
   const all: Figures[] = [];
   for (const timing of TIMINGS.filter((t) => DELAYS.includes(t.podReadyDelayMs))) {
     const bootStarted = performance.now();
@@ -245,6 +291,7 @@ async function main(): Promise<void> {
     try {
       for (const size of SIZES) {
         for (const admission of PATHS) {
+          const loadBefore = load();
           const cpuBefore = cpuSnapshot(sim.stateDir);
           const writesBefore = await apiserverWrites(admin);
           const r = await runCohortOnSim({
@@ -254,6 +301,7 @@ async function main(): Promise<void> {
             bundlePath: BUNDLE,
             artifactRoot: path.join(WORK, "artifacts"),
             admission,
+            backendOptions: BACKEND_OPTIONS,
           });
           const writes = delta(writesBefore, await apiserverWrites(admin));
           const rss: Record<string, number> = {};
@@ -261,16 +309,17 @@ async function main(): Promise<void> {
           const cpuAfter = cpuSnapshot(sim.stateDir);
           const cpu: Record<string, number> = {};
           for (const [k, v] of Object.entries(cpuAfter)) cpu[k] = Number((v - (cpuBefore[k] ?? 0)).toFixed(1));
-          const f = figures(timing, admission, size, r, rss, cpu, writes);
+          const f = figures(timing, admission, size, r, rss, cpu, writes, loadBefore);
           all.push(f);
           console.log(
-            `${timing.label.padEnd(10)} ${admission.padEnd(9)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
-              `admission->all ready ${f.admissionToAllReadyMs} ms; slowest member start->ready ${f.slowestMemberStartMs} ms; ` +
+            `${timing.label.padEnd(10)} ${admission.padEnd(13)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
+              `last member created->admission ${f.createdToAdmissionMs ?? "n/a (members created after admission)"} ms; ` +
+              `admission->all ready ${f.admissionToAllReadyMs} ms; submission->all ready ${f.submissionToAllReadyMs} ms; slowest member start->ready ${f.slowestMemberStartMs} ms; ` +
               `ratio to the slowest simulated start (${f.slowestSimulatedStartMs} ms) ${f.ratio ?? "n/a"}; backend admission ${JSON.stringify(f.backendAdmission)}; ` +
               `runtime writes/member ${f.writesPerMember} (member writes ${f.memberWritesPerMember}); reads/member ${f.readsPerMember}; per-member GETs ${f.perMemberGets}; ` +
               `watches ${f.watches} (re-opened ${f.watchReopens}, relisted ${f.watchRelists}); 409 ${f.conflicts}; 429 ${f.throttled429}; client throttle waits ${f.clientThrottleWaits}; ` +
               `WHOLE-CLUSTER writes/member ${f.clusterWritesPerMember} (top ${JSON.stringify(f.clusterWritesTop)}); ` +
-              `RSS MiB ${JSON.stringify(f.rssMiB)}; CPU s during the run ${JSON.stringify(f.cpuSeconds)} (wall ${(f.runtimeWallMs / 1000).toFixed(1)} s); load ${load()}`,
+              `RSS MiB ${JSON.stringify(f.rssMiB)}; CPU s during the run ${JSON.stringify(f.cpuSeconds)} (wall ${(f.runtimeWallMs / 1000).toFixed(1)} s); load before ${f.loadBefore}, after ${f.loadAfter}`,
           );
           if (r.summary?.outcome !== "succeeded") console.log(r.stderr.split("\n").slice(-15).join("\n"));
         }
@@ -280,6 +329,13 @@ async function main(): Promise<void> {
       await sim.stop();
     }
   }
+  console.log(
+    [
+      "| members | path | submission → admitted | last member created → admitted | admission → all Ready | submission → all Ready | runtime writes / member | whole-cluster writes / member | runtime watch re-opens | 409s | kube-apiserver CPU s | Kueue CPU s | Agent Sandbox CPU s | etcd CPU s | runtime CPU s | load average (1 min) before → after |",
+      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+      ...all.map(tableRow),
+    ].join("\n"),
+  );
   console.log(`bench:sim figures ${JSON.stringify(all)}`);
   if (process.env.BENCH_KEEP !== "1") fs.rmSync(WORK, { recursive: true, force: true });
   else console.log(`artifacts kept in ${WORK}`);

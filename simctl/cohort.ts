@@ -30,7 +30,7 @@ export interface SimRunOptions {
   /** Node binary. @default process.execPath */
   readonly nodePath?: string;
   /** The backend's `admission` setting (simctl/credentials.ts). @default "workload" */
-  readonly admission?: "workload" | "podGroup";
+  readonly admission?: "workload" | "workloadGated" | "podGroup";
   /** Extra `--backend-option KEY=VALUE` values (e.g. `memberPodMetadata=...`). @default none */
   readonly backendOptions?: readonly string[];
   /** LocalQueue name; `null` = run without Kueue. @default "cohort" */

@@ -24,12 +24,13 @@ export interface RunCredentialsOptions {
   /** LocalQueue name for the backend config (`queue`). */
   readonly queue?: string;
   /**
-   * The backend's `admission` setting written with a queue: `"workload"` (the runtime owns the roster's Workload)
-   * or `"podGroup"` (Kueue's pod integration, the `local`/`gke` default). @default "workload"
+   * The backend's `admission` setting written with a queue: `"workload"` (the runtime owns the roster's Workload),
+   * `"workloadGated"` (the same, the roster's Sandboxes created and gated before it) or `"podGroup"` (Kueue's pod
+   * integration, the `local`/`gke` default). @default "workload"
    */
-  readonly admission?: "workload" | "podGroup";
+  readonly admission?: "workload" | "workloadGated" | "podGroup";
   /**
-   * With `admission: "workload"`, each ResourceFlavor the roster may be admitted to, by name, with the placement the
+   * With `admission: "workload"` or `"workloadGated"`, each ResourceFlavor the roster may be admitted to, by name, with the placement the
    * runtime renders into member pods (the flavors are cluster-scoped, so the run's namespaced Role cannot read
    * them). @default the sim flavor only (`components/sim/queue.ts` `simFlavor()`); `sim.shape: gke` passes gke's
    */

@@ -13,6 +13,14 @@
  * `start(member)`. It fails fast when the Workload is Inadmissible or can never fit, is evicted or deleted,
  * is admitted to a flavor the `flavors` setting does not describe, or `admissionTimeoutMs` passes.
  *
+ * With `admission: "workloadGated"`, steps 3-4 are: create the Secret and every Sandbox as in step 3 (no Kueue
+ * metadata; our `cohort-lab.dev/start` gate holds each pod), wait until every member's pod exists (the same
+ * diagnostics as step 4: a member failing meanwhile, no pod for any Sandbox within `controllerStallMs`), THEN
+ * create the roster's Workload and resolve once Kueue has admitted it, with the same fast failures as
+ * `workload`. So `admissionMs` (submission -> Admitted) includes materializing the roster, as with `podGroup`,
+ * and Kueue's `waitForPodsReady` clock starts with every pod already there. A roster Kueue refuses (over the
+ * quota) or that is not admitted in time leaves its Sandboxes behind for `close()` to delete (stop.ts).
+ *
  * Fails fast, with Kueue's or the controller's own words, when: the Workload is Inadmissible
  * (LocalQueue/ClusterQueue missing or inactive) or can never fit its ClusterQueue; pods are not managed
  * by Kueue (pod integration off, namespace not selected); no pod appears for any Sandbox, or no
@@ -143,7 +151,7 @@ export async function create(run: Run, key: ApiCallKey, path: string, body: Json
  */
 export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal: AbortSignal): Promise<void> {
   if (run.phase !== "new") throw new AdmissionError(`admit() was already called (phase ${run.phase})`);
-  if (run.workloadMode) return admitWithWorkload(run, plans, signal);
+  if (run.createsAtStart) return admitWithWorkload(run, plans, signal);
   validateRoster(plans, run.ctx);
   const sandboxes = plans.map((plan) => renderSandbox(plan, run.ctx));
   const secret = renderSecret(plans, run.ctx);
@@ -160,7 +168,7 @@ export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal
     }
     const creating = boundedEach(sandboxes, run.settings.createConcurrency, abort.signal, async (sandbox) => {
       await create(run, "create sandboxes.agents.x-k8s.io", p.sandboxes, sandbox, abort.signal);
-      run.sandboxesCreated += 1;
+      run.sandboxCreated();
     });
     // close() waits for creates still in flight, so that none lands after its deletecollection.
     run.createsSettled = creating.then(
@@ -169,8 +177,9 @@ export async function admitRoster(run: Run, plans: readonly MemberPlan[], signal
     );
     await creating;
     if (signal.aborted) throw new AdmissionError(`aborted while creating Sandboxes (${run.sandboxesCreated} of ${plans.length} created)`, { cause: signal.reason });
-    run.admission.sandboxesCreatedMs = run.now() - run.admitStartedAt;
+    // podGroup: until Kueue admitted the group's Workload; workloadGated: until every pod exists, then our Workload.
     await waitForAdmission(run, signal);
+    if (run.workloadMode) await submitWorkload(run, signal);
     run.phase = "admitted";
   } finally {
     signal.removeEventListener("abort", onAbort);
@@ -195,18 +204,28 @@ async function beginAdmitting(run: Run, plans: readonly MemberPlan[]): Promise<v
   if (run.runFailure !== undefined) throw new AdmissionError(run.runFailure);
 }
 
-/** `admission: "workload"`: the runtime's own Workload (see the module doc and workload.ts). */
+/** `admission: "workload"`: the runtime's own Workload, no Sandbox before admission (see workload.ts). */
 async function admitWithWorkload(run: Run, plans: readonly MemberPlan[], signal: AbortSignal): Promise<void> {
   validateRoster(plans, run.ctx);
-  const workload = renderWorkload(run.ctx);
   const secret = renderSecret(plans, run.ctx);
   await beginAdmitting(run, plans);
-  const p = paths(run.settings.namespace);
   if (secret !== undefined) {
-    await create(run, "create secrets", p.secrets, secret, signal);
+    await create(run, "create secrets", paths(run.settings.namespace).secrets, secret, signal);
     run.secretCreated = true;
   }
-  await create(run, "create workloads.kueue.x-k8s.io", p.workloads, workload, signal);
+  await submitWorkload(run, signal);
+  run.phase = "admitted";
+}
+
+/**
+ * `admission: "workload"` and `"workloadGated"`: creates the runtime's Workload for the roster, waits for Kueue
+ * to admit it and derives each role's placement from the admitted flavors (workload.ts).
+ *
+ * @throws {AdmissionError} with Kueue's reason (inadmissible, admissionTimeout, a member failed meanwhile),
+ *   or naming the pod set and flavor the `flavors` setting does not describe
+ */
+async function submitWorkload(run: Run, signal: AbortSignal): Promise<void> {
+  await create(run, "create workloads.kueue.x-k8s.io", paths(run.settings.namespace).workloads, renderWorkload(run.ctx), signal);
   run.workloadCreated = true;
   run.admission.workloadCreatedMs = run.now() - run.admitStartedAt;
   await waitForWorkloadAdmission(run, signal);
@@ -214,7 +233,6 @@ async function admitWithWorkload(run: Run, plans: readonly MemberPlan[], signal:
   if (typeof placements === "string") throw new AdmissionError(placements);
   run.placements = placements;
   run.markPodsReady = () => markPodsReady(run);
-  run.phase = "admitted";
 }
 
 /** Resolves once the runtime's Workload is admitted; rejects with Kueue's words when it cannot be. */
@@ -267,20 +285,28 @@ function admissionState(run: Run): { done: boolean; problem?: string } {
   const verdict = run.workloadVerdict;
   if (verdict?.kind === "inadmissible" || verdict?.kind === "lost") return { done: false, problem: verdict.reason };
   if (present < run.roster.length) return { done: false };
-  if (!kueue) return { done: true };
+  // workloadGated: the pods exist; the runtime's Workload is created next (submitWorkload).
+  if (!kueue || run.workloadMode) return { done: true };
   return { done: verdict?.kind === "admitted" };
 }
 
 function describeWait(run: Run): string {
   const present = run.podsPresent;
   if (present < run.roster.length) return `${present} of ${run.roster.length} pods exist`;
-  if (!run.kueue) return "all pods exist";
+  if (!run.kueue || run.workloadMode) return "all pods exist";
   const verdict = run.workloadVerdict;
   if (verdict === undefined) return `all ${present} pods exist but Kueue has not created Workload ${run.settings.namespace}/${run.settings.podGroup}`;
   return verdict.kind === "pending" ? `Workload ${run.settings.namespace}/${run.settings.podGroup} pending: ${verdict.message}` : verdict.kind;
 }
 
-/** Waits until the roster is admitted (see the module doc); exported for tests. */
+/**
+ * Waits until the roster is admitted by Kueue's pod integration (`podGroup`: every pod exists and the
+ * group's Workload is Admitted) or, without a LocalQueue or with `workloadGated`, until every pod exists.
+ * Exported for tests.
+ *
+ * @throws {AdmissionError} naming the cause: a member failed meanwhile, no pod for any Sandbox or no
+ *   Workload for the complete group within `controllerStallMs`, Kueue's refusal, `admissionTimeout`, abort
+ */
 export function waitForAdmission(run: Run, signal: AbortSignal): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     const timers: NodeJS.Timeout[] = [];
@@ -298,7 +324,7 @@ export function waitForAdmission(run: Run, signal: AbortSignal): Promise<void> {
       if (state.problem !== undefined) return finish(new AdmissionError(state.problem));
       if (state.done) return finish();
       // All pods exist: Kueue must now create the group's Workload.
-      if (run.kueue && !stallArmedForWorkload && run.admission.allPodsObservedMs !== undefined && run.workload === undefined) {
+      if (run.kueue && !run.workloadMode && !stallArmedForWorkload && run.admission.allPodsObservedMs !== undefined && run.workload === undefined) {
         stallArmedForWorkload = true;
         timers.push(
           setTimeout(() => {

@@ -1,8 +1,9 @@
 /**
  * Package kubernetes: the runtime's Kubernetes backend. Every member is an Agent Sandbox `Sandbox` in
- * the run namespace; with a Kueue LocalQueue the whole roster is admitted all-or-nothing as ONE pod-group
- * Workload; members start in dependency order by removing a scheduling gate; readiness and failures
- * arrive by watch. See admit.ts, start.ts, stop.ts, run.ts (events), render.ts (objects), rbac.ts.
+ * the run namespace; with a Kueue LocalQueue the whole roster is admitted all-or-nothing as ONE
+ * Workload (Kueue's pod group, or the runtime's own: the `admission` setting); members start in
+ * dependency order by removing a scheduling gate (or, `admission: "workload"`, by creating their
+ * Sandbox); readiness and failures arrive by watch. See admit.ts, start.ts, stop.ts, run.ts (events), render.ts (objects), rbac.ts.
  */
 import { z } from "zod";
 import type { Backend, BackendContext, MemberEndpoint, MemberEventSink, MemberHandle, MemberIdentity, MemberPlan } from "../../core/backend.js";
@@ -11,7 +12,7 @@ import type { CompiledRunSpec } from "../../core/spec.js";
 import { admitRoster } from "./admit.js";
 import { HttpMethod, KubeApiError, KubeClient } from "./client.js";
 import { ApiCounters, type ApiCallStats } from "./counters.js";
-import { memberHost, runLabelValue, secretName, type Json, type PodMetadata, type RenderContext } from "./render.js";
+import { memberHost, runLabelValue, secretName, type AdmissionMode, type Json, type PodMetadata, type RenderContext } from "./render.js";
 import { Run, type AdmissionTimings, type RunSettings } from "./run.js";
 import { startMember } from "./start.js";
 import { condition } from "./status.js";
@@ -63,7 +64,7 @@ export const kubernetesSettingsSchema = z.strictObject({
   watchTimeoutSeconds: z.number().int().min(10).max(1800).optional(),
   nodeSelector: z.record(z.string(), z.string()).optional(),
   tolerations: z.array(tolerationSchema).optional(),
-  admission: z.enum(["podGroup", "workload"]).optional(),
+  admission: z.enum(["podGroup", "workload", "workloadGated"]).optional(),
   flavors: z.record(z.string(), z.strictObject({ nodeLabels: z.record(z.string(), z.string()).optional(), tolerations: z.array(tolerationSchema).optional() })).optional(),
   podMetadata: metadataSchema.optional(),
   memberPodMetadata: z.record(z.string(), metadataSchema).optional(),
@@ -86,7 +87,8 @@ export type KubernetesSettings = z.input<typeof kubernetesSettingsSchema>;
  *   before the core's, so the failure names the Workload and Kueue's last message)
  * - `containerPort`: the port every member with `app.port` listens on in its pod (`COHORT_PORT`). @default 8080
  * - `runAsNonRoot`: pod `securityContext.runAsNonRoot`. @default true
- * - `createConcurrency`: Sandbox creates in flight. @default 32
+ * - `createConcurrency`: Sandbox creates in flight (admit()'s, or start()'s with `admission: "workload"`), and start()'s pod
+ *   patches with `admission: "workloadGated"`. @default 32
  * - `unschedulableGraceMs`: how long a started member's pod may stay Unschedulable before the run fails
  *   (an announced cluster-autoscaler scale-up suspends it). @default 2000
  * - `reconcileErrorGraceMs`: how long the Agent Sandbox controller's request for a Sandbox may keep being
@@ -108,9 +110,13 @@ export type KubernetesSettings = z.input<typeof kubernetesSettingsSchema>;
  *   admission, held by our gate until started). `"workload"`: the runtime creates and owns ONE Workload
  *   (one pod set per role), waits for Kueue to admit it, creates each member's Sandbox when it starts
  *   (no Kueue metadata, no scheduling gate, the admitted flavors' placement rendered in), sets the Workload's
- *   `PodsReady` condition once every member is Ready and deletes it at close. @default "podGroup" (the
- *   `sim` profile's credentials file sets "workload": simctl/credentials.ts)
- * - `flavors`: with `admission: "workload"`, the `nodeLabels` and `tolerations` of each ResourceFlavor the
+ *   `PodsReady` condition once every member is Ready and deletes it at close. `"workloadGated"`: the same
+ *   runtime-owned Workload, but `admit()` first creates every member's Sandbox held by our start gate (no
+ *   Kueue metadata), waits until every pod exists, and only then creates the Workload; `start(member)` is
+ *   one pod patch removing the gate and adding the admitted flavor's nodeSelector and tolerations (start.ts
+ *   `startPatch`); a roster Kueue does not admit leaves Sandboxes for `close()` to delete. @default
+ *   "podGroup" (the `sim` profile's credentials file sets "workload": simctl/credentials.ts)
+ * - `flavors`: with `admission: "workload"` or `"workloadGated"`, the `nodeLabels` and `tolerations` of each ResourceFlavor the
  *   ClusterQueue may admit to, by flavor name (ResourceFlavors are cluster-scoped; the runtime's Role is
  *   namespaced and cannot read them). A roster admitted to a flavor not listed fails admission, naming it.
  */
@@ -132,10 +138,10 @@ export interface KubernetesBackendStats {
   readonly localQueue: string | null;
   readonly podGroup: string;
   /** How the roster was admitted (the `admission` setting). */
-  readonly admissionMode: "podGroup" | "workload";
+  readonly admissionMode: AdmissionMode;
   readonly members: number;
   readonly apiCalls: ApiCallStats;
-  /** Sandbox creates + pod patches, divided by members (target: <= 2). */
+  /** Sandbox creates + pod patches, divided by members (target: <= 2; 2 with podGroup and workloadGated, 1 with workload). */
   readonly memberWritesPerMember: number;
   /** Every write (including the Secret and deletes), divided by members. */
   readonly writesPerMember: number;

@@ -33,6 +33,10 @@
  *   Kueue's pod-group metadata and WITHOUT any scheduling gate: its pods are not managed by Kueue at all.
  *   The admitted flavors' `nodeLabels` and `tolerations` are rendered into the pod template as Kueue's
  *   own integrations would inject them ({@link Placement}).
+ * - **`admission: "workloadGated"`**: the same runtime-owned Workload, but every member's Sandbox is
+ *   created BEFORE the Workload (the roster materialized first, as Kueue's pod-group integration does),
+ *   without Kueue metadata and with only our `cohort-lab.dev/start` gate; the admitted placement is added
+ *   to the pod by `start(member)`'s one patch (start.ts `startPatch`), not rendered here.
  */
 import { createHash } from "node:crypto";
 import type { MemberPlan } from "../../core/backend.js";
@@ -64,9 +68,16 @@ import {
 
 /**
  * How the roster is admitted by Kueue: `podGroup` = Kueue's pod integration builds the Workload from the
- * pods' pod-group metadata and gates/ungates every pod; `workload` = the runtime creates and owns the Workload.
+ * pods' pod-group metadata and gates/ungates every pod; `workload` = the runtime creates and owns the Workload
+ * and creates each member's Sandbox when it starts; `workloadGated` = the runtime creates every Sandbox
+ * (held by our gate) first, then its own Workload, and starting a member is one pod patch.
  */
-export type AdmissionMode = "podGroup" | "workload";
+export type AdmissionMode = "podGroup" | "workload" | "workloadGated";
+
+/** Whether the runtime owns the roster's Workload (`workload` or `workloadGated`, with a LocalQueue). */
+export function ownsWorkload(ctx: Pick<RenderContext, "admission" | "localQueue">): boolean {
+  return ctx.localQueue !== undefined && (ctx.admission === "workload" || ctx.admission === "workloadGated");
+}
 
 /** Where Kueue admitted a pod set: the admitted flavors' `nodeLabels` (as nodeSelector) and `tolerations`. */
 export interface Placement {
@@ -326,12 +337,15 @@ function readinessProbe(member: MemberPlan, role: CompiledRole, ctx: RenderConte
  */
 export function renderSandbox(member: MemberPlan, ctx: RenderContext, placement?: Placement): Json {
   const role = roleOf(member, ctx);
-  const workloadMode = ctx.admission === "workload" && ctx.localQueue !== undefined;
+  // Kueue's pod-group metadata only when Kueue's pod integration admits the roster; our start gate unless the
+  // Sandbox is created only when its member starts (admission "workload").
+  const kueueMetadata = ctx.localQueue !== undefined && !ownsWorkload(ctx);
+  const createdAtStart = ownsWorkload(ctx) && ctx.admission === "workload";
   const labels = { [LABEL_RUN]: ctx.runLabel, [LABEL_ROLE]: role.name, [LABEL_MEMBER]: member.id };
   const extra = ctx.memberPodMetadata[member.id] ?? {};
   const podLabels: Record<string, string> = { ...ctx.podMetadata.labels, ...extra.labels, ...labels };
   const podAnnotations: Record<string, string> = { ...ctx.podMetadata.annotations, ...extra.annotations };
-  if (ctx.localQueue !== undefined && !workloadMode) {
+  if (kueueMetadata) {
     podLabels[KUEUE_QUEUE_LABEL] = ctx.localQueue;
     podLabels[KUEUE_POD_GROUP_NAME_LABEL] = ctx.podGroup;
     podAnnotations[KUEUE_POD_GROUP_TOTAL_COUNT_ANNOTATION] = String(ctx.spec.size);
@@ -360,7 +374,7 @@ export function renderSandbox(member: MemberPlan, ctx: RenderContext, placement?
   const tolerations = [...ctx.tolerations, ...(placement?.tolerations ?? [])];
   const podSpec: Json = {
     // With admission "workload" the Sandbox is created when the member starts: nothing to hold.
-    ...(workloadMode ? {} : { schedulingGates: [{ name: START_GATE }] }),
+    ...(createdAtStart ? {} : { schedulingGates: [{ name: START_GATE }] }),
     restartPolicy: "Never",
     automountServiceAccountToken: false,
     enableServiceLinks: false,
@@ -385,7 +399,7 @@ export function renderSandbox(member: MemberPlan, ctx: RenderContext, placement?
 }
 
 /**
- * The pod set of each role in the roster's Workload (`admission: "workload"`): the role's own name when the
+ * The pod set of each role in the roster's Workload (`admission: "workload"` or `"workloadGated"`): the role's own name when the
  * roster has at most {@link WL_MAX_POD_SETS} roles and every name is a DNS-1123 label, else `ps-<i>` per pod
  * shape ({@link podShapes}; {@link validateRoster} refuses more than 8 shapes).
  */
@@ -403,7 +417,7 @@ export function podSetNames(ctx: Pick<RenderContext, "spec" | "containerPort">):
 }
 
 /**
- * The roster's Workload (`kueue.x-k8s.io/v1beta2`, `admission: "workload"`), named `podGroup`, in the
+ * The roster's Workload (`kueue.x-k8s.io/v1beta2`, `admission: "workload"` or `"workloadGated"`), named `podGroup`, in the
  * LocalQueue: one pod set per role (or per pod shape, see {@link podSetNames}), `count` = its members, a
  * template carrying the members' resource requests (what Kueue's flavor assigner and quota check read:
  * kueue `pkg/workload/workload.go` NewInfo / totalRequests) and the configured nodeSelector/tolerations.

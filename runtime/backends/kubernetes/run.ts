@@ -13,14 +13,15 @@
 import type { MemberEventSink, MemberPlan } from "../../core/backend.js";
 import type { KubeClient } from "./client.js";
 import type { ApiCounters } from "./counters.js";
-import type { AdmissionMode, Json, Placement, RenderContext } from "./render.js";
+import { ownsWorkload, type AdmissionMode, type Json, type Placement, type RenderContext } from "./render.js";
 import { classifyPod, classifySandbox, classifyWorkload, isKueueManaged, oneLine, podProgress, type WorkloadVerdict } from "./status.js";
 import { EVENT_TRIGGERED_SCALE_UP, LABEL_MEMBER, LABEL_RUN } from "./upstream.js";
 import type { CacheEvent, ListWatch } from "./watch.js";
 
 /**
- * Runs tasks at most `limit` at a time, in FIFO order (the `createConcurrency` bound on `start()`'s Sandbox
- * creates with `admission: "workload"`: the core may start every member of a level at once).
+ * Runs tasks at most `limit` at a time, in FIFO order (the `createConcurrency` bound on `start()`'s one write
+ * with `admission: "workload"` (a Sandbox create) and `"workloadGated"` (a pod patch): the core may start
+ * every member of a level at once).
  */
 export class Limiter {
   readonly limit: number;
@@ -86,15 +87,24 @@ export interface MemberState {
   graceKind: "unschedulable" | "reconcile" | undefined;
 }
 
-/** Milestones of admission, in ms since `admit()` was called (`undefined` until reached). */
+/**
+ * Milestones of admission, in ms since `admit()` was called (`undefined` until reached). With `podGroup` and
+ * `workloadGated` the roster is materialized before admission (`membersCreatedMs` < `admittedMs`), with
+ * `workload` after it (the Sandboxes are created by the starts).
+ */
 export interface AdmissionTimings {
+  /** The last of the roster's Sandbox creates returned. */
   sandboxesCreatedMs?: number;
+  /** Every member's pod seen on the watch (first time). */
   allPodsObservedMs?: number;
+  /** Every member created: its Sandbox create returned AND its pod seen (the later of the two above). */
+  membersCreatedMs?: number;
   workloadObservedMs?: number;
+  /** The roster's Workload `Admitted=True` seen on the watch. */
   admittedMs?: number;
-  /** `admission: "workload"`: the Workload's create returned; `sandboxesCreatedMs` is then the last start's create. */
+  /** `admission: "workload"`/`"workloadGated"`: the Workload's create returned. */
   workloadCreatedMs?: number;
-  /** `admission: "workload"`: every member Ready, `PodsReady=True` applied (ms since admit). */
+  /** `admission: "workload"`/`"workloadGated"`: every member Ready, `PodsReady=True` applied (ms since admit). */
   podsReadyMarkedMs?: number;
 }
 
@@ -128,15 +138,15 @@ export class Run {
   admittedTo: { clusterQueue: string | null; flavors: Readonly<Record<string, string>> } | undefined;
   /** A problem found during admission, reported by `admit()` instead of as a member event. */
   admissionProblem: string | undefined;
-  /** `admission: "workload"`: the Workload was created by this run (close() deletes it). */
+  /** `admission: "workload"`/`"workloadGated"`: the Workload was created by this run (close() deletes it). */
   workloadCreated = false;
-  /** `admission: "workload"`: placement of each role's pods, from the admitted flavors. */
+  /** `admission: "workload"`/`"workloadGated"`: placement of each role's pods, from the admitted flavors. */
   placements = new Map<string, Placement>();
   /** `admission: "workload"`: Sandbox creates of `start()` in flight or queued (close() lets them land first). */
   readonly startsInFlight = new Set<Promise<unknown>>();
-  /** `admission: "workload"`: at most `createConcurrency` of `start()`'s Sandbox creates in flight. */
+  /** `admission: "workload"`/`"workloadGated"`: at most `createConcurrency` of `start()`'s writes in flight. */
   readonly createLimiter: Limiter;
-  /** `admission: "workload"`: sets the Workload's PodsReady condition (workload.ts markPodsReady, installed by admit). */
+  /** `admission: "workload"`/`"workloadGated"`: sets the Workload's PodsReady condition (workload.ts markPodsReady, installed by admit). */
   markPodsReady: (() => Promise<void>) | undefined;
   /** Members that reported ready. */
   readyCount = 0;
@@ -166,9 +176,14 @@ export class Run {
     return this.settings.localQueue !== undefined;
   }
 
-  /** Whether the runtime owns the roster's Workload (`admission: "workload"` with a LocalQueue). */
+  /** Whether the runtime owns the roster's Workload (`admission: "workload"` or `"workloadGated"`, with a LocalQueue). */
   get workloadMode(): boolean {
-    return this.kueue && this.settings.admission === "workload";
+    return ownsWorkload({ admission: this.settings.admission, localQueue: this.settings.localQueue });
+  }
+
+  /** `admission: "workload"`: each member's Sandbox is created by its `start()` (after admission), not by `admit()`. */
+  get createsAtStart(): boolean {
+    return this.workloadMode && this.settings.admission === "workload";
   }
 
   /** Registers the roster (once, at admit). */
@@ -232,6 +247,23 @@ export class Run {
     return id === undefined ? undefined : this.members.get(id);
   }
 
+  /**
+   * Counts one Sandbox create that returned; sets `sandboxesCreatedMs` at the last one, and
+   * `membersCreatedMs` once every pod has been seen too.
+   */
+  sandboxCreated(): void {
+    this.sandboxesCreated += 1;
+    if (this.sandboxesCreated === this.roster.length) {
+      this.admission.sandboxesCreatedMs ??= this.now() - this.admitStartedAt;
+      this.noteCreated();
+    }
+  }
+
+  /** Sets `membersCreatedMs` once every Sandbox create has returned and every pod has been seen. */
+  noteCreated(): void {
+    if (this.admission.sandboxesCreatedMs !== undefined && this.admission.allPodsObservedMs !== undefined) this.admission.membersCreatedMs ??= this.now() - this.admitStartedAt;
+  }
+
   /** Pod watch handler. */
   onPod = (event: CacheEvent): void => {
     const state = this.#memberOf(event.object);
@@ -243,7 +275,10 @@ export class Run {
         if (this.#reportable(state)) this.#exit(state, `pod ${this.ctx.namespace}/${state.plan.id} was deleted`);
       } else {
         if (state.pod === undefined) this.podsPresent += 1;
-        if (this.podsPresent === this.roster.length) this.admission.allPodsObservedMs ??= this.now() - this.admitStartedAt;
+        if (this.podsPresent === this.roster.length) {
+          this.admission.allPodsObservedMs ??= this.now() - this.admitStartedAt;
+          this.noteCreated();
+        }
         state.pod = event.object;
         if (this.kueue && !this.workloadMode && this.unmanagedPod === undefined && !isKueueManaged(event.object)) this.unmanagedPod = event.object;
         this.evaluate(state);

@@ -17,18 +17,59 @@
  *
  * With `admission: "workload"` (workload.ts) no Sandbox exists before its member starts: `start` creates it
  * (ONE write, at most `createConcurrency` in flight), ungated, with its role's admitted flavor placement.
+ *
+ * With `admission: "workloadGated"` the member's pod exists (admit created every Sandbox before the Workload)
+ * and carries only our gate, no Kueue metadata: `start` is ONE strategic-merge patch of the pod
+ * ({@link startPatch}, at most `createConcurrency` in flight) that deletes our gate AND adds the admitted
+ * flavor's placement. One patch can do both because the API server validates a pod update against the OLD
+ * pod: while the old pod is gated, additions to `spec.nodeSelector` are allowed, and additions to
+ * `spec.tolerations` are allowed on any pod (KEP-3838 "mutable pod scheduling directives", GA in 1.30;
+ * kubernetes v1.35.4 `pkg/apis/core/validation/validation.go` ValidatePodSpecUpdate: `podIsGated :=
+ * len(oldPod.Spec.SchedulingGates) > 0`, validateNodeSelectorMutation, validateOnlyAddedTolerations,
+ * validateOnlyDeletedSchedulingGates). Kueue's own pod integration does the same in one update when it
+ * ungates an admitted pod (kueue v0.17.0 `pkg/controller/jobs/pod/pod_controller.go` Run -> prepare:
+ * `podset.Merge` of the flavor's nodeSelector and tolerations, then `Ungate`, in one patch).
  */
 import type { MemberHandle, MemberPlan } from "../../core/backend.js";
 import { MemberStartError } from "../../core/errors.js";
 import { HttpMethod, KubeApiError } from "./client.js";
 import { paths } from "./admit.js";
-import { memberHost, renderSandbox } from "./render.js";
-import type { Run } from "./run.js";
+import { memberHost, renderSandbox, type Json, type Placement } from "./render.js";
+import type { MemberState, Run } from "./run.js";
 import { hasKueueGate, hasStartGate } from "./status.js";
 import { CONTAINER_NAME, START_GATE } from "./upstream.js";
 
 /** The strategic-merge patch that removes our scheduling gate (`schedulingGates` merges by `name`). */
 export const REMOVE_START_GATE_PATCH = { spec: { schedulingGates: [{ $patch: "delete", name: START_GATE }] } } as const;
+
+/** A toleration's identity for de-duplication (an absent `operator` means `Equal`, kubernetes core/v1 Toleration). */
+function tolerationKey(t: Json): string {
+  return JSON.stringify([t.key ?? "", t.operator ?? "Equal", t.value ?? "", t.effect ?? "", t.tolerationSeconds ?? null]);
+}
+
+/**
+ * `admission: "workloadGated"`: the ONE strategic-merge patch that starts a gated member on its admitted
+ * flavor: `schedulingGates` deletes our gate by name (the list merges by `name`), `nodeSelector` adds the
+ * flavor's `nodeLabels` (a map: strategic merge adds keys), and `tolerations`, when the flavor adds any the
+ * pod lacks, is the pod's current list plus those (the list is atomic, so a strategic merge REPLACES it;
+ * the API server accepts only additions, so the current entries, including the ones the
+ * DefaultTolerationSeconds admission plugin added at create, must be sent back as they are).
+ *
+ * @param pod - the member's pod as last seen on the watch (its tolerations can only have grown since, and
+ *   only by this patch)
+ * @param placement - the member's role's admitted placement (workload.ts placementsFor)
+ * @returns `{ spec: { nodeSelector?, tolerations?, schedulingGates } }`
+ */
+export function startPatch(pod: Json | undefined, placement: Placement | undefined): Json {
+  const spec: Json = {};
+  if (placement !== undefined && Object.keys(placement.nodeSelector).length > 0) spec.nodeSelector = { ...placement.nodeSelector };
+  const current = (((pod?.spec as Json | undefined)?.tolerations as Json[] | undefined) ?? []).map((t) => ({ ...t }));
+  const have = new Set(current.map(tolerationKey));
+  const missing = (placement?.tolerations ?? []).filter((t) => !have.has(tolerationKey(t)));
+  if (missing.length > 0) spec.tolerations = [...current, ...missing.map((t) => ({ ...t }))];
+  spec.schedulingGates = REMOVE_START_GATE_PATCH.spec.schedulingGates.map((g) => ({ ...g }));
+  return { spec };
+}
 
 /**
  * Starts one admitted member.
@@ -46,22 +87,13 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
   if (state.started) throw fail("already started; the kubernetes backend does not restart members");
   if (state.exited) throw fail("its pod or Sandbox has already failed");
   const ns = run.settings.namespace;
-  if (run.workloadMode) {
+  if (run.createsAtStart) {
     await createSandbox(run, plan, signal, fail);
-  } else if (run.kueue && state.pod !== undefined && hasKueueGate(state.pod)) {
-    await untilKueueUngated(run, plan.id, signal, fail);
-  }
-  if (!run.workloadMode && (state.pod === undefined || hasStartGate(state.pod))) {
-    try {
-      await run.client.request("patch pods", HttpMethod.PATCH, `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(plan.id)}`, {
-        body: REMOVE_START_GATE_PATCH,
-        contentType: "application/strategic-merge-patch+json",
-        signal,
-      });
-    } catch (error) {
-      if (error instanceof KubeApiError && error.status === 404) throw fail(`pod ${ns}/${plan.id} no longer exists`, error);
-      throw fail(`removing scheduling gate ${START_GATE} from pod ${ns}/${plan.id}: ${(error as Error).message}`, error);
-    }
+  } else if (run.workloadMode) {
+    await ungateOnFlavor(run, state, signal, fail);
+  } else {
+    if (run.kueue && state.pod !== undefined && hasKueueGate(state.pod)) await untilKueueUngated(run, plan.id, signal, fail);
+    if (state.pod === undefined || hasStartGate(state.pod)) await patchPod(run, plan.id, REMOVE_START_GATE_PATCH, signal, fail);
   }
   state.started = true;
   state.startedAtMs = run.now();
@@ -73,6 +105,41 @@ export async function startMember(run: Run, plan: MemberPlan, signal: AbortSigna
     detail: { namespace: ns, sandbox: plan.id, pod: plan.id },
     outputTail: (lines) => podLogTail(run, plan.id, lines),
   };
+}
+
+/**
+ * One strategic-merge patch of the member's pod (`patch pods`).
+ *
+ * @throws {MemberStartError} naming the pod: gone (404), or the API server's refusal
+ */
+async function patchPod(run: Run, member: string, body: Json, signal: AbortSignal, fail: (message: string, cause?: unknown) => MemberStartError): Promise<void> {
+  const ns = run.settings.namespace;
+  try {
+    await run.client.request("patch pods", HttpMethod.PATCH, `/api/v1/namespaces/${encodeURIComponent(ns)}/pods/${encodeURIComponent(member)}`, {
+      body,
+      contentType: "application/strategic-merge-patch+json",
+      signal,
+    });
+  } catch (error) {
+    if (error instanceof KubeApiError && error.status === 404) throw fail(`pod ${ns}/${member} no longer exists`, error);
+    throw fail(`removing scheduling gate ${START_GATE} from pod ${ns}/${member}: ${(error as Error).message}`, error);
+  }
+}
+
+/**
+ * `admission: "workloadGated"`: {@link startPatch} on the member's pod, at most `createConcurrency` in flight
+ * (the core may start a whole level at once). A patch still queued when the run closes or the member is
+ * aborted is not sent.
+ *
+ * @throws {MemberStartError} when the pod is gone, the run is no longer admitted, or the patch fails
+ */
+async function ungateOnFlavor(run: Run, state: MemberState, signal: AbortSignal, fail: (message: string, cause?: unknown) => MemberStartError): Promise<void> {
+  const member = state.plan.id;
+  await run.createLimiter.run(async () => {
+    if (signal.aborted || run.phase !== "admitted") throw fail(`not started: ${signal.aborted ? "aborted" : `the run is ${run.phase}`}`);
+    if (state.pod === undefined) throw fail(`pod ${run.settings.namespace}/${member} no longer exists`);
+    await patchPod(run, member, startPatch(state.pod, run.placements.get(state.plan.role)), signal, fail);
+  });
 }
 
 /**
@@ -101,8 +168,7 @@ async function createSandbox(run: Run, plan: MemberPlan, signal: AbortSignal, fa
   } finally {
     run.startsInFlight.delete(creating);
   }
-  run.sandboxesCreated += 1;
-  if (run.sandboxesCreated === run.roster.length) run.admission.sandboxesCreatedMs = run.now() - run.admitStartedAt;
+  run.sandboxCreated();
 }
 
 /**

@@ -1,11 +1,15 @@
 /**
- * `admission: "workload"`: the runtime OWNS the roster's Kueue Workload (render.ts `renderWorkload`).
+ * `admission: "workload"` and `"workloadGated"`: the runtime OWNS the roster's Kueue Workload (render.ts
+ * `renderWorkload`).
  *
- * - **Admission** (`admitWithWorkload` in admit.ts): one create of the Workload in the LocalQueue; Kueue's
+ * - **Admission** (`submitWorkload` in admit.ts): one create of the Workload in the LocalQueue; Kueue's
  *   scheduler admits it all or nothing against the ClusterQueue's quota (`QuotaReserved`, then `Admitted`,
  *   `status.admission.podSetAssignments`), exactly as it admits the Workload its pod integration builds.
- *   No Sandbox exists before admission; each member's Sandbox is created by `start(member)` with the admitted
- *   flavors' placement ({@link placementsFor}) and no scheduling gate.
+ *   With `workload` no Sandbox exists before admission; each member's Sandbox is created by `start(member)`
+ *   with the admitted flavors' placement ({@link placementsFor}) and no scheduling gate. With
+ *   `workloadGated` every Sandbox is created first, its pod held by our start gate, and the Workload only once
+ *   every pod exists; `start(member)` then patches the pod once: gate removed, placement added (start.ts
+ *   `startPatch`).
  * - **waitForPodsReady** ({@link markPodsReady}): Kueue evicts an admitted Workload whose `PodsReady`
  *   condition is not True within `waitForPodsReady.timeout` of admission (kueue v0.17.0
  *   `pkg/controller/core/workload_controller.go` admittedNotReadyWorkload). Nothing in Kueue sets it for
