@@ -420,9 +420,11 @@ async function followJobProgress(resolveKubectl) {
       }
       // An empty stream that ended while the Job runs: kubectl answered before the runtime container had started
       // (seen on kind: exit 0, no line, with the pod in its init container); follow again.
-      if (code === 0) lastError = "the log stream ended before the runtime container wrote a line";
-      lastError = typeof code === "string" ? code : tail(stderr, 1);
-      if (typeof code === "string") break;
+      if (typeof code === "string") {
+        lastError = code;
+        break;
+      }
+      lastError = code === 0 ? "the log stream ended before the runtime container wrote a line" : tail(stderr, 1);
       if (finished === undefined) await sleep(1000);
     }
     finished ??= "";
