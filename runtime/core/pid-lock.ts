@@ -3,6 +3,7 @@
  * holder is dead ({@link acquirePidLock}). The artifact root's run lock (./run-lock.ts, which reaps what a dead
  * holder left before it takes the lock over) and the seal's lock (./ledger/seal.ts) are both taken with it.
  */
+import { createHash, randomBytes } from "node:crypto";
 import * as fs from "node:fs";
 import { tempNameFor } from "./atomic";
 import { readProcStat } from "./proc-stat";
@@ -69,8 +70,8 @@ export type PidLockState<R extends PidLockHolder> =
   | { readonly kind: "none" }
   | { readonly kind: "directory" }
   /** Not a lock this code wrote: empty, not JSON, or not what `parse` accepts. */
-  | { readonly kind: "unreadable"; readonly bytes: number; readonly ageMs: number }
-  | { readonly kind: "held"; readonly holder: R; readonly state: LockHolderState };
+  | { readonly kind: "unreadable"; readonly bytes: number; readonly ageMs: number; readonly identity?: string }
+  | { readonly kind: "held"; readonly holder: R; readonly state: LockHolderState; readonly identity?: string };
 
 /** The lock file at `lockPath` parsed by `parse`; `undefined` when there is none or it is unreadable/torn. */
 export function readPidLock<R extends PidLockHolder>(lockPath: string, parse: (value: unknown) => R | undefined): R | undefined {
@@ -90,9 +91,10 @@ export function inspectPidLock<R extends PidLockHolder>(lockPath: string, parse:
     return { kind: "none" };
   }
   if (stat.isDirectory()) return { kind: "directory" };
+  const identity = pidLockIdentity(lockPath);
   const holder = readPidLock(lockPath, parse);
-  if (holder === undefined) return { kind: "unreadable", bytes: stat.size, ageMs: Date.now() - stat.mtimeMs };
-  return { kind: "held", holder, state: lockHolderState(holder) };
+  if (holder === undefined) return { kind: "unreadable", bytes: stat.size, ageMs: Date.now() - stat.mtimeMs, identity };
+  return { kind: "held", holder, state: lockHolderState(holder), identity };
 }
 
 /** Writes `record` to a temp file beside `lockPath` and links it there: true when created, false on EEXIST. */
@@ -113,6 +115,75 @@ function createLockFile(lockPath: string, record: PidLockHolder): boolean {
     throw error;
   } finally {
     fs.rmSync(tmp, { force: true });
+  }
+}
+
+/**
+ * One lock file's identity: its inode and its bytes, hashed (16 hex). A lock removed and created again gets
+ * another identity even when the file system reuses the inode (the new holder's record differs: pid, start time,
+ * creation time). `undefined` when nothing (or a directory) is at `lockPath`.
+ */
+export function pidLockIdentity(lockPath: string): string | undefined {
+  try {
+    const fd = fs.openSync(lockPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
+    try {
+      const stat = fs.fstatSync(fd);
+      if (!stat.isFile()) return undefined;
+      const bytes = fs.readFileSync(fd);
+      return createHash("sha256").update(`${stat.dev}:${stat.ino}\n`).update(bytes).digest("hex").slice(0, 16);
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
+}
+
+/** How a stale lock's takeover ended: `moved` (this process removed it), `busy` (another live contender is taking it over) or `gone` (it is no longer at the path). */
+export type TakeoverResult = "moved" | "busy" | "gone";
+
+/** The takeover claim files of the stale lock `identity` at `lockPath`, generation `gen`. */
+function takeoverClaim(lockPath: string, identity: string, gen: number): string {
+  return `${lockPath}.takeover-${identity}-${gen}`;
+}
+
+/**
+ * Removes the stale lock whose identity ({@link pidLockIdentity}) a contender read, unless another contender got
+ * there first: the step that makes a takeover safe under contention.
+ *
+ * Renaming "whatever is at the lock path" is not enough: between a contender's inspection and its rename, another
+ * contender may have taken the stale lock over and created its own live lock, which the rename would then remove
+ * (two live runs under one lock). So a takeover is claimed first: a claim file `<lockPath>.takeover-<identity>-<gen>`
+ * created exclusively (link(2), as the lock itself), naming its creator by pid and start time. Exactly one
+ * contender creates generation 0; a later generation is tried only when every earlier claim's creator is dead (a
+ * contender that died mid-takeover). Holding the claim, the contender checks that the lock path still holds that
+ * identity (only a claim holder removes it, and no lock can be created while it exists), renames it aside and
+ * removes it, then removes the claims.
+ *
+ * @param lockPath - the lock file
+ * @param identity - the stale lock's {@link pidLockIdentity}, read when it was judged stale
+ * @returns `moved` when this process removed it; `busy` when a live contender holds the claim (retry after a
+ *   pause: it will be gone or replaced); `gone` when the path no longer holds that lock (retry at once)
+ * @throws the underlying `NodeJS.ErrnoException` when a claim cannot be written (not EEXIST)
+ */
+export function takeOverStaleLock(lockPath: string, identity: string): TakeoverResult {
+  let gen = 0;
+  for (;;) {
+    const claim = takeoverClaim(lockPath, identity, gen);
+    if (createLockFile(claim, thisLockHolder())) break;
+    const holder = readPidLock(claim, pidLockHolderOf);
+    if (holder !== undefined && lockHolderState(holder) === "alive") return "busy";
+    gen += 1; // its creator died mid-takeover (or the claim was torn): the next generation
+  }
+  const claims = Array.from({ length: gen + 1 }, (_, g) => takeoverClaim(lockPath, identity, g));
+  try {
+    if (pidLockIdentity(lockPath) !== identity) return "gone";
+    const aside = `${lockPath}.stale-${process.pid}-${randomBytes(4).toString("hex")}`;
+    fs.renameSync(lockPath, aside);
+    fs.rmSync(aside, { force: true });
+    return "moved";
+  } finally {
+    for (const c of claims) fs.rmSync(c, { force: true });
   }
 }
 
@@ -147,8 +218,9 @@ export interface PidLockOptions<R extends PidLockHolder> {
  * An existing lock ({@link inspectPidLock}, `opts.parse` reading its JSON):
  * - held by a live process ({@link lockHolderState} `alive`, from `/proc/<pid>/stat`): refused;
  * - held by a dead one (`ended` or `other-process`), or `unreadable` (not JSON or not what `opts.parse` accepts):
- *   stale. It is renamed aside (only one contender wins the rename) and removed, `opts.takenOver` is awaited, and
- *   the lock is created again. An EMPTY lock younger than {@link EMPTY_LOCK_GRACE_MS} (what an older runtime that
+ *   stale. It is taken over through a claim ({@link takeOverStaleLock}: exactly one contender removes that lock,
+ *   and never a live lock another contender created meanwhile), `opts.takenOver` is awaited, and the lock is
+ *   created again. An EMPTY lock younger than {@link EMPTY_LOCK_GRACE_MS} (what an older runtime that
  *   wrote the lock after creating it could leave for a moment) is waited for before it counts as stale;
  * - gone meanwhile (released): created again.
  * It tries at least 5 times and for {@link EMPTY_LOCK_GRACE_MS} + 1 s.
@@ -171,14 +243,12 @@ export async function acquirePidLock<R extends PidLockHolder>(lockPath: string, 
       await new Promise((resolve) => setTimeout(resolve, 100));
       continue;
     }
-    // Stale: move it aside atomically (only one contender wins the rename), let the caller clean up, retry.
-    const aside = `${lockPath}.stale-${process.pid}`;
-    try {
-      fs.renameSync(lockPath, aside);
-    } catch {
-      continue; // another contender moved it first; try again
-    }
-    fs.rmSync(aside, { force: true });
+    // Stale: take it over through a claim (takeOverStaleLock), let the caller clean up, retry.
+    const identity = found.identity;
+    if (identity === undefined) continue; // gone meanwhile
+    const result = takeOverStaleLock(lockPath, identity);
+    if (result === "busy") await new Promise((resolve) => setTimeout(resolve, 50));
+    if (result !== "moved") continue;
     const stale: StaleLock<R> =
       found.kind === "unreadable" ? { why: "unreadable", holder: null } : { why: found.state === "other-process" ? "other-process" : "ended", holder: found.holder };
     await opts.takenOver?.(stale);
