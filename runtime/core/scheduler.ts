@@ -335,11 +335,12 @@ export class Scheduler {
     await this.teardown();
     phasesMs.teardown = this.clock.now() - teardownStart;
     for (const key of Object.keys(phasesMs)) phasesMs[key] = round3(phasesMs[key]!);
-    const outcome: Outcome = this.firstFailure !== null ? "failed" : this.interruptedBy !== null ? "interrupted" : "succeeded";
     const timeToReadyMs = this.rosterReadyAt !== null && this.admittedAt !== null ? round3(this.rosterReadyAt - this.admittedAt) : null;
     this.phase = "done";
     this.progress();
+    // Every record answered before the outcome is decided: a teardown record that could not be written fails it.
     await this.settleAppends();
+    const outcome: Outcome = this.firstFailure !== null ? "failed" : this.interruptedBy !== null ? "interrupted" : "succeeded";
     try {
       await this.ledger.complete({
         outcome,
@@ -353,10 +354,12 @@ export class Scheduler {
       });
     } catch (error) {
       this.ledgerError ??= `completion not written: ${(error as Error).message}`;
+      this.firstFailure ??= { member: null, reason: this.ledgerError };
     }
     return {
       runId: this.config.runId,
-      outcome,
+      // Never `succeeded` without a ledger that says so: a failed append or completion fails the run.
+      outcome: this.firstFailure !== null ? "failed" : outcome,
       size: this.spec.size,
       readyCount: this.counts.ready,
       timeToReadyMs,
@@ -895,10 +898,10 @@ export class Scheduler {
       (error: unknown) => {
         if (this.ledgerError === null) {
           this.ledgerError = `ledger append (${kind}) failed: ${(error as Error).message}`;
-          if (this.firstFailure === null && !this.stopRequest.done) {
-            this.firstFailure = { member: null, reason: this.ledgerError };
-            this.requestStop();
-          }
+          // A run whose records are lost did not succeed, whenever the write failed (in teardown too: a full disk
+          // after the hold); a signal's interruption gives way to it, because the ledger cannot say how it ended.
+          if (this.firstFailure === null) this.firstFailure = { member: null, reason: this.ledgerError };
+          if (!this.stopRequest.done) this.requestStop();
         }
       },
     );

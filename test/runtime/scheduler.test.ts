@@ -233,3 +233,59 @@ describe("scheduler with an in-memory backend", () => {
     expect(JSON.stringify(ledger.records)).not.toContain("secret-token");
   });
 });
+
+
+describe("scheduler with a ledger that stops taking writes (a full disk after the hold)", () => {
+  /** A MemoryLedger whose appends fail from the record kind `failFrom` on, and whose completion fails when `failComplete`. */
+  class FailingLedger extends MemoryLedger {
+    private failing = false;
+    constructor(
+      private readonly failFrom: string | null,
+      private readonly failComplete: boolean,
+    ) {
+      super();
+    }
+    override async append(kind: string, fields: Record<string, unknown> = {}): Promise<unknown> {
+      if (kind === this.failFrom) this.failing = true;
+      if (this.failing) throw Object.assign(new Error("ENOSPC: no space left on device, write"), { code: "ENOSPC" });
+      return super.append(kind, fields);
+    }
+    override async complete(completion: Parameters<MemoryLedger["complete"]>[0]): Promise<unknown> {
+      if (this.failComplete) throw new Error("ENOSPC: no space left on device, open 'completion.json'");
+      return super.complete(completion);
+    }
+  }
+
+  async function runWithLedger(ledger: MemoryLedger) {
+    const spec = specOf([role("web", 2)], { hold: "10ms" });
+    const backend = new FakeBackend(() => ({ kind: "ready", startMs: 1, readyMs: 1 }));
+    const scheduler = new Scheduler({ spec, runId: "t-20260101T000000Z-abcdef", runDir: "/nonexistent/run", backend, ledger });
+    backend.events = scheduler.events;
+    return scheduler.run();
+  }
+
+  it("a teardown record that cannot be written fails the run, naming the write and its reason; never succeeded", async () => {
+    const ledger = new FailingLedger("teardown-finished", true);
+    const result = await runWithLedger(ledger);
+    expect(result.outcome).toBe("failed");
+    expect(result.readyCount).toBe(2);
+    expect(result.firstFailure).toEqual({ member: null, reason: "ledger append (teardown-finished) failed: ENOSPC: no space left on device, write" });
+    expect(result.ledgerError).toBe(result.firstFailure!.reason);
+  });
+
+  it("a completion that cannot be written fails the run (every record written)", async () => {
+    const ledger = new FailingLedger(null, true);
+    const result = await runWithLedger(ledger);
+    expect(ledger.kinds()).toContain("teardown-finished");
+    expect(result.outcome).toBe("failed");
+    expect(result.firstFailure?.reason).toBe("completion not written: ENOSPC: no space left on device, open 'completion.json'");
+  });
+
+  it("a teardown record that fails but a completion that is written: the completion says failed too", async () => {
+    const ledger = new FailingLedger("member-stopped", false);
+    const result = await runWithLedger(ledger);
+    expect(result.outcome).toBe("failed");
+    expect(ledger.completion?.outcome).toBe("failed");
+    expect(ledger.completion?.firstFailure?.reason).toMatch(/^ledger append \(member-stopped\) failed: ENOSPC/);
+  });
+});
