@@ -234,7 +234,6 @@ describe("scheduler with an in-memory backend", () => {
   });
 });
 
-
 describe("scheduler with a ledger that stops taking writes (a full disk after the hold)", () => {
   /** A MemoryLedger whose appends fail from the record kind `failFrom` on, and whose completion fails when `failComplete`. */
   class FailingLedger extends MemoryLedger {
