@@ -45,6 +45,10 @@ export class CohortError extends Error {
  *   last record is `teardown-finished` or `run-finished`, written just before it): it was deleted or lost. For a
  *   `gs://` ledger (runtime/core/ledger/remote.ts) the missing object alone: the run is incomplete or its export torn.
  *   There `manifest-missing` and `records-missing` name the missing object, and `torn-final-line` a truncated one.
+ * - `completion-mismatch`: `completion.json` says what the hash-chained records contradict: `succeeded` with a
+ *   `run-failed`, `run-interrupted` or `member-failed` record; not `failed` with a
+ *   `run-failed` record; `readyCount` other than the number of
+ *   `member-ready` records; `timeToReadyMs` other than `roster-ready`'s (or a number without one).
  */
 export type LedgerVerifyCode =
   | "manifest-missing"
@@ -65,7 +69,8 @@ export type LedgerVerifyCode =
   | "records-changed"
   | "invalid-utf8"
   | "lone-surrogate"
-  | "completion-missing";
+  | "completion-missing"
+  | "completion-mismatch";
 
 /**
  * A ledger failed verification (or recovery refused to touch it). `line` is the 1-based line number

@@ -15,7 +15,7 @@ import { LedgerVerifyError } from "../errors";
 import { findLoneSurrogate, type LoneSurrogate } from "../text";
 import { canonicalJson, sha256Hex } from "../digest";
 import type { Outcome } from "../summary";
-import { LEDGER_FILES, isRfc3339 } from "./format";
+import { LEDGER_FILES, isRfc3339, type Completion } from "./format";
 import { manifestMissing, parseCompletion, parseManifest, readOptional, splitLines } from "./read";
 
 /**
@@ -49,6 +49,9 @@ export interface VerifyReport {
  *    surrogate, the escape `\ud83d` without its pair (`lone-surrogate`).
  * 7. without completion.json, the last record is not one that ends a run ({@link FINAL_RECORD_KINDS}):
  *    otherwise `completion-missing` (a finished run whose completion was deleted).
+ * 8. completion.json says nothing the records contradict ({@link completionContradiction}): completion.json is not
+ *    in the hash chain, so its outcome, first failure, ready count and time to ready are checked against the records
+ *    that are (`completion-mismatch`). Its `phasesMs` and `completedAt` are not provable from the records.
  * A missing records.ndjson without completion reads as zero records.
  * @throws {LedgerVerifyError} on the first violation, with `code`, `line` (1-based, when one line is
  *   at fault) and `detail` (expected vs found).
@@ -80,6 +83,8 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
   let lastElapsed = 0;
   let count = 0;
   let lastKind: string | undefined;
+  /** The records {@link completionContradiction} reads. */
+  const facts: { kind: string; [k: string]: unknown }[] = [];
   for (const line of splitLines(dir, bytes, completionBytes !== undefined)) {
     const n = line.number;
     const r = line.value as Record<string, unknown>;
@@ -107,6 +112,7 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
     if (lone !== undefined) throw bad("lone-surrogate", loneSurrogateDetail(LEDGER_FILES.records, lone));
     lastElapsed = r.elapsedMs;
     lastKind = r.kind;
+    if (RUN_FACT_KINDS.has(r.kind)) facts.push(r as { kind: string; [k: string]: unknown });
     expectedPrev = sha256Hex(line.bytes);
     count = n;
   }
@@ -139,7 +145,47 @@ export async function verifyLedger(runDir: string): Promise<VerifyReport> {
       dir,
       `${LEDGER_FILES.completion} manifestSha256 is ${completion.manifestSha256}, ${LEDGER_FILES.manifest} hashes to ${manifestSha}`,
     );
+  const contradiction = completionContradiction(completion, facts);
+  if (contradiction !== undefined) throw new LedgerVerifyError("completion-mismatch", dir, `${LEDGER_FILES.completion} ${contradiction}`);
   return { ok: true, runId: manifest.runId, records: count, complete: true, outcome: completion.outcome };
+}
+
+/** The record kinds {@link completionContradiction} reads. */
+const RUN_FACT_KINDS: ReadonlySet<string> = new Set(["run-failed", "run-interrupted", "member-failed", "member-ready", "roster-ready"]);
+
+/**
+ * What completion.json says that the records contradict, as the scheduler writes both (runtime/core/scheduler.ts:
+ * `member-ready` and its ready count move together, `roster-ready` carries `timeToReadyMs`, a failure is recorded as
+ * `run-failed` before the completion's `failed`); `undefined` when nothing does.
+ *
+ * Only what the records prove is checked: a `failed` completion without a `run-failed` record is accepted (a run
+ * whose ledger write failed is failed with no record of it), and `readyCount`/`timeToReadyMs` only when present.
+ *
+ * @param completion - the parsed completion.json
+ * @param facts - the records of {@link RUN_FACT_KINDS}, in order
+ * @returns one clause naming the field, what it says and what the records show
+ */
+export function completionContradiction(completion: Completion, facts: readonly { kind: string; [k: string]: unknown }[]): string | undefined {
+  const first = (kind: string) => facts.find((r) => r.kind === kind);
+  const runFailed = first("run-failed");
+  const line = (r: { [k: string]: unknown }) => (typeof r.seq === "number" ? ` (line ${r.seq})` : "");
+  if (runFailed !== undefined && completion.outcome !== "failed") return `says outcome ${completion.outcome}, but the records hold run-failed${line(runFailed)}`;
+  if (completion.outcome === "succeeded") {
+    for (const kind of ["run-interrupted", "member-failed"]) {
+      const r = first(kind);
+      if (r !== undefined) return `says outcome succeeded, but the records hold ${kind}${line(r)}`;
+    }
+    if (completion.firstFailure !== null) return "says outcome succeeded with a firstFailure";
+  }
+  const ready = facts.filter((r) => r.kind === "member-ready").length;
+  if (typeof completion.readyCount === "number" && completion.readyCount !== ready) return `says readyCount ${completion.readyCount}, but the records hold ${ready} member-ready`;
+  if (typeof completion.timeToReadyMs === "number") {
+    const rosterReady = first("roster-ready");
+    if (rosterReady === undefined) return `says timeToReadyMs ${completion.timeToReadyMs}, but the records hold no roster-ready`;
+    if (typeof rosterReady.timeToReadyMs === "number" && rosterReady.timeToReadyMs !== completion.timeToReadyMs)
+      return `says timeToReadyMs ${completion.timeToReadyMs}, but roster-ready${line(rosterReady)} says ${rosterReady.timeToReadyMs}`;
+  }
+  return undefined;
 }
 
 /** The `detail` of a `lone-surrogate` error: file, dotted path, code unit, index. */
