@@ -89,24 +89,36 @@ export function runtimeBundlePath(artifactRoot: string, sha256: string): string 
 /**
  * The shell scripts of the bundle resource. Values travel in the environment, never spliced into the
  * script text. `create` copies the launcher (when `COHORT_LAUNCHER_SOURCE` is set) and then the bundle, each
- * through a temp file, checking the SHA-256 seen at preview time before the rename; `delete` removes both
- * copies and the `.runtime` directory if it is empty (the artifact root stays).
+ * through a temp file, checking the SHA-256 seen at preview time before the rename; a create that fails removes
+ * what it made (its temp file, a launcher copy it added, an empty `.runtime`), because no delete runs for a
+ * resource that was never created. `delete` removes both copies and the `.runtime` directory if it is empty (the
+ * artifact root stays).
  */
 export const RUNTIME_BUNDLE_SCRIPTS = {
   create: [
     "set -eu",
-    'mkdir -p "$COHORT_ARTIFACT_ROOT" "$(dirname "$COHORT_BUNDLE_PATH")"',
+    'runtime_dir="$(dirname "$COHORT_BUNDLE_PATH")"',
+    // A create that fails is not in the state, so no delete will run for it: on any failure (a full disk, an
+    // unreadable source, a changed digest) it removes what it made itself: the temp file, a launcher copy it
+    // added, the .runtime directory when that is left empty.
+    'tmp=""; made_launcher=""',
+    'cleanup() { rc=$?; if [ "$rc" != 0 ]; then rm -f "$tmp"; if [ -n "$made_launcher" ]; then rm -f "$made_launcher"; fi; rmdir "$runtime_dir" 2>/dev/null || true; fi; exit "$rc"; }',
+    "trap cleanup EXIT",
+    'mkdir -p "$COHORT_ARTIFACT_ROOT" "$runtime_dir"',
     "copy() { # source sha256 target",
     '  tmp="$3.tmp.$$"',
     '  cp "$1" "$tmp"',
     '  if ! printf "%s  %s\\n" "$2" "$tmp" | sha256sum -c --status -; then',
-    '    rm -f "$tmp"',
     '    echo "$1 changed since the program read it (expected sha256 $2); run pulumi up again" >&2',
     "    exit 1",
     "  fi",
     '  mv -f "$tmp" "$3"',
+    '  tmp=""',
     "}",
-    'if [ -n "${COHORT_LAUNCHER_SOURCE:-}" ]; then copy "$COHORT_LAUNCHER_SOURCE" "$COHORT_LAUNCHER_SHA256" "$COHORT_LAUNCHER_PATH"; chmod 755 "$COHORT_LAUNCHER_PATH"; fi',
+    'if [ -n "${COHORT_LAUNCHER_SOURCE:-}" ]; then',
+    '  if [ ! -e "$COHORT_LAUNCHER_PATH" ]; then made_launcher="$COHORT_LAUNCHER_PATH"; fi',
+    '  copy "$COHORT_LAUNCHER_SOURCE" "$COHORT_LAUNCHER_SHA256" "$COHORT_LAUNCHER_PATH"; chmod 755 "$COHORT_LAUNCHER_PATH"',
+    "fi",
     'copy "$COHORT_BUNDLE_SOURCE" "$COHORT_BUNDLE_SHA256" "$COHORT_BUNDLE_PATH"',
   ].join("\n"),
   delete: [

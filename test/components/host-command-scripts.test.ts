@@ -299,7 +299,36 @@ describe("HostProfile bundle steps", () => {
     const bad = run(RUNTIME_BUNDLE_SCRIPTS.create, { ...env, COHORT_LAUNCHER_SHA256: "0".repeat(64) });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toBe(`${launcher} changed since the program read it (expected sha256 ${"0".repeat(64)}); run pulumi up again\n`);
-    expect(readdirSync(path.dirname(target))).toEqual([]);
+    expect(existsSync(path.dirname(target))).toBe(false);
+    // The launcher copied, then the bundle's copy fails (its source is gone): the launcher copy goes too, because
+    // no delete runs for a create that failed.
+    const noBundle = run(RUNTIME_BUNDLE_SCRIPTS.create, { ...env, COHORT_BUNDLE_SOURCE: path.join(dir, "missing.cjs") });
+    expect(noBundle.status).not.toBe(0);
+    expect(noBundle.stderr).toContain("missing.cjs");
+    expect(existsSync(path.dirname(target))).toBe(false);
+    // A launcher copy that was there before (another stack's create) is kept.
+    expect(run(RUNTIME_BUNDLE_SCRIPTS.create, env).status).toBe(0);
+    rmSync(target);
+    expect(run(RUNTIME_BUNDLE_SCRIPTS.create, { ...env, COHORT_BUNDLE_SOURCE: path.join(dir, "missing.cjs") }).status).not.toBe(0);
+    expect(readdirSync(path.dirname(target))).toEqual([`cohort-${sha.slice(0, 12)}-launcher`]);
+  });
+
+  it("create on a full disk removes its partial temp file (a tmpfs smaller than the bundle; root only)", (ctx) => {
+    const mnt = path.join(dir, "tiny");
+    mkdirSync(mnt);
+    if (spawnSync("mount", ["-t", "tmpfs", "-o", "size=64k", "tmpfs", mnt]).status !== 0) return ctx.skip("cannot mount a tmpfs here (not root)");
+    try {
+      const big = path.join(dir, "big.cjs");
+      writeFileSync(big, Buffer.alloc(256 * 1024, 120));
+      const bigSha = createHash("sha256").update(readFileSync(big)).digest("hex");
+      const target = runtimeBundlePath(mnt, bigSha);
+      const r = run(RUNTIME_BUNDLE_SCRIPTS.create, { COHORT_ARTIFACT_ROOT: mnt, COHORT_BUNDLE_SOURCE: big, COHORT_BUNDLE_PATH: target, COHORT_BUNDLE_SHA256: bigSha });
+      expect(r.status).not.toBe(0);
+      expect(r.stderr).toContain("No space left on device");
+      expect(readdirSync(mnt)).toEqual([]);
+    } finally {
+      spawnSync("umount", [mnt]);
+    }
   });
 
   it("create refuses a bundle whose digest changed since the program read it, leaving nothing behind", () => {
@@ -310,6 +339,6 @@ describe("HostProfile bundle steps", () => {
     const r = run(RUNTIME_BUNDLE_SCRIPTS.create, { COHORT_ARTIFACT_ROOT: root, COHORT_BUNDLE_SOURCE: source, COHORT_BUNDLE_PATH: target, COHORT_BUNDLE_SHA256: wrong });
     expect(r.status).toBe(1);
     expect(r.stderr).toBe(`${source} changed since the program read it (expected sha256 ${wrong}); run pulumi up again\n`);
-    expect(readdirSync(path.dirname(target))).toEqual([]);
+    expect(existsSync(path.dirname(target))).toBe(false);
   });
 });
