@@ -29,6 +29,7 @@ import { z } from "zod";
 import { durationProblem, parseDurationMs } from "./duration.js";
 import { SpecError, type SpecIssue } from "./errors.js";
 import { referencedVars } from "./expand.js";
+import { logPatternProblem } from "./log-pattern.js";
 import { isNonNegativeQuantity } from "./quantity.js";
 import { checkRoleGraph, roleDependants, roleLevels } from "./graph.js";
 import { cutUnits, findLoneSurrogate } from "./text.js";
@@ -98,7 +99,10 @@ const readinessSchema = z.strictObject({
   tcp: z.strictObject({ port: port.optional() }).optional(),
   /** Run a command (with the member's env, in its directory); ready on exit 0. */
   exec: z.strictObject({ command: argv }).optional(),
-  /** A line of the member's output (stdout or stderr) matching a JavaScript regular expression. */
+  /**
+   * A line of the member's output (stdout or stderr) matching a regular expression in RE2 syntax, matched in
+   * linear time (runtime/core/log-pattern.ts); backreferences and lookaround are refused.
+   */
   log: z.strictObject({ pattern: z.string().min(1, "must not be empty") }).optional(),
   /** Overrides `memberTimeout` for this role. */
   timeout: positiveDuration.optional(),
@@ -470,7 +474,8 @@ export function parseRunSpecText(text: string): unknown {
  * the full path, `COHORT_*` names in `env`/`secretEnv`, `secretEnv` names also in `env`, secrets
  * referenced in `command` or `readiness.exec.command` (a secret must never be in a command line),
  * `files` paths (relative, no `..`, not reserved), images not pinned by digest, a tcp/http probe with no
- * port to probe (`app.port: false` and no `readiness.*.port`), invalid `log` regular expressions, a
+ * port to probe (`app.port: false` and no `readiness.*.port`), `log` patterns that are not valid RE2 (such as a
+ * backreference or lookaround), a
  * `liveness` mapping on a role with `log` readiness, `liveness`/`restart` values out of range, and
  * text that is not valid Unicode (a lone surrogate, the first one found).
  *
@@ -575,11 +580,8 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
       });
     }
     if (readiness.log !== undefined) {
-      try {
-        new RegExp(readiness.log.pattern);
-      } catch (error) {
-        issues.push({ path: `${at}.readiness.log.pattern`, reason: `invalid regular expression: ${(error as Error).message.replace(/^Invalid regular expression: /, "")}` });
-      }
+      const problem = logPatternProblem(readiness.log.pattern);
+      if (problem !== undefined) issues.push({ path: `${at}.readiness.log.pattern`, reason: problem });
     }
   }
   if (readiness?.log !== undefined && role.liveness !== undefined && role.liveness !== false) {

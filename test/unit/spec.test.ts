@@ -184,8 +184,21 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
       "roles[0].readiness: no port to probe: app.port is false, so the member has no COHORT_PORT; set readiness.tcp.port, use an exec or log probe, or remove app.port: false",
     ]);
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { log: { pattern: "([a-" } } })] })).toEqual([
-      "roles[0].readiness.log.pattern: invalid regular expression: /([a-/: Unterminated character class",
+      "roles[0].readiness.log.pattern: invalid or unsupported in RE2 syntax: missing closing ]: `[a-`",
     ]);
+  });
+
+  it("readiness.log.pattern: RE2 syntax (linear-time matching); backreferences and lookaround are refused with the reason", () => {
+    expect(
+      issuesOf({
+        ...base,
+        roles: [role("a", { readiness: { log: { pattern: "^(ready|up) (\\w+)\\1$" } } }), role("b", { readiness: { log: { pattern: "(?<=port )\\d+" } } })],
+      }),
+    ).toEqual([
+      "roles[0].readiness.log.pattern: invalid or unsupported in RE2 syntax: invalid escape sequence: `\\1` (backreferences are not supported)",
+      "roles[1].readiness.log.pattern: invalid or unsupported in RE2 syntax: invalid named capture: `(?<=port )\\d+` (lookaround is not supported)",
+    ]);
+    expect(validateRunSpec({ ...base, roles: [role("a", { readiness: { log: { pattern: "^(a+)+$" } } })] }).roles[0]!.readiness).toEqual({ log: { pattern: "^(a+)+$" } });
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { http: { path: "health" } } })] })).toEqual(['roles[0].readiness.http.path: must start with "/"']);
   });
 
