@@ -64,6 +64,15 @@ export const RESERVED_ENV_PREFIX = "COHORT_";
 /** File names in a member's directory that belong to the runtime; `app.files` may not use them. */
 export const RESERVED_MEMBER_FILES: readonly string[] = ["output.log"];
 
+/** Longest segment of an `app.files` path, in bytes of UTF-8: Linux NAME_MAX (ENAMETOOLONG beyond it). */
+export const MAX_FILE_NAME_BYTES = 255;
+/**
+ * Longest `app.files` path, in bytes of UTF-8. The file is written at `<runDir>/members/<member>/<path>`
+ * and Linux refuses paths of PATH_MAX (4096) bytes or more; a quarter of that for the relative path leaves
+ * the rest for the artifact root, run id and member id.
+ */
+export const MAX_FILE_PATH_BYTES = 1_024;
+
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const IMAGE_BY_DIGEST = /^[^\s@]+@sha256:[0-9a-f]{64}$/;
@@ -473,7 +482,8 @@ export function parseRunSpecText(text: string): unknown {
  * size limit, member id length, duplicate role names, unknown/duplicate `needs`, self-loops, cycles with
  * the full path, `COHORT_*` names in `env`/`secretEnv`, `secretEnv` names also in `env`, secrets
  * referenced in `command` or `readiness.exec.command` (a secret must never be in a command line),
- * `files` paths (relative, no `..`, not reserved), images not pinned by digest, a tcp/http probe with no
+ * `files` paths (relative, no `..`, not reserved, segments <= 255 bytes, <= 1024 bytes in all, none also
+ * the directory of another), images not pinned by digest, a tcp/http probe with no
  * port to probe (`app.port: false` and no `readiness.*.port`), `log` patterns that are not valid RE2 (such as a
  * backreference or lookaround), a
  * `liveness` mapping on a role with `log` readiness, `liveness`/`restart` values out of range, and
@@ -561,9 +571,25 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
   };
   checkCommand(role.app.command, `${at}.app.command`);
   if (role.readiness?.exec !== undefined) checkCommand(role.readiness.exec.command, `${at}.readiness.exec.command`);
-  for (const file of Object.keys(role.app.files ?? {})) {
+  const files = Object.keys(role.app.files ?? {});
+  const fileSet = new Set(files);
+  const filePath = (file: string): string => formatPath(["roles", i, "app", "files", file]);
+  for (const file of files) {
     const problem = filePathProblem(file);
-    if (problem !== undefined) issues.push({ path: formatPath(["roles", i, "app", "files", file]), reason: problem });
+    if (problem !== undefined) issues.push({ path: filePath(file), reason: problem });
+  }
+  // `a` and `a/b` cannot both be written: `a` would have to be a file and a directory (EEXIST at admission).
+  const reportedAsDirectory = new Set<string>();
+  for (const file of files) {
+    if (filePathProblem(file) !== undefined) continue;
+    const segments = file.split("/");
+    for (let k = 1; k < segments.length; k++) {
+      const directory = segments.slice(0, k).join("/");
+      if (fileSet.has(directory) && !reportedAsDirectory.has(directory) && filePathProblem(directory) === undefined) {
+        reportedAsDirectory.add(directory);
+        issues.push({ path: filePath(directory), reason: `"${directory}" is also a directory of ${filePath(file)}; a path cannot be both a file and a directory` });
+      }
+    }
   }
   const image = role.app.image ?? "";
   if (image !== "" && !IMAGE_BY_DIGEST.test(image)) {
@@ -604,7 +630,14 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
 /**
  * Why `file` cannot be a key of `app.files`, or `undefined` if it can: it must be a relative POSIX path
  * inside the member's directory (no `..`, no leading `/`, no empty or `.` segments, no NUL or backslash),
- * not a runtime-owned name.
+ * whose first segment is not a runtime-owned name ({@link RESERVED_MEMBER_FILES}), with every segment at
+ * most {@link MAX_FILE_NAME_BYTES} and the whole path at most {@link MAX_FILE_PATH_BYTES} bytes of UTF-8.
+ *
+ * Checks one path on its own; a path that is also another path's directory (`a` and `a/b`) is refused by
+ * {@link validateRunSpec}.
+ *
+ * @param file - a key of `roles[].app.files`
+ * @returns a one-line reason, or `undefined`
  */
 export function filePathProblem(file: string): string | undefined {
   if (file === "") return "file path must not be empty";
@@ -613,7 +646,17 @@ export function filePathProblem(file: string): string | undefined {
   const segments = file.split("/");
   if (segments.includes("..")) return 'path traversal refused: ".." segments are not allowed';
   if (segments.some((segment) => segment === "" || segment === ".")) return 'file path must not have empty or "." segments';
-  if (RESERVED_MEMBER_FILES.includes(file)) return `"${file}" is written by the runtime`;
+  if (RESERVED_MEMBER_FILES.includes(segments[0]!)) return `"${segments[0]!}" is written by the runtime`;
+  for (const segment of segments) {
+    const bytes = Buffer.byteLength(segment, "utf8");
+    if (bytes > MAX_FILE_NAME_BYTES) {
+      return `path segment "${cutUnits(segment, 40)}…" is ${bytes} bytes; a file or directory name is at most ${MAX_FILE_NAME_BYTES} bytes (NAME_MAX)`;
+    }
+  }
+  const bytes = Buffer.byteLength(file, "utf8");
+  if (bytes > MAX_FILE_PATH_BYTES) {
+    return `file path is ${bytes} bytes; at most ${MAX_FILE_PATH_BYTES} bytes (the member's directory and the path must stay within PATH_MAX, 4096 bytes)`;
+  }
   return undefined;
 }
 

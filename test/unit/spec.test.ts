@@ -306,6 +306,27 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     ]);
   });
 
+  it("files: a path that is also another path's directory, a segment over 255 bytes, a path over 1024 bytes", () => {
+    const long = "x".repeat(300);
+    const deep = Array.from({ length: 120 }, () => "d".repeat(9)).join("/");
+    expect(
+      issuesOf({
+        ...base,
+        roles: [
+          role("a", { app: { command: ["x"], files: { a: "1", "a/b": "2", "a/c/d": "3", "c/d": "4", "c/d/e/f": "5", "output.log/x": "6" } } }),
+          role("b", { app: { command: ["x"], files: { [`dir/${long}`]: "1", [`${"é".repeat(128)}`]: "2", [deep]: "3", [`${"y".repeat(255)}/ok`]: "4" } } }),
+        ],
+      }),
+    ).toEqual([
+      'roles[0].app.files["output.log/x"]: "output.log" is written by the runtime',
+      'roles[0].app.files.a: "a" is also a directory of roles[0].app.files["a/b"]; a path cannot be both a file and a directory',
+      'roles[0].app.files["c/d"]: "c/d" is also a directory of roles[0].app.files["c/d/e/f"]; a path cannot be both a file and a directory',
+      `roles[1].app.files["dir/${long}"]: path segment "${"x".repeat(40)}…" is 300 bytes; a file or directory name is at most 255 bytes (NAME_MAX)`,
+      `roles[1].app.files["${"é".repeat(128)}"]: path segment "${"é".repeat(40)}…" is 256 bytes; a file or directory name is at most 255 bytes (NAME_MAX)`,
+      `roles[1].app.files["${deep}"]: file path is 1199 bytes; at most 1024 bytes (the member's directory and the path must stay within PATH_MAX, 4096 bytes)`,
+    ]);
+  });
+
   it("member ids stay DNS-1123 labels", () => {
     const name = "r".repeat(62);
     expect(issuesOf({ ...base, roles: [role(name, { replicas: 10 })] })).toEqual([
@@ -333,6 +354,10 @@ describe("filePathProblem", () => {
     ["a/../b", 'path traversal refused: ".." segments are not allowed'],
     ["./a", 'file path must not have empty or "." segments'],
     ["a\\b", "file path must not contain NUL or backslash"],
+    ["output.log/x", '"output.log" is written by the runtime'],
+    ["logs/output.log", undefined],
+    [`a/${"n".repeat(255)}`, undefined],
+    [`a/${"n".repeat(256)}`, `path segment "${"n".repeat(40)}…" is 256 bytes; a file or directory name is at most 255 bytes (NAME_MAX)`],
   ])("%j", (file, problem) => {
     expect(filePathProblem(file)).toBe(problem);
   });
