@@ -95,7 +95,26 @@ const positiveDuration = duration.superRefine((value, ctx) => {
 });
 
 const port = z.number().int().min(1).max(65535);
-const envName = z.string().regex(ENV_NAME, "must be an environment variable name: letters, digits and _, not starting with a digit");
+/**
+ * Why `name` cannot be an environment variable name of a member (`app.env` key, `app.secretEnv` entry), or
+ * `undefined` if it can: letters, digits and `_`, not starting with a digit (POSIX shell names; an empty name,
+ * `=` and NUL could not travel in an execve(2) `NAME=value` entry at all).
+ *
+ * @param name - the name as written in the RunSpec
+ * @returns a one-line reason starting with `an environment variable name must`, or `undefined`
+ */
+export function envNameProblem(name: string): string | undefined {
+  if (name === "") return "an environment variable name must not be empty";
+  if (name.includes("\0")) return "an environment variable name must not contain a NUL byte (execve(2) would cut the entry there)";
+  if (name.includes("=")) return 'an environment variable name must not contain "=" (the environment entry is NAME=value, so the name would end at the "=")';
+  if (!ENV_NAME.test(name)) return "an environment variable name must hold only letters, digits and _, not starting with a digit";
+  return undefined;
+}
+
+const envName = z.string().superRefine((name, ctx) => {
+  const problem = envNameProblem(name);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+});
 /** A string that can travel in an argv or environment entry: execve(2) strings end at the first NUL byte. */
 const cString = z.string().refine((value) => !value.includes("\0"), "must not contain a NUL byte (execve(2) would cut the string there)");
 
@@ -443,6 +462,14 @@ function zodIssues(error: z.ZodError): SpecIssue[] {
       const branch = issue.errors.find((branchIssues) => branchIssues.length > 0 && branchIssues.every((sub) => sub.path.length > 0 || sub.code === "unrecognized_keys"));
       if (branch !== undefined) {
         issues.push(...zodIssues(new z.ZodError(branch.map((sub) => ({ ...sub, path: [...issue.path, ...sub.path] })))));
+        continue;
+      }
+    }
+    if (issue.code === "invalid_key") {
+      // A record key refused by its schema (`app.env` names): zod says only "Invalid key in record"; its own issues say why.
+      const inner = zodIssues(new z.ZodError(issue.issues.map((sub) => ({ ...sub, path: [...issue.path, ...sub.path] }))));
+      if (inner.length > 0) {
+        issues.push(...inner);
         continue;
       }
     }

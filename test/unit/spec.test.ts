@@ -327,6 +327,20 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     ]);
   });
 
+  it("env and secretEnv names: the reason, not zod's 'Invalid key in record'", () => {
+    expect(
+      issuesOf({ ...base, roles: [role("a", { app: { command: ["x"], env: { "A=B": "1", "": "2", "1X": "3", "A\0B": "4", "A-B": "5" }, secretEnv: ["T=1", ""] } })] }),
+    ).toEqual([
+      `roles[0].app.env["A=B"]: an environment variable name must not contain "=" (the environment entry is NAME=value, so the name would end at the "=")`,
+      'roles[0].app.env[""]: an environment variable name must not be empty',
+      'roles[0].app.env["1X"]: an environment variable name must hold only letters, digits and _, not starting with a digit',
+      'roles[0].app.env["A\\u0000B"]: an environment variable name must not contain a NUL byte (execve(2) would cut the entry there)',
+      "roles[0].app.env.A-B: an environment variable name must hold only letters, digits and _, not starting with a digit",
+      `roles[0].app.secretEnv[0]: an environment variable name must not contain "=" (the environment entry is NAME=value, so the name would end at the "=")`,
+      "roles[0].app.secretEnv[1]: an environment variable name must not be empty",
+    ]);
+  });
+
   it("member ids stay DNS-1123 labels", () => {
     const name = "r".repeat(62);
     expect(issuesOf({ ...base, roles: [role(name, { replicas: 10 })] })).toEqual([
