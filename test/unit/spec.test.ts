@@ -150,6 +150,15 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     ]);
   });
 
+  it("durations: sub-millisecond values and repeated or unordered units, naming the field", () => {
+    expect(issuesOf({ ...base, hold: "0.0001ms", stopGracePeriod: "1s1s", memberTimeout: "30s1m", roles: [role("a", { restart: { attempts: 1, backoff: "0.5ms" } })] })).toEqual([
+      'memberTimeout: must be a duration with each unit at most once, largest first (h, m, s, ms), e.g. "1h30m" (got "30s1m")',
+      'hold: must be a whole number of milliseconds (got "0.0001ms")',
+      'stopGracePeriod: must be a duration with each unit at most once, largest first (h, m, s, ms), e.g. "1h30m" (got "1s1s")',
+      'roles[0].restart.backoff: must be a whole number of milliseconds (got "0.5ms")',
+    ]);
+  });
+
   it("durations: unit-less, negative, zero timeouts", () => {
     expect(issuesOf({ ...base, memberTimeout: 90, hold: "-5s", startupTimeout: "0s", stopGracePeriod: "10", roles: [role("a")] })).toEqual([
       'startupTimeout: must be greater than zero (got "0s")',
