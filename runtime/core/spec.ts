@@ -77,11 +77,14 @@ const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const IMAGE_BY_DIGEST = /^[^\s@]+@sha256:[0-9a-f]{64}$/;
 
-const dnsLabel = (what: string, max = 63) =>
+/** A DNS-1123 label of at most `max` characters; the reason does not repeat the field, which the path names. */
+const dnsLabel = (max = 63) =>
   z
     .string()
     .max(max, `must be at most ${max} characters (a DNS-1123 label${max < 63 ? ` leaving room for the run id suffix` : ""})`)
-    .regex(DNS1123_LABEL, `${what} must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit`);
+    .regex(DNS1123_LABEL, {
+      error: (issue) => `must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit (got ${JSON.stringify(issue.input)})`,
+    });
 
 const duration = z.string({ error: (issue) => durationProblem(issue.input) }).superRefine((value, ctx) => {
   const problem = durationProblem(value);
@@ -165,11 +168,12 @@ const appSchema = z.strictObject({
 });
 
 const roleSchema = z.strictObject({
-  name: dnsLabel("a role name"),
+  name: dnsLabel(),
   replicas: z
     .number()
     .int()
     .min(1, { error: (issue) => `must be an integer >= 1, a cohort of size 0 is refused (got ${String(issue.input)})` })
+    .max(MAX_COHORT_SIZE, { error: (issue) => `must be an integer <= ${MAX_COHORT_SIZE}, the largest cohort (got ${String(issue.input)})` })
     .optional(),
   needs: z.array(z.string()).optional(),
   app: appSchema,
@@ -183,7 +187,7 @@ const roleSchema = z.strictObject({
 export const runSpecSchema = z.strictObject({
   apiVersion: z.literal(RUNSPEC_API_VERSION, `must be "${RUNSPEC_API_VERSION}"`),
   kind: z.literal(RUNSPEC_KIND, `must be "${RUNSPEC_KIND}"`),
-  name: dnsLabel("name", MAX_NAME_LENGTH),
+  name: dnsLabel(MAX_NAME_LENGTH),
   startupTimeout: positiveDuration.optional(),
   memberTimeout: positiveDuration.optional(),
   admissionTimeout: positiveDuration.optional(),
@@ -457,6 +461,12 @@ const errorMap = (issue: z.core.$ZodRawIssue): string | undefined => {
 function zodIssues(error: z.ZodError): SpecIssue[] {
   const issues: SpecIssue[] = [];
   for (const issue of error.issues) {
+    // zod's `.int()` also refuses numbers beyond 2^53-1; where the schema sets its own, smaller maximum
+    // (replicas: 10,000), that one is the real cap and the only one reported.
+    if (issue.code === "too_big" && issue.maximum === Number.MAX_SAFE_INTEGER) {
+      const samePath = (other: z.core.$ZodIssue) => other.path.length === issue.path.length && other.path.every((key, k) => key === issue.path[k]);
+      if (error.issues.some((other) => other !== issue && other.code === "too_big" && other.maximum !== Number.MAX_SAFE_INTEGER && samePath(other))) continue;
+    }
     if (issue.code === "invalid_union") {
       // `false | {...}` (liveness): when the value is a mapping, its own problems say more than the union's message.
       const branch = issue.errors.find((branchIssues) => branchIssues.length > 0 && branchIssues.every((sub) => sub.path.length > 0 || sub.code === "unrecognized_keys"));

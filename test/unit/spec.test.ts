@@ -140,7 +140,16 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
   it("size 0", () => {
     expect(issuesOf({ ...base, roles: [] })).toEqual(["roles: must list at least one role (a cohort of size 0 is refused)"]);
     expect(issuesOf({ ...base, roles: [role("a", { replicas: 0 })] })).toEqual(["roles[0].replicas: must be an integer >= 1, a cohort of size 0 is refused (got 0)"]);
-    expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual(["roles: must have at most 10000 members in all (got 20000)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 6_000 }), role("b", { replicas: 6_000 })] })).toEqual(["roles: must have at most 10000 members in all (got 12000)"]);
+  });
+
+  it("replicas: the real cap (10,000 members), not the largest safe integer", () => {
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual(["roles[0].replicas: must be an integer <= 10000, the largest cohort (got 20000)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 1e300 })] })).toEqual(["roles[0].replicas: must be an integer <= 10000, the largest cohort (got 1e+300)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 2 ** 53 + 2 })] })).toEqual([
+      "roles[0].replicas: must be an integer <= 10000, the largest cohort (got 9007199254740994)",
+    ]);
+    expect(validateRunSpec({ ...base, roles: [role("a", { replicas: 10_000 })] }).roles[0]!.replicas).toBe(10_000);
   });
 
   it("NUL bytes in argv or env values (execve would cut the string there)", () => {
@@ -250,9 +259,9 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
   it("shape: unknown fields, wrong types, names, concurrency", () => {
     expect(issuesOf({ ...base, apiVersion: "v1", name: "Society", concurrency: 0, extra: 1, roles: [{ name: "a_b", app: { comand: ["x"] }, replicas: 1.5 }] })).toEqual([
       'apiVersion: must be "cohort-lab/v1"',
-      'name: name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
+      'name: must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit (got "Society")',
       "concurrency: must be an integer >= 1 (got 0)",
-      'roles[0].name: a role name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
+      'roles[0].name: must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit (got "a_b")',
       "roles[0].replicas: must be an integer (got number 1.5)",
       "roles[0].app.command: required",
       "roles[0].app.comand: unknown field",
