@@ -4,16 +4,23 @@
  * Format: one or more `<number><unit>` segments, no spaces, no sign. `<number>` is a decimal
  * (`1`, `0.5`, `1.25`); `<unit>` is `ms`, `s`, `m` or `h`. Segments add up (`"1m30s"` = 90,000 ms),
  * as in Go's `time.ParseDuration` (https://pkg.go.dev/time#ParseDuration), minus the units below
- * a millisecond. The result must be a whole number of milliseconds.
+ * a millisecond, and with each unit at most once, largest first (`"1h30m"`, not `"30m1h"` or `"1s1s"`,
+ * which Go accepts but are most likely typos). The result must be a whole number of milliseconds,
+ * computed exactly (no floating-point rounding), and at most 2^31-1 ms.
  *
  * Refused, with a reason naming the rule: numbers without a unit (`90`, `"90"`), negative values,
- * unknown units (`"5d"`), empty strings and sub-millisecond results (`"0.5ms"`).
+ * unknown units (`"5d"`), a unit repeated or out of order (`"1s1s"`, `"1m1h"`), empty strings and
+ * sub-millisecond results (`"0.5ms"`, `"0.0001ms"`, `"1.0000001s"`).
  */
 
-/** Milliseconds per unit. */
-const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000 };
+/** Milliseconds per unit, largest first (the order segments must follow). */
+const UNIT_MS: Readonly<Record<string, bigint>> = { h: 3_600_000n, m: 60_000n, s: 1_000n, ms: 1n };
+/** Rank of each unit in the required order (0: `h`). */
+const UNIT_RANK: Readonly<Record<string, number>> = Object.fromEntries(Object.keys(UNIT_MS).map((unit, rank) => [unit, rank]));
+/** Largest duration, in ms: the largest delay `setTimeout` takes (2^31-1). */
+const MAX_DURATION_MS = 2_147_483_647n;
 
-const SEGMENT = /(\d+(?:\.\d+)?)(ms|s|m|h)/y;
+const SEGMENT = /(\d+)(?:\.(\d+))?(ms|s|m|h)/y;
 
 /**
  * Why `value` is not a valid duration, or `undefined` if it is one.
@@ -60,8 +67,9 @@ function parse(value: unknown): number | string {
   if (text === "") return `must be a duration such as "90s" (got an empty string)`;
   if (/^-/.test(text)) return `must be a duration that is not negative (got "${value}")`;
   if (/^\+?\d+(\.\d+)?$/.test(text)) return `must be a duration with a unit (ms, s, m or h), e.g. "${text}s" (got "${value}")`;
-  let total = 0;
-  SEGMENT.lastIndex = 0;
+  // Exact arithmetic: each segment is digits / 10^fraction-digits x unit, summed over a common 10^scale.
+  const segments: { digits: bigint; scale: number; unitMs: bigint }[] = [];
+  let lastRank = -1;
   let position = 0;
   while (position < text.length) {
     SEGMENT.lastIndex = position;
@@ -69,16 +77,22 @@ function parse(value: unknown): number | string {
     if (match === null) {
       return `must be a duration of <number><unit> segments with unit ms, s, m or h, e.g. "90s", "1.5m", "1h30m" (got "${value}")`;
     }
-    total += Number(match[1]) * (UNIT_MS[match[2]!] as number);
+    const unit = match[3]!;
+    const rank = UNIT_RANK[unit]!;
+    if (rank <= lastRank) return `must be a duration with each unit at most once, largest first (h, m, s, ms), e.g. "1h30m" (got "${value}")`;
+    lastRank = rank;
+    const fraction = match[2] ?? "";
+    segments.push({ digits: BigInt(`${match[1]!}${fraction}`), scale: fraction.length, unitMs: UNIT_MS[unit]! });
     position = SEGMENT.lastIndex;
   }
-  // Decimal segments can give float noise (0.1s * 3): round to a microsecond before the whole-ms check.
-  const rounded = Math.round(total * 1_000) / 1_000;
-  if (!Number.isInteger(rounded)) return `must be a whole number of milliseconds (got "${value}")`;
-  if (!Number.isSafeInteger(rounded) || rounded > 2_147_483_647) {
-    return `must be at most 2147483647ms, about 24.8 days (got "${value}")`;
-  }
-  return rounded;
+  const scale = Math.max(...segments.map((segment) => segment.scale));
+  let scaled = 0n;
+  for (const segment of segments) scaled += segment.digits * segment.unitMs * 10n ** BigInt(scale - segment.scale);
+  const denominator = 10n ** BigInt(scale);
+  if (scaled % denominator !== 0n) return `must be a whole number of milliseconds (got "${value}")`;
+  const ms = scaled / denominator;
+  if (ms > MAX_DURATION_MS) return `must be at most ${MAX_DURATION_MS}ms, about 24.8 days (got "${value}")`;
+  return Number(ms);
 }
 
 function describe(value: unknown): string {

@@ -5,7 +5,8 @@
  * - `http`: `GET http://<host>:<port><path>`; ready on a 2xx or 3xx status.
  * - `exec`: the backend runs the command (process backend: member env and directory); ready on exit 0.
  * - `log`: a line of the member's output matches the pattern; purely event-driven (no retries), lines
- *   already printed when the probe attaches count too (the backend replays its buffer).
+ *   already printed when the probe attaches count too (the backend replays its buffer). The pattern is RE2
+ *   syntax, matched in time linear in the line (./log-pattern.ts), so no pattern can stall the event loop.
  * - Owner check (tcp, http): when the backend can tell who listens on a port
  *   ({@link MemberHandle.listenerOwner}), a successful attempt counts only if the listener is the
  *   member's own; a stranger on its port fails the attempt (`port 43121 is held by pid 999 (python3), not
@@ -31,6 +32,7 @@
 import * as http from "node:http";
 import * as net from "node:net";
 import type { MemberHandle } from "./backend";
+import { compileLogPattern } from "./log-pattern";
 import type { CompiledReadiness } from "./spec";
 
 /** Longest pause between two probe attempts, in ms. */
@@ -306,7 +308,8 @@ function httpAttempt(host: string, port: number, requestPath: string, signal: Ab
 function waitLogLine(pattern: string, handle: MemberHandle, status: ProbeStatus, signal: AbortSignal): Promise<void> {
   const subscribe = handle.onOutputLine?.bind(handle);
   if (subscribe === undefined) return Promise.reject(new Error(`the backend cannot run log probes (member ${handle.member})`));
-  const regex = new RegExp(pattern);
+  // RE2 (linear time): a backtracking RegExp here would block the event loop on a pattern such as ^(a+)+$.
+  const regex = compileLogPattern(pattern);
   return new Promise<void>((resolve, reject) => {
     // eslint-disable-next-line prefer-const -- assigned after `finish`, which closes over it, is defined
     let unsubscribe: (() => void) | undefined;

@@ -29,6 +29,7 @@ import { z } from "zod";
 import { durationProblem, parseDurationMs } from "./duration.js";
 import { SpecError, type SpecIssue } from "./errors.js";
 import { referencedVars } from "./expand.js";
+import { logPatternProblem } from "./log-pattern.js";
 import { isNonNegativeQuantity } from "./quantity.js";
 import { checkRoleGraph, roleDependants, roleLevels } from "./graph.js";
 import { cutUnits, findLoneSurrogate } from "./text.js";
@@ -63,15 +64,27 @@ export const RESERVED_ENV_PREFIX = "COHORT_";
 /** File names in a member's directory that belong to the runtime; `app.files` may not use them. */
 export const RESERVED_MEMBER_FILES: readonly string[] = ["output.log"];
 
+/** Longest segment of an `app.files` path, in bytes of UTF-8: Linux NAME_MAX (ENAMETOOLONG beyond it). */
+export const MAX_FILE_NAME_BYTES = 255;
+/**
+ * Longest `app.files` path, in bytes of UTF-8. The file is written at `<runDir>/members/<member>/<path>`
+ * and Linux refuses paths of PATH_MAX (4096) bytes or more; a quarter of that for the relative path leaves
+ * the rest for the artifact root, run id and member id.
+ */
+export const MAX_FILE_PATH_BYTES = 1_024;
+
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const IMAGE_BY_DIGEST = /^[^\s@]+@sha256:[0-9a-f]{64}$/;
 
-const dnsLabel = (what: string, max = 63) =>
+/** A DNS-1123 label of at most `max` characters; the reason does not repeat the field, which the path names. */
+const dnsLabel = (max = 63) =>
   z
     .string()
     .max(max, `must be at most ${max} characters (a DNS-1123 label${max < 63 ? ` leaving room for the run id suffix` : ""})`)
-    .regex(DNS1123_LABEL, `${what} must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit`);
+    .regex(DNS1123_LABEL, {
+      error: (issue) => `must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit (got ${JSON.stringify(issue.input)})`,
+    });
 
 const duration = z.string({ error: (issue) => durationProblem(issue.input) }).superRefine((value, ctx) => {
   const problem = durationProblem(value);
@@ -85,7 +98,26 @@ const positiveDuration = duration.superRefine((value, ctx) => {
 });
 
 const port = z.number().int().min(1).max(65535);
-const envName = z.string().regex(ENV_NAME, "must be an environment variable name: letters, digits and _, not starting with a digit");
+/**
+ * Why `name` cannot be an environment variable name of a member (`app.env` key, `app.secretEnv` entry), or
+ * `undefined` if it can: letters, digits and `_`, not starting with a digit (POSIX shell names; an empty name,
+ * `=` and NUL could not travel in an execve(2) `NAME=value` entry at all).
+ *
+ * @param name - the name as written in the RunSpec
+ * @returns a one-line reason starting with `an environment variable name must`, or `undefined`
+ */
+export function envNameProblem(name: string): string | undefined {
+  if (name === "") return "an environment variable name must not be empty";
+  if (name.includes("\0")) return "an environment variable name must not contain a NUL byte (execve(2) would cut the entry there)";
+  if (name.includes("=")) return 'an environment variable name must not contain "=" (the environment entry is NAME=value, so the name would end at the "=")';
+  if (!ENV_NAME.test(name)) return "an environment variable name must hold only letters, digits and _, not starting with a digit";
+  return undefined;
+}
+
+const envName = z.string().superRefine((name, ctx) => {
+  const problem = envNameProblem(name);
+  if (problem !== undefined) ctx.addIssue({ code: "custom", message: problem });
+});
 /** A string that can travel in an argv or environment entry: execve(2) strings end at the first NUL byte. */
 const cString = z.string().refine((value) => !value.includes("\0"), "must not contain a NUL byte (execve(2) would cut the string there)");
 
@@ -98,7 +130,10 @@ const readinessSchema = z.strictObject({
   tcp: z.strictObject({ port: port.optional() }).optional(),
   /** Run a command (with the member's env, in its directory); ready on exit 0. */
   exec: z.strictObject({ command: argv }).optional(),
-  /** A line of the member's output (stdout or stderr) matching a JavaScript regular expression. */
+  /**
+   * A line of the member's output (stdout or stderr) matching a regular expression in RE2 syntax, matched in
+   * linear time (runtime/core/log-pattern.ts); backreferences and lookaround are refused.
+   */
   log: z.strictObject({ pattern: z.string().min(1, "must not be empty") }).optional(),
   /** Overrides `memberTimeout` for this role. */
   timeout: positiveDuration.optional(),
@@ -133,11 +168,12 @@ const appSchema = z.strictObject({
 });
 
 const roleSchema = z.strictObject({
-  name: dnsLabel("a role name"),
+  name: dnsLabel(),
   replicas: z
     .number()
     .int()
     .min(1, { error: (issue) => `must be an integer >= 1, a cohort of size 0 is refused (got ${String(issue.input)})` })
+    .max(MAX_COHORT_SIZE, { error: (issue) => `must be an integer <= ${MAX_COHORT_SIZE}, the largest cohort (got ${String(issue.input)})` })
     .optional(),
   needs: z.array(z.string()).optional(),
   app: appSchema,
@@ -151,7 +187,7 @@ const roleSchema = z.strictObject({
 export const runSpecSchema = z.strictObject({
   apiVersion: z.literal(RUNSPEC_API_VERSION, `must be "${RUNSPEC_API_VERSION}"`),
   kind: z.literal(RUNSPEC_KIND, `must be "${RUNSPEC_KIND}"`),
-  name: dnsLabel("name", MAX_NAME_LENGTH),
+  name: dnsLabel(MAX_NAME_LENGTH),
   startupTimeout: positiveDuration.optional(),
   memberTimeout: positiveDuration.optional(),
   admissionTimeout: positiveDuration.optional(),
@@ -425,11 +461,25 @@ const errorMap = (issue: z.core.$ZodRawIssue): string | undefined => {
 function zodIssues(error: z.ZodError): SpecIssue[] {
   const issues: SpecIssue[] = [];
   for (const issue of error.issues) {
+    // zod's `.int()` also refuses numbers beyond 2^53-1; where the schema sets its own, smaller maximum
+    // (replicas: 10,000), that one is the real cap and the only one reported.
+    if (issue.code === "too_big" && issue.maximum === Number.MAX_SAFE_INTEGER) {
+      const samePath = (other: z.core.$ZodIssue) => other.path.length === issue.path.length && other.path.every((key, k) => key === issue.path[k]);
+      if (error.issues.some((other) => other !== issue && other.code === "too_big" && other.maximum !== Number.MAX_SAFE_INTEGER && samePath(other))) continue;
+    }
     if (issue.code === "invalid_union") {
       // `false | {...}` (liveness): when the value is a mapping, its own problems say more than the union's message.
       const branch = issue.errors.find((branchIssues) => branchIssues.length > 0 && branchIssues.every((sub) => sub.path.length > 0 || sub.code === "unrecognized_keys"));
       if (branch !== undefined) {
         issues.push(...zodIssues(new z.ZodError(branch.map((sub) => ({ ...sub, path: [...issue.path, ...sub.path] })))));
+        continue;
+      }
+    }
+    if (issue.code === "invalid_key") {
+      // A record key refused by its schema (`app.env` names): zod says only "Invalid key in record"; its own issues say why.
+      const inner = zodIssues(new z.ZodError(issue.issues.map((sub) => ({ ...sub, path: [...issue.path, ...sub.path] }))));
+      if (inner.length > 0) {
+        issues.push(...inner);
         continue;
       }
     }
@@ -469,8 +519,10 @@ export function parseRunSpecText(text: string): unknown {
  * size limit, member id length, duplicate role names, unknown/duplicate `needs`, self-loops, cycles with
  * the full path, `COHORT_*` names in `env`/`secretEnv`, `secretEnv` names also in `env`, secrets
  * referenced in `command` or `readiness.exec.command` (a secret must never be in a command line),
- * `files` paths (relative, no `..`, not reserved), images not pinned by digest, a tcp/http probe with no
- * port to probe (`app.port: false` and no `readiness.*.port`), invalid `log` regular expressions, a
+ * `files` paths (relative, no `..`, not reserved, segments <= 255 bytes, <= 1024 bytes in all, none also
+ * the directory of another), images not pinned by digest, a tcp/http probe with no
+ * port to probe (`app.port: false` and no `readiness.*.port`), `log` patterns that are not valid RE2 (such as a
+ * backreference or lookaround), a
  * `liveness` mapping on a role with `log` readiness, `liveness`/`restart` values out of range, and
  * text that is not valid Unicode (a lone surrogate, the first one found).
  *
@@ -556,9 +608,25 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
   };
   checkCommand(role.app.command, `${at}.app.command`);
   if (role.readiness?.exec !== undefined) checkCommand(role.readiness.exec.command, `${at}.readiness.exec.command`);
-  for (const file of Object.keys(role.app.files ?? {})) {
+  const files = Object.keys(role.app.files ?? {});
+  const fileSet = new Set(files);
+  const filePath = (file: string): string => formatPath(["roles", i, "app", "files", file]);
+  for (const file of files) {
     const problem = filePathProblem(file);
-    if (problem !== undefined) issues.push({ path: formatPath(["roles", i, "app", "files", file]), reason: problem });
+    if (problem !== undefined) issues.push({ path: filePath(file), reason: problem });
+  }
+  // `a` and `a/b` cannot both be written: `a` would have to be a file and a directory (EEXIST at admission).
+  const reportedAsDirectory = new Set<string>();
+  for (const file of files) {
+    if (filePathProblem(file) !== undefined) continue;
+    const segments = file.split("/");
+    for (let k = 1; k < segments.length; k++) {
+      const directory = segments.slice(0, k).join("/");
+      if (fileSet.has(directory) && !reportedAsDirectory.has(directory) && filePathProblem(directory) === undefined) {
+        reportedAsDirectory.add(directory);
+        issues.push({ path: filePath(directory), reason: `"${directory}" is also a directory of ${filePath(file)}; a path cannot be both a file and a directory` });
+      }
+    }
   }
   const image = role.app.image ?? "";
   if (image !== "" && !IMAGE_BY_DIGEST.test(image)) {
@@ -575,11 +643,8 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
       });
     }
     if (readiness.log !== undefined) {
-      try {
-        new RegExp(readiness.log.pattern);
-      } catch (error) {
-        issues.push({ path: `${at}.readiness.log.pattern`, reason: `invalid regular expression: ${(error as Error).message.replace(/^Invalid regular expression: /, "")}` });
-      }
+      const problem = logPatternProblem(readiness.log.pattern);
+      if (problem !== undefined) issues.push({ path: `${at}.readiness.log.pattern`, reason: problem });
     }
   }
   if (readiness?.log !== undefined && role.liveness !== undefined && role.liveness !== false) {
@@ -602,7 +667,14 @@ function roleIssues(role: ParsedRunSpec["roles"][number], i: number): SpecIssue[
 /**
  * Why `file` cannot be a key of `app.files`, or `undefined` if it can: it must be a relative POSIX path
  * inside the member's directory (no `..`, no leading `/`, no empty or `.` segments, no NUL or backslash),
- * not a runtime-owned name.
+ * whose first segment is not a runtime-owned name ({@link RESERVED_MEMBER_FILES}), with every segment at
+ * most {@link MAX_FILE_NAME_BYTES} and the whole path at most {@link MAX_FILE_PATH_BYTES} bytes of UTF-8.
+ *
+ * Checks one path on its own; a path that is also another path's directory (`a` and `a/b`) is refused by
+ * {@link validateRunSpec}.
+ *
+ * @param file - a key of `roles[].app.files`
+ * @returns a one-line reason, or `undefined`
  */
 export function filePathProblem(file: string): string | undefined {
   if (file === "") return "file path must not be empty";
@@ -611,7 +683,17 @@ export function filePathProblem(file: string): string | undefined {
   const segments = file.split("/");
   if (segments.includes("..")) return 'path traversal refused: ".." segments are not allowed';
   if (segments.some((segment) => segment === "" || segment === ".")) return 'file path must not have empty or "." segments';
-  if (RESERVED_MEMBER_FILES.includes(file)) return `"${file}" is written by the runtime`;
+  if (RESERVED_MEMBER_FILES.includes(segments[0]!)) return `"${segments[0]!}" is written by the runtime`;
+  for (const segment of segments) {
+    const bytes = Buffer.byteLength(segment, "utf8");
+    if (bytes > MAX_FILE_NAME_BYTES) {
+      return `path segment "${cutUnits(segment, 40)}…" is ${bytes} bytes; a file or directory name is at most ${MAX_FILE_NAME_BYTES} bytes (NAME_MAX)`;
+    }
+  }
+  const bytes = Buffer.byteLength(file, "utf8");
+  if (bytes > MAX_FILE_PATH_BYTES) {
+    return `file path is ${bytes} bytes; at most ${MAX_FILE_PATH_BYTES} bytes (the member's directory and the path must stay within PATH_MAX, 4096 bytes)`;
+  }
   return undefined;
 }
 

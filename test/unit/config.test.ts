@@ -244,7 +244,7 @@ describe("resolveRunSpec: RunSpec from the cohort config, validated by the runti
     [
       "a name that is not a DNS label",
       { cohort: '{"name":"Bad_Name"}' },
-      'cohort-lab:cohort.name: name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
+      'cohort-lab:cohort.name: must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit (got "Bad_Name")',
     ],
   ])("%s", (_what, raw, message) => {
     expect(configError(() => resolve(raw))).toBe(message);

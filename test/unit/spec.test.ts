@@ -140,13 +140,31 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
   it("size 0", () => {
     expect(issuesOf({ ...base, roles: [] })).toEqual(["roles: must list at least one role (a cohort of size 0 is refused)"]);
     expect(issuesOf({ ...base, roles: [role("a", { replicas: 0 })] })).toEqual(["roles[0].replicas: must be an integer >= 1, a cohort of size 0 is refused (got 0)"]);
-    expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual(["roles: must have at most 10000 members in all (got 20000)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 6_000 }), role("b", { replicas: 6_000 })] })).toEqual(["roles: must have at most 10000 members in all (got 12000)"]);
+  });
+
+  it("replicas: the real cap (10,000 members), not the largest safe integer", () => {
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 20_000 })] })).toEqual(["roles[0].replicas: must be an integer <= 10000, the largest cohort (got 20000)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 1e300 })] })).toEqual(["roles[0].replicas: must be an integer <= 10000, the largest cohort (got 1e+300)"]);
+    expect(issuesOf({ ...base, roles: [role("a", { replicas: 2 ** 53 + 2 })] })).toEqual([
+      "roles[0].replicas: must be an integer <= 10000, the largest cohort (got 9007199254740994)",
+    ]);
+    expect(validateRunSpec({ ...base, roles: [role("a", { replicas: 10_000 })] }).roles[0]!.replicas).toBe(10_000);
   });
 
   it("NUL bytes in argv or env values (execve would cut the string there)", () => {
     expect(issuesOf({ ...base, roles: [role("a", { app: { command: ["sh", "-c", "echo hi\0; sleep 1"], env: { X: "a\0b" } } })] })).toEqual([
       "roles[0].app.command[2]: must not contain a NUL byte (execve(2) would cut the string there)",
       "roles[0].app.env.X: must not contain a NUL byte (execve(2) would cut the string there)",
+    ]);
+  });
+
+  it("durations: sub-millisecond values and repeated or unordered units, naming the field", () => {
+    expect(issuesOf({ ...base, hold: "0.0001ms", stopGracePeriod: "1s1s", memberTimeout: "30s1m", roles: [role("a", { restart: { attempts: 1, backoff: "0.5ms" } })] })).toEqual([
+      'memberTimeout: must be a duration with each unit at most once, largest first (h, m, s, ms), e.g. "1h30m" (got "30s1m")',
+      'hold: must be a whole number of milliseconds (got "0.0001ms")',
+      'stopGracePeriod: must be a duration with each unit at most once, largest first (h, m, s, ms), e.g. "1h30m" (got "1s1s")',
+      'roles[0].restart.backoff: must be a whole number of milliseconds (got "0.5ms")',
     ]);
   });
 
@@ -184,8 +202,21 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
       "roles[0].readiness: no port to probe: app.port is false, so the member has no COHORT_PORT; set readiness.tcp.port, use an exec or log probe, or remove app.port: false",
     ]);
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { log: { pattern: "([a-" } } })] })).toEqual([
-      "roles[0].readiness.log.pattern: invalid regular expression: /([a-/: Unterminated character class",
+      "roles[0].readiness.log.pattern: invalid or unsupported in RE2 syntax: missing closing ]: `[a-`",
     ]);
+  });
+
+  it("readiness.log.pattern: RE2 syntax (linear-time matching); backreferences and lookaround are refused with the reason", () => {
+    expect(
+      issuesOf({
+        ...base,
+        roles: [role("a", { readiness: { log: { pattern: "^(ready|up) (\\w+)\\1$" } } }), role("b", { readiness: { log: { pattern: "(?<=port )\\d+" } } })],
+      }),
+    ).toEqual([
+      "roles[0].readiness.log.pattern: invalid or unsupported in RE2 syntax: invalid escape sequence: `\\1` (backreferences are not supported)",
+      "roles[1].readiness.log.pattern: invalid or unsupported in RE2 syntax: invalid named capture: `(?<=port )\\d+` (lookaround is not supported)",
+    ]);
+    expect(validateRunSpec({ ...base, roles: [role("a", { readiness: { log: { pattern: "^(a+)+$" } } })] }).roles[0]!.readiness).toEqual({ log: { pattern: "^(a+)+$" } });
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { http: { path: "health" } } })] })).toEqual(['roles[0].readiness.http.path: must start with "/"']);
   });
 
@@ -228,9 +259,9 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
   it("shape: unknown fields, wrong types, names, concurrency", () => {
     expect(issuesOf({ ...base, apiVersion: "v1", name: "Society", concurrency: 0, extra: 1, roles: [{ name: "a_b", app: { comand: ["x"] }, replicas: 1.5 }] })).toEqual([
       'apiVersion: must be "cohort-lab/v1"',
-      'name: name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
+      'name: must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit (got "Society")',
       "concurrency: must be an integer >= 1 (got 0)",
-      'roles[0].name: a role name must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit',
+      'roles[0].name: must be a DNS-1123 label: lower-case letters, digits and "-", starting and ending with a letter or digit (got "a_b")',
       "roles[0].replicas: must be an integer (got number 1.5)",
       "roles[0].app.command: required",
       "roles[0].app.comand: unknown field",
@@ -293,6 +324,41 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     ]);
   });
 
+  it("files: a path that is also another path's directory, a segment over 255 bytes, a path over 1024 bytes", () => {
+    const long = "x".repeat(300);
+    const deep = Array.from({ length: 120 }, () => "d".repeat(9)).join("/");
+    expect(
+      issuesOf({
+        ...base,
+        roles: [
+          role("a", { app: { command: ["x"], files: { a: "1", "a/b": "2", "a/c/d": "3", "c/d": "4", "c/d/e/f": "5", "output.log/x": "6" } } }),
+          role("b", { app: { command: ["x"], files: { [`dir/${long}`]: "1", [`${"é".repeat(128)}`]: "2", [deep]: "3", [`${"y".repeat(255)}/ok`]: "4" } } }),
+        ],
+      }),
+    ).toEqual([
+      'roles[0].app.files["output.log/x"]: "output.log" is written by the runtime',
+      'roles[0].app.files.a: "a" is also a directory of roles[0].app.files["a/b"]; a path cannot be both a file and a directory',
+      'roles[0].app.files["c/d"]: "c/d" is also a directory of roles[0].app.files["c/d/e/f"]; a path cannot be both a file and a directory',
+      `roles[1].app.files["dir/${long}"]: path segment "${"x".repeat(40)}…" is 300 bytes; a file or directory name is at most 255 bytes (NAME_MAX)`,
+      `roles[1].app.files["${"é".repeat(128)}"]: path segment "${"é".repeat(40)}…" is 256 bytes; a file or directory name is at most 255 bytes (NAME_MAX)`,
+      `roles[1].app.files["${deep}"]: file path is 1199 bytes; at most 1024 bytes (the member's directory and the path must stay within PATH_MAX, 4096 bytes)`,
+    ]);
+  });
+
+  it("env and secretEnv names: the reason, not zod's 'Invalid key in record'", () => {
+    expect(
+      issuesOf({ ...base, roles: [role("a", { app: { command: ["x"], env: { "A=B": "1", "": "2", "1X": "3", "A\0B": "4", "A-B": "5" }, secretEnv: ["T=1", ""] } })] }),
+    ).toEqual([
+      `roles[0].app.env["A=B"]: an environment variable name must not contain "=" (the environment entry is NAME=value, so the name would end at the "=")`,
+      'roles[0].app.env[""]: an environment variable name must not be empty',
+      'roles[0].app.env["1X"]: an environment variable name must hold only letters, digits and _, not starting with a digit',
+      'roles[0].app.env["A\\u0000B"]: an environment variable name must not contain a NUL byte (execve(2) would cut the entry there)',
+      "roles[0].app.env.A-B: an environment variable name must hold only letters, digits and _, not starting with a digit",
+      `roles[0].app.secretEnv[0]: an environment variable name must not contain "=" (the environment entry is NAME=value, so the name would end at the "=")`,
+      "roles[0].app.secretEnv[1]: an environment variable name must not be empty",
+    ]);
+  });
+
   it("member ids stay DNS-1123 labels", () => {
     const name = "r".repeat(62);
     expect(issuesOf({ ...base, roles: [role(name, { replicas: 10 })] })).toEqual([
@@ -320,6 +386,10 @@ describe("filePathProblem", () => {
     ["a/../b", 'path traversal refused: ".." segments are not allowed'],
     ["./a", 'file path must not have empty or "." segments'],
     ["a\\b", "file path must not contain NUL or backslash"],
+    ["output.log/x", '"output.log" is written by the runtime'],
+    ["logs/output.log", undefined],
+    [`a/${"n".repeat(255)}`, undefined],
+    [`a/${"n".repeat(256)}`, `path segment "${"n".repeat(40)}…" is 256 bytes; a file or directory name is at most 255 bytes (NAME_MAX)`],
   ])("%j", (file, problem) => {
     expect(filePathProblem(file)).toBe(problem);
   });
