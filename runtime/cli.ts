@@ -36,7 +36,7 @@ import cliProgress from "cli-progress";
 import { parse as parseYaml } from "yaml";
 import { backendNames, createBackend } from "./backends/index";
 import { readProcStat } from "./backends/process/status";
-import { prepareRunDir } from "./core/artifacts";
+import { checkArtifactsDir, prepareRunDir } from "./core/artifacts";
 import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger/writer";
@@ -324,6 +324,8 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   if (fs.existsSync(runDir)) throw new UsageError(`run: ${runDir} already exists; choose another --run-id`);
 
   // --lock: one live run per artifact root; a dead holder's leftovers are reaped first (runtime/core/run-lock.ts).
+  // The root is checked first, so that an unusable one is refused as without --lock (not by the lock file's write).
+  if (values.lock === true) checkArtifactsDir(values.artifacts, runDir);
   const lock = values.lock === true ? await takeRunLock(values.artifacts, runId, runDir, io) : null;
   try {
     return await runLocked({ values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd, ledgerExport }, io);
