@@ -3,7 +3,8 @@
 //
 // The runtime needs Node >= 22. Under an older Node (the system Node 20 that `npx cohort` finds on PATH), it
 // re-executes itself with the Node that built the bundle, whose path `npm run build` records in
-// dist/cohort.node (the toolchain's pinned Node 24), forwarding signals and the exit status.
+// dist/cohort.node (the toolchain's pinned Node 24), forwarding signals (each once) and the exit status; the
+// runtime stops its run when this wrapper dies (runtime/core/wrapper-link.ts).
 "use strict";
 const path = require("node:path");
 const fs = require("node:fs");
@@ -28,7 +29,21 @@ if (nodeTooOld()) {
     process.exit(1);
   }
   const { spawn } = require("node:child_process");
-  const child = spawn(node, [bundle, ...process.argv.slice(2)], { stdio: "inherit" });
+  // The runtime runs in its own session (`detached`: setsid), so a signal to this process group (a terminal's
+  // Ctrl-C, `kill -INT -<pgid>`) reaches this wrapper only, and the runtime gets each signal exactly once: the copy
+  // forwarded here (before, it got a group signal twice and took the second for "kill the members now"). Being
+  // outside the terminal's session, it is never stopped by job control (SIGTTIN/SIGTTOU).
+  // Descriptor 3 is the child end of a pipe this wrapper never writes to: when the wrapper exits, however it exits
+  // (even SIGKILL, which it cannot forward), the runtime reads end of file and stops its run as a SIGTERM would
+  // (runtime/core/wrapper-link.ts). The caller's descriptors >= 3 did not reach the runtime before either.
+  const child = spawn(node, [bundle, ...process.argv.slice(2)], {
+    stdio: ["inherit", "inherit", "inherit", "pipe"],
+    detached: true,
+    env: { ...process.env, COHORT_WRAPPER_FD: "3", COHORT_WRAPPER_PID: String(process.pid) },
+  });
+  // This end stays open (and unread) for as long as the wrapper lives; it must not keep the wrapper alive.
+  child.stdio[3].on("error", () => undefined);
+  child.stdio[3].unref();
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal));
   child.on("error", (error) => {
     process.stderr.write(`cohort: cannot run ${node}: ${error.message}\n`);

@@ -24,7 +24,7 @@
 // First import: under Node < 22, one stderr line and exit 1 (./core/require-node.ts).
 import "./core/require-node";
 // Next: records the descriptors open at start-up, before the runtime opens any (./core/inherited-fd.ts).
-import { ENTRY_FDS, unusableProgressFd } from "./core/inherited-fd";
+import { ENTRY_FDS, forgetEntryFd, unusableProgressFd } from "./core/inherited-fd";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
@@ -36,7 +36,7 @@ import cliProgress from "cli-progress";
 import { parse as parseYaml } from "yaml";
 import { backendNames, createBackend } from "./backends/index";
 import { readProcStat } from "./backends/process/status";
-import { prepareRunDir } from "./core/artifacts";
+import { checkArtifactsDir, prepareRunDir } from "./core/artifacts";
 import { COMMAND_HELP, OVERVIEW_HELP, shortUsage } from "./core/cli-help";
 import { CohortError, SpecError } from "./core/errors";
 import { LedgerWriter } from "./core/ledger/writer";
@@ -57,6 +57,7 @@ import {
 } from "./core/ledger/remote";
 import { acquireRunLock, takeoverMessage, type HeldRunLock } from "./core/run-lock";
 import { isRunId } from "./core/run-id";
+import { onWrapperGone, takeWrapperLink, watchWrapper } from "./core/wrapper-link";
 import { showLedger } from "./core/ledger/show";
 import { renderJunit } from "./core/ledger/junit";
 import { renderReport } from "./core/ledger/report";
@@ -107,6 +108,12 @@ const SIGNAL_NUMBERS: Readonly<Record<string, number>> = { SIGHUP: 1, SIGINT: 2,
  */
 export async function main(argv: readonly string[], io: CliIo = defaultIo): Promise<number> {
   const err = (line: string): void => void io.stderr.write(`${line}\n`);
+  // Started by bin/cohort.cjs under an older Node: its exit (even a SIGKILL) stops this runtime (./core/wrapper-link.ts).
+  const wrapper = takeWrapperLink();
+  if (wrapper !== undefined) {
+    forgetEntryFd(wrapper.fd);
+    watchWrapper(wrapper, io.stderr);
+  }
   try {
     const [command, ...rest] = argv;
     // `cohort <command> [<sub>] --help` (also `-h`), anywhere after the command words.
@@ -317,6 +324,8 @@ async function runCommand(args: readonly string[], io: CliIo): Promise<number> {
   if (fs.existsSync(runDir)) throw new UsageError(`run: ${runDir} already exists; choose another --run-id`);
 
   // --lock: one live run per artifact root; a dead holder's leftovers are reaped first (runtime/core/run-lock.ts).
+  // The root is checked first, so that an unusable one is refused as without --lock (not by the lock file's write).
+  if (values.lock === true) checkArtifactsDir(values.artifacts, runDir);
   const lock = values.lock === true ? await takeRunLock(values.artifacts, runId, runDir, io) : null;
   try {
     return await runLocked({ values, spec, runId, runDir, backendName, backendOptions, watchPids, progressFd, ledgerExport }, io);
@@ -459,10 +468,22 @@ async function runLocked(plan: RunPlan, io: CliIo): Promise<number> {
     signals++;
     scheduler!.interrupt("SIGHUP");
   });
+  // The wrapper that started this runtime (bin/cohort.cjs) is gone: stop as a SIGTERM does, once; a stop already
+  // under way goes on (its grace period is not cut short).
+  const unwrap = onWrapperGone((cause) => {
+    if (signals > 0) {
+      progress.note(`${cause}; the stop under way goes on`);
+      return;
+    }
+    progress.note(`${cause}: stopping members (SIGTERM)`);
+    signals++;
+    scheduler!.interrupt("SIGTERM");
+  });
   let result: RunResult;
   try {
     result = await scheduler.run();
   } finally {
+    unwrap();
     unwatch();
     for (const signal of handled) process.off(signal, onSignal);
     progress.stop();

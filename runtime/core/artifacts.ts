@@ -29,6 +29,39 @@ function why(code: string, dir: string): string {
  */
 export function prepareRunDir(artifacts: string, runDir: string): void {
   const prefix = `--artifacts ${artifacts}`;
+  const { missing } = checkArtifactsDir(artifacts, runDir);
+  for (const dir of missing) {
+    try {
+      fs.mkdirSync(dir);
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? "EIO";
+      if (code === "EEXIST" && dir !== runDir && fs.statSync(dir).isDirectory()) continue;
+      if (NOT_WRITABLE.has(code)) throw new ArtifactsDirError(`${prefix}: not writable (${code}): ${why(code, path.dirname(dir))}`, code);
+      if (code === "ENOENT") {
+        throw new ArtifactsDirError(
+          `${prefix}: cannot create the run directory ${runDir} there (mkdir: ENOENT although ${path.dirname(dir)} exists; ` +
+            `a file system that does not allow new directories, such as /proc)`,
+          code,
+        );
+      }
+      throw new ArtifactsDirError(`${prefix}: cannot create ${dir} (${code}: ${(error as Error).message})`, code);
+    }
+  }
+}
+
+/**
+ * The checks of {@link prepareRunDir} that change nothing: the nearest existing ancestor of `runDir` is a
+ * directory this user can write to and enter (`access(2)` W_OK|X_OK; a read-only mount answers EROFS).
+ * `cohort run --lock` makes them before it writes its lock file, so that an unusable root is refused the same way
+ * with or without `--lock`.
+ *
+ * @param artifacts - the artifact root as the user gave it (`--artifacts`), used in messages
+ * @param runDir - absolute path of the run directory, `<artifacts>/<runId>`
+ * @returns the nearest existing ancestor and the directories still to create, outermost first (`runDir` last)
+ * @throws {ArtifactsDirError} as {@link prepareRunDir} does: not a directory, not writable (EACCES, EROFS, EPERM)
+ */
+export function checkArtifactsDir(artifacts: string, runDir: string): { readonly existing: string; readonly missing: readonly string[] } {
+  const prefix = `--artifacts ${artifacts}`;
   // Nearest existing ancestor of runDir.
   const missing: string[] = [];
   let existing = path.resolve(runDir);
@@ -54,21 +87,5 @@ export function prepareRunDir(artifacts: string, runDir: string): void {
     const code = (error as NodeJS.ErrnoException).code ?? "EACCES";
     throw new ArtifactsDirError(`${prefix}: not writable (${code}): ${why(code, existing)}`, code);
   }
-  for (const dir of missing) {
-    try {
-      fs.mkdirSync(dir);
-    } catch (error) {
-      const code = (error as NodeJS.ErrnoException).code ?? "EIO";
-      if (code === "EEXIST" && dir !== runDir && fs.statSync(dir).isDirectory()) continue;
-      if (NOT_WRITABLE.has(code)) throw new ArtifactsDirError(`${prefix}: not writable (${code}): ${why(code, path.dirname(dir))}`, code);
-      if (code === "ENOENT") {
-        throw new ArtifactsDirError(
-          `${prefix}: cannot create the run directory ${runDir} there (mkdir: ENOENT although ${path.dirname(dir)} exists; ` +
-            `a file system that does not allow new directories, such as /proc)`,
-          code,
-        );
-      }
-      throw new ArtifactsDirError(`${prefix}: cannot create ${dir} (${code}: ${(error as Error).message})`, code);
-    }
-  }
+  return { existing, missing };
 }

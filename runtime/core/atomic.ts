@@ -53,7 +53,8 @@ export async function fsyncDir(dir: string): Promise<void> {
  * Write `data` to `target` atomically: unique temp file in the same directory, write, fsync, close,
  * rename (or link with `noClobber`), fsync of the directory. On any failure the temp file is removed
  * and the target is untouched.
- * @throws the underlying `NodeJS.ErrnoException` (`EEXIST` when `noClobber` and the target exists).
+ * @throws the underlying `NodeJS.ErrnoException` (`EEXIST` when `noClobber` and the target exists); a failed
+ *   write or fsync (ENOSPC, EDQUOT, EIO), which Node reports without a path, names `target` in its message.
  */
 export async function writeFileAtomic(target: string, data: string | Uint8Array, options: AtomicWriteOptions = {}): Promise<void> {
   const tmp = tempNameFor(target);
@@ -64,6 +65,8 @@ export async function writeFileAtomic(target: string, data: string | Uint8Array,
     try {
       await handle.writeFile(data);
       await handle.sync();
+    } catch (err) {
+      throw namingFile(err, target);
     } finally {
       await handle.close();
     }
@@ -77,6 +80,18 @@ export async function writeFileAtomic(target: string, data: string | Uint8Array,
   } finally {
     if (created) await fsp.rm(tmp, { force: true }).catch(() => undefined);
   }
+}
+
+/**
+ * `err` with `file` in its message when Node gave none (`ENOSPC: no space left on device, write` becomes
+ * `ENOSPC: no space left on device, write '<file>'`, Node's form for calls that name a path); `code` is kept.
+ */
+function namingFile(err: unknown, file: string): unknown {
+  const e = err as NodeJS.ErrnoException;
+  if (!(err instanceof Error) || typeof e.code !== "string" || e.path !== undefined) return err;
+  e.message = `${e.message} '${file}'`;
+  e.path = file;
+  return e;
 }
 
 /**

@@ -15,8 +15,17 @@
  */
 import * as fs from "node:fs";
 
+const entryFds: Set<number> | undefined = openFds();
 /** Descriptors open when this module was evaluated (`undefined` without /proc/self/fd). */
-export const ENTRY_FDS: ReadonlySet<number> | undefined = openFds();
+export const ENTRY_FDS: ReadonlySet<number> | undefined = entryFds;
+
+/**
+ * Removes `fd` from {@link ENTRY_FDS}: an inherited descriptor that is the runtime's own, not the caller's (the pipe
+ * from bin/cohort.cjs, ./wrapper-link.ts), so that `--progress-fd` refuses it (rule 1).
+ */
+export function forgetEntryFd(fd: number): void {
+  entryFds?.delete(fd);
+}
 
 function openFds(): Set<number> | undefined {
   try {

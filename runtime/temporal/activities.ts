@@ -50,9 +50,29 @@ export interface WorkerActivityConfig {
   readonly backendConfigFile: string;
 }
 
-/** Reads a `--backend-config` mapping (YAML or JSON). @throws Error naming the file when it is not a mapping */
+/**
+ * Reads a `--backend-config` mapping (YAML or JSON).
+ *
+ * @param file - the file's path (absolute, or relative to the working directory)
+ * @returns the top-level mapping
+ * @throws Error with one line, `--backend-config <file>: <reason>`, when the file cannot be read (does not exist,
+ *   is a directory, ...), is not valid YAML, or is not a mapping
+ */
 export function readBackendConfig(file: string): Record<string, unknown> {
-  const doc: unknown = parseYaml(fs.readFileSync(file, "utf8"));
+  let text: string;
+  try {
+    text = fs.readFileSync(file, "utf8");
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason = code === "EISDIR" ? "is a directory" : code === "ENOENT" ? "does not exist" : code === "EACCES" ? "cannot be read (EACCES)" : (error as Error).message;
+    throw new Error(`--backend-config ${file}: ${reason}`, { cause: error });
+  }
+  let doc: unknown;
+  try {
+    doc = parseYaml(text);
+  } catch (error) {
+    throw new Error(`--backend-config ${file}: not valid YAML: ${(error as Error).message.split("\n")[0]}`, { cause: error });
+  }
   if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error(`--backend-config ${file}: expected a mapping`);
   return doc as Record<string, unknown>;
 }

@@ -74,6 +74,49 @@ function need(values: Record<string, unknown>, name: string, command: string): s
   return v;
 }
 
+/**
+ * The `--temporal-address` of `command`, checked before anything connects: `HOST:PORT` (an IPv6 host in
+ * brackets, `[::1]:7233`), HOST not empty and without spaces, PORT a decimal integer from 1 to 65535. (An
+ * out-of-range port was retried forever as "unreachable" by `submit` and `open-runs`, and threw a raw
+ * `TypeError` in `worker`.)
+ *
+ * @returns the address as given
+ * @throws TemporalUsageError `<command>: --temporal-address must be HOST:PORT ...: <reason> (got "<value>")`
+ */
+function temporalAddress(values: Record<string, unknown>, command: string): string {
+  const address = need(values, "temporal-address", command);
+  const refuse = (reason: string): never => {
+    throw new TemporalUsageError(`${command}: --temporal-address must be HOST:PORT with a port from 1 to 65535: ${reason} (got ${JSON.stringify(address)})`);
+  };
+  const m = /^(\[[^\]]*\]|[^:\s[\]]*):([^:]*)$/.exec(address);
+  if (m === null) return refuse(address.includes(":") ? "not in the form HOST:PORT" : "no port");
+  const [, host, port] = m as unknown as [string, string, string];
+  if (host === "" || host === "[]") refuse("no host");
+  if (!/^[0-9]{1,5}$/.test(port)) refuse(`port "${port}" is not a decimal number`);
+  const n = Number(port);
+  if (n < 1 || n > 65535) refuse(`port ${n} is out of range`);
+  return address;
+}
+
+/**
+ * The `--task-queue` of `command`: letters, digits and `- _ . /`, at most 200 characters ({@link TASK_QUEUE}),
+ * the same rule for `worker`, `submit` and `open-runs` (the name goes into a visibility query's string literal).
+ *
+ * @throws TemporalUsageError naming the flag when it is missing or breaks the rule
+ */
+function taskQueueOf(values: Record<string, unknown>, command: string): string {
+  const taskQueue = need(values, "task-queue", command);
+  if (!TASK_QUEUE.test(taskQueue))
+    throw new TemporalUsageError(`${command}: --task-queue must be letters, digits and - _ . / (at most 200, not starting with a symbol; got ${JSON.stringify(taskQueue)})`);
+  return taskQueue;
+}
+
+/** `--namespace` (default `default`). @throws TemporalUsageError when it is given empty */
+function namespaceOf(values: Record<string, unknown>, command: string): string {
+  if (values.namespace === "") throw new TemporalUsageError(`${command}: --namespace must not be empty`);
+  return typeof values.namespace === "string" ? values.namespace : "default";
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Errors of the transport (Temporal unreachable, connection dropped), which are retried, never a run's failure. */
@@ -118,9 +161,10 @@ async function workerCommand(args: readonly string[], io: TemporalCliIo): Promis
     },
     strict: true,
   });
-  const address = need(values, "temporal-address", "worker");
+  const address = temporalAddress(values, "worker");
   const readyFile = values["ready-file"] !== undefined ? path.resolve(values["ready-file"]) : undefined;
-  const taskQueue = need(values, "task-queue", "worker");
+  const taskQueue = taskQueueOf(values, "worker");
+  const namespace = namespaceOf(values, "worker");
   // A file left by a worker that died without its `finally` (SIGKILL, OOM kill) must not mark this one ready: the
   // pod's /tmp is an emptyDir, which outlives a container restart.
   // Its directory is checked here, before connecting: a worker that cannot write it would poll but never be Ready.
@@ -134,7 +178,11 @@ async function workerCommand(args: readonly string[], io: TemporalCliIo): Promis
     }
   }
   const backendConfigFile = path.resolve(need(values, "backend-config", "worker"));
-  readBackendConfig(backendConfigFile);
+  try {
+    readBackendConfig(backendConfigFile);
+  } catch (error) {
+    throw new TemporalUsageError(`worker: ${(error as Error).message}`, { cause: error });
+  }
   const here = __dirname;
   const runtimeBundle = path.join(here, "cohort.cjs");
   const workflowBundle = path.join(here, WORKFLOW_BUNDLE_FILE);
@@ -142,7 +190,7 @@ async function workerCommand(args: readonly string[], io: TemporalCliIo): Promis
   const connection = await retrying("worker connect", io, () => NativeConnection.connect({ address }));
   const worker = await Worker.create({
     connection,
-    namespace: values.namespace ?? "default",
+    namespace,
     taskQueue,
     workflowBundle: { codePath: workflowBundle },
     activities: createActivities({ runtimeBundle, backendConfigFile }),
@@ -194,10 +242,9 @@ async function openRunsCommand(args: readonly string[], io: TemporalCliIo): Prom
     options: { "temporal-address": { type: "string" }, namespace: { type: "string" }, "task-queue": { type: "string" }, "wait-s": { type: "string" } },
     strict: true,
   });
-  const address = need(values, "temporal-address", "open-runs");
-  const taskQueue = need(values, "task-queue", "open-runs");
-  if (!TASK_QUEUE.test(taskQueue)) throw new TemporalUsageError(`open-runs: --task-queue must be letters, digits and - _ . / (got ${JSON.stringify(taskQueue)})`);
-  if (values.namespace === "") throw new TemporalUsageError("open-runs: --namespace must not be empty");
+  const address = temporalAddress(values, "open-runs");
+  const taskQueue = taskQueueOf(values, "open-runs");
+  const namespace = namespaceOf(values, "open-runs");
   const waitS = values["wait-s"] === undefined ? 60 : /^[0-9]{1,6}$/.test(values["wait-s"]) ? Number(values["wait-s"]) : NaN;
   if (!Number.isInteger(waitS) || waitS < 0) throw new TemporalUsageError(`open-runs: --wait-s must be an integer >= 0 (got ${JSON.stringify(values["wait-s"])})`);
   const deadline = Date.now() + waitS * 1000;
@@ -205,7 +252,7 @@ async function openRunsCommand(args: readonly string[], io: TemporalCliIo): Prom
     let connection: Connection | undefined;
     try {
       connection = await Connection.connect({ address, connectTimeout: 5_000 });
-      const client = new Client({ connection, namespace: values.namespace ?? "default" });
+      const client = new Client({ connection, namespace });
       const open = await openRunLines(client, taskQueue);
       for (const line of open) io.stdout.write(`${line}\n`);
       return open.length === 0 ? 0 : OPEN_RUNS_EXIT;
@@ -242,11 +289,9 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
     allowPositionals: true,
     strict: true,
   });
-  const address = need(values, "temporal-address", "submit");
-  const taskQueue = need(values, "task-queue", "submit");
-  // --sole puts the task queue in a visibility query (as open-runs does).
-  if (values.sole === true && !TASK_QUEUE.test(taskQueue))
-    throw new TemporalUsageError(`submit: --sole needs a --task-queue of letters, digits and - _ . / (got ${JSON.stringify(taskQueue)})`);
+  const address = temporalAddress(values, "submit");
+  const taskQueue = taskQueueOf(values, "submit");
+  const namespace = namespaceOf(values, "submit");
   const workflowId = need(values, "workflow-id", "submit");
   const artifacts = path.resolve(need(values, "artifacts", "submit"));
   if (positionals.length > 1 || (positionals.length === 1 && values.spec !== undefined))
@@ -268,7 +313,7 @@ async function submitCommand(args: readonly string[], io: TemporalCliIo): Promis
 
   const connection = await retrying("submit connect", io, () => Connection.connect({ address }));
   try {
-    const client = new Client({ connection, namespace: values.namespace ?? "default" });
+    const client = new Client({ connection, namespace });
     if (values.sole === true) {
       const others = (await retrying("list open runs", io, () => openRunLines(client, taskQueue))).filter((line) => line.split(" ")[0] !== workflowId);
       if (others.length > 0) {

@@ -1,7 +1,8 @@
 /**
  * `cohort run --artifacts DIR` where DIR cannot hold a run (issue #16, left-over cases): it fails fast,
  * naming the path and the reason, before any member starts: `/proc/1` (Node's recursive mkdir used to spin
- * there forever), a read-only directory (reported as ENOENT before), and a path under a file.
+ * there forever), a read-only directory (reported as ENOENT before; with --lock, as the lock file's raw EROFS), and
+ * a path under a file.
  */
 import { spawn, spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -84,11 +85,15 @@ describe("cohort run --artifacts DIR that cannot hold a run", () => {
       expect(process.getuid?.()).not.toBe(0);
       fs.chmodSync(target, 0o555);
     }
+    // With --lock the same refusal, before the lock file is written (it was a raw `EROFS ... open '<root>/.cohort-run.lock.tmp-...'`).
     for (const artifacts of [target, path.join(target, "sub")]) {
-      const r = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts]);
-      expect(r.code).toBe(1);
-      expect(r.stderr).toMatch(new RegExp(`^cohort: --artifacts ${artifacts}: not writable \\((EROFS|EACCES)\\): ${target} `, "m"));
-      expect(r.stderr).not.toContain("ENOENT");
+      for (const lock of [[], ["--lock"]]) {
+        const r = await cohort(["run", "--spec", writeSpec(), "--artifacts", artifacts, ...lock]);
+        expect(r.code, lock.join(" ")).toBe(1);
+        expect(r.stderr, lock.join(" ")).toMatch(new RegExp(`^cohort: --artifacts ${artifacts}: not writable \\((EROFS|EACCES)\\): ${target} `, "m"));
+        expect(r.stderr).not.toContain("ENOENT");
+        expect(r.stderr).not.toContain(".cohort-run.lock");
+      }
     }
   }, 60_000);
 });

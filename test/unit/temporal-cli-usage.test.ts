@@ -77,7 +77,7 @@ describe("cohort submit --sole", () => {
   it("refuses a task queue that would end the visibility query's string literal", async () => {
     const r = await cli([...base, "--task-queue", "q'", "--spec", "-"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain("--sole needs a --task-queue of letters, digits");
+    expect(r.stderr).toContain("submit: --task-queue must be letters, digits");
   });
 });
 
@@ -106,5 +106,74 @@ describe("cohort worker --ready-file", () => {
     const r = await cli(["worker", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "--backend-config", path.join(tmp, "none.json"), "--ready-file", stale]);
     expect(r.code).not.toBe(0);
     expect(fs.existsSync(stale)).toBe(false);
+  });
+});
+
+describe("--temporal-address, --task-queue and --backend-config are checked before anything connects", () => {
+  const backend = path.join(tmp, "backend-ok.yaml");
+  fs.writeFileSync(backend, "namespace: x\n");
+  const spec = path.join(tmp, "ok-spec.json");
+  fs.writeFileSync(spec, JSON.stringify({ apiVersion: "cohort-lab/v1", kind: "Cohort", name: "x", roles: [{ name: "a", app: { command: ["true"] } }] }));
+  const commands = (address: string, taskQueue = "q"): Record<string, string[]> => ({
+    worker: ["worker", "--temporal-address", address, "--task-queue", taskQueue, "--backend-config", backend],
+    submit: ["submit", "--temporal-address", address, "--task-queue", taskQueue, "--workflow-id", "w", "--artifacts", tmp, "--spec", spec],
+    "open-runs": ["open-runs", "--temporal-address", address, "--task-queue", taskQueue, "--wait-s", "60"],
+  });
+
+  it("refuses an address whose port is out of range or missing, naming the flag and the reason, at once (exit 2, one line)", { timeout: 10_000 }, async () => {
+    const cases: [string, string][] = [
+      ["host:99999", "port 99999 is out of range"],
+      ["host:0", "port 0 is out of range"],
+      ["host", "no port"],
+      [":7233", "no host"],
+      ["host:72a", 'port "72a" is not a decimal number'],
+      ["::1:7233", "not in the form HOST:PORT"],
+    ];
+    for (const [address, reason] of cases) {
+      for (const [command, argv] of Object.entries(commands(address))) {
+        const started = Date.now();
+        const r = await cli(argv);
+        expect(r.code, `${command} ${address}`).toBe(2);
+        expect(r.stderr, `${command} ${address}`).toBe(
+          `cohort: ${command}: --temporal-address must be HOST:PORT with a port from 1 to 65535: ${reason} (got ${JSON.stringify(address)})\n`,
+        );
+        expect(Date.now() - started).toBeLessThan(1_000);
+      }
+    }
+  });
+
+  it("accepts host:port, an IPv6 address in brackets and the ports 1 and 65535 (they fail later, unreachable)", async () => {
+    for (const address of ["127.0.0.1:1", "[::1]:65535", "temporal-frontend.ns.svc:7233"]) {
+      const r = await cli(["open-runs", "--temporal-address", address, "--task-queue", "q", "--wait-s", "0"]);
+      expect(r.stderr, address).not.toContain("--temporal-address must be");
+    }
+  }, 60_000);
+
+  it("the same --task-queue rule for worker, submit and open-runs", async () => {
+    for (const [command, argv] of Object.entries(commands("127.0.0.1:1", "q' OR TaskQueue = 'x"))) {
+      const r = await cli(argv);
+      expect(r.code, command).toBe(2);
+      expect(r.stderr, command).toContain(`cohort: ${command}: --task-queue must be letters, digits and - _ . /`);
+    }
+  });
+
+  it("worker: a --backend-config that is missing, a directory, not YAML or not a mapping is one line naming the flag, the path and the reason (exit 2)", async () => {
+    const bad = path.join(tmp, "bad.yaml");
+    fs.writeFileSync(bad, "a: [1, 2\n");
+    const list = path.join(tmp, "list.yaml");
+    fs.writeFileSync(list, "- 1\n");
+    const cases: [string, string][] = [
+      ["/nonexistent", "does not exist"],
+      [tmp, "is a directory"],
+      [bad, "not valid YAML: "],
+      [list, "expected a mapping"],
+    ];
+    for (const [file, reason] of cases) {
+      const r = await cli(["worker", "--temporal-address", "127.0.0.1:1", "--task-queue", "q", "--backend-config", file]);
+      expect(r.code, file).toBe(2);
+      expect(r.stderr.split("\n"), file).toHaveLength(2);
+      expect(r.stderr, file).toContain(`cohort: worker: --backend-config ${file}: ${reason}`);
+      expect(r.stderr, file).not.toContain("    at ");
+    }
   });
 });
