@@ -425,6 +425,16 @@ function built(): Partial<ReturnType<typeof findAppImages>> {
 
 const images = built();
 const canRun = Object.keys(images).length > 0 && process.getuid?.() === 0 && has("containerd", ["--version"]) && has("docker", ["info"]);
+if (!canRun) {
+  // Say why the built-image checks skip (they need the local image sets built and a running engine: the local tier).
+  const why = [
+    Object.keys(images).length === 0 ? "no app image built (`npm run toolchain -- local-images local-apps`)" : "",
+    process.getuid?.() !== 0 ? "not root" : "",
+    !has("containerd", ["--version"]) ? "no containerd" : "",
+    !has("docker", ["info"]) ? "no running Docker engine (`bash scripts/docker-engine.sh start`)" : "",
+  ].filter((w) => w !== "");
+  console.log(`app-images: the built-image checks skip: ${why.join("; ")}`);
+}
 
 /** What each image must print when run: [args after the image, expected output]. */
 const runChecks: Record<string, [string[], RegExp]> = {
