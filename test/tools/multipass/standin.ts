@@ -362,6 +362,7 @@ async function attach(rec: InstanceRecord, bridge: string, pid: number): Promise
 async function shutdown(rec: InstanceRecord, graceMs = STOP_GRACE_MS): Promise<void> {
   const pid = nspawnPid(rec.name);
   if (pid !== undefined) {
+    const init = initPid(rec.name);
     try {
       process.kill(pid, "SIGTERM");
     } catch {
@@ -369,6 +370,7 @@ async function shutdown(rec: InstanceRecord, graceMs = STOP_GRACE_MS): Promise<v
     }
     const deadline = Date.now() + graceMs;
     while (alive(pid) && Date.now() < deadline) await sleep(200);
+    if (init !== undefined) endExecSessions(init);
     if (alive(pid)) {
       const init = initPid(rec.name);
       for (const p of [init, pid]) {
@@ -382,6 +384,7 @@ async function shutdown(rec: InstanceRecord, graceMs = STOP_GRACE_MS): Promise<v
       const hard = Date.now() + 10_000;
       while (alive(pid) && Date.now() < hard) await sleep(100);
     }
+    if (init !== undefined) endExecSessions(init);
   }
   const root = path.join(instDir(rec.name), "root");
   for (let i = 0; i < 50 && isMounted(root); i++) {
@@ -390,6 +393,27 @@ async function shutdown(rec: InstanceRecord, graceMs = STOP_GRACE_MS): Promise<v
   if (isMounted(root)) sh("umount", ["-l", root], true);
   if (linkExists(rec.hostIf)) sh("ip", ["link", "del", rec.hostIf], true);
   removeCgroups(rec);
+}
+
+/**
+ * Ends the `exec` sessions into a stopped instance (SIGKILL to each `nsenter --target <init>`), as a VM's poweroff
+ * ends Multipass's SSH sessions. Without it a session could outlive the instance for good: the instance's init,
+ * exiting, waits in the kernel until every task of its PID namespace is reaped, and the session's process inside
+ * (a zombie once killed) is reaped only by nsenter, outside; nsenter had stopped itself (it passes a stopped child's
+ * SIGSTOP on to itself) and never reaped it. Seen as `[systemd-shutdow]` left after each run of the multipass tier.
+ */
+function endExecSessions(init: number): void {
+  for (const e of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const argv = fs.readFileSync(`/proc/${e}/cmdline`, "utf8").split("\0");
+      if (path.basename(argv[0] ?? "") !== "nsenter") continue;
+      const i = argv.indexOf("--target");
+      if (i >= 0 && argv[i + 1] === String(init)) process.kill(Number(e), "SIGKILL");
+    } catch {
+      // raced with an exit
+    }
+  }
 }
 
 function sleep(ms: number): Promise<void> {
