@@ -76,7 +76,16 @@ export type PidLockState<R extends PidLockHolder> =
 /** The lock file at `lockPath` parsed by `parse`; `undefined` when there is none or it is unreadable/torn. */
 export function readPidLock<R extends PidLockHolder>(lockPath: string, parse: (value: unknown) => R | undefined): R | undefined {
   try {
-    return parse(JSON.parse(fs.readFileSync(lockPath, "utf8")));
+    return parseLockBytes(fs.readFileSync(lockPath), parse);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A lock file's bytes parsed by `parse`; `undefined` when they are not JSON or not what `parse` accepts. */
+function parseLockBytes<R extends PidLockHolder>(bytes: Buffer, parse: (value: unknown) => R | undefined): R | undefined {
+  try {
+    return parse(JSON.parse(bytes.toString("utf8")));
   } catch {
     return undefined;
   }
@@ -91,8 +100,10 @@ export function inspectPidLock<R extends PidLockHolder>(lockPath: string, parse:
     return { kind: "none" };
   }
   if (stat.isDirectory()) return { kind: "directory" };
-  const identity = pidLockIdentity(lockPath);
-  const holder = readPidLock(lockPath, parse);
+  // One read gives both the identity and the holder (a symlink, which the identity does not follow, is read through).
+  const file = readLockFile(lockPath);
+  const identity = file?.identity;
+  const holder = file !== undefined ? parseLockBytes(file.bytes, parse) : readPidLock(lockPath, parse);
   if (holder === undefined) return { kind: "unreadable", bytes: stat.size, ageMs: Date.now() - stat.mtimeMs, identity };
   return { kind: "held", holder, state: lockHolderState(holder), identity };
 }
@@ -124,13 +135,18 @@ function createLockFile(lockPath: string, record: PidLockHolder): boolean {
  * creation time). `undefined` when nothing (or a directory) is at `lockPath`.
  */
 export function pidLockIdentity(lockPath: string): string | undefined {
+  return readLockFile(lockPath)?.identity;
+}
+
+/** The regular file at `lockPath` (not followed through a symlink): its bytes and {@link pidLockIdentity}. */
+function readLockFile(lockPath: string): { readonly identity: string; readonly bytes: Buffer } | undefined {
   try {
     const fd = fs.openSync(lockPath, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW);
     try {
       const stat = fs.fstatSync(fd);
       if (!stat.isFile()) return undefined;
       const bytes = fs.readFileSync(fd);
-      return createHash("sha256").update(`${stat.dev}:${stat.ino}\n`).update(bytes).digest("hex").slice(0, 16);
+      return { identity: createHash("sha256").update(`${stat.dev}:${stat.ino}\n`).update(bytes).digest("hex").slice(0, 16), bytes };
     } finally {
       fs.closeSync(fd);
     }
