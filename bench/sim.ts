@@ -35,7 +35,9 @@
  * Env: BENCH_SIZES (default "100,1000"), BENCH_NODES (default 12), BENCH_PATHS (default "podGroup,workload"; any of
  * podGroup, workload, workloadGated), BENCH_BACKEND_OPTIONS (space-separated `--backend-option` KEY=VALUE values for every
  * run, e.g. "createConcurrency=64"; default none),
- * BENCH_DELAYS (simulated pod-ready delays in ms to run, default "0,1000"), BENCH_KEEP=1 keeps the artifacts.
+ * BENCH_DELAYS (simulated pod-ready delays in ms to run, default "0,1000"), BENCH_GOGC (the sim processes' `GOGC`
+ * values to run, each on its own sim, default the sim's default: "400"; "100,400" measures Go's default against
+ * it side by side: components/sim/goRuntime.ts), BENCH_KEEP=1 keeps the artifacts.
  * Needs the sim binaries and manifests (`npm run toolchain -- sim manifests`) and the bundle (`npm run build`).
  */
 import * as fs from "node:fs";
@@ -44,6 +46,7 @@ import * as path from "node:path";
 import type { LedgerRecord } from "../runtime/index";
 import { runCohortOnSim, type SimRunResult } from "../simctl/cohort";
 import { simStatus } from "../simctl/cluster";
+import { SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import { PROJECT_DIR } from "../stacks/config";
 import { simUnavailableReason, startSim } from "../test/sim/harness";
 import { adminClient, apiserverMetrics } from "../test/sim/k8s-backend-helpers";
@@ -52,6 +55,11 @@ const SIZES = (process.env.BENCH_SIZES ?? "100,1000").split(",").map((s) => Numb
 const NODES = Number(process.env.BENCH_NODES ?? 12);
 const PATHS = (process.env.BENCH_PATHS ?? "podGroup,workload").split(",").map((s) => s.trim()) as ("podGroup" | "workload" | "workloadGated")[];
 const DELAYS = (process.env.BENCH_DELAYS ?? "0,1000").split(",").map((s) => Number(s.trim()));
+const GOGCS = (process.env.BENCH_GOGC ?? String(SIM_GO_GC_DEFAULT)).split(",").map((s) => Number(s.trim()));
+for (const g of GOGCS) {
+  if (!Number.isInteger(g) || g < SIM_GO_GC_RANGE.min || g > SIM_GO_GC_RANGE.max)
+    throw new Error(`BENCH_GOGC: "${g}" is not an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max}`);
+}
 /** Extra `--backend-option KEY=VALUE` values for every run, space-separated (e.g. `createConcurrency=64`). */
 const BACKEND_OPTIONS = (process.env.BENCH_BACKEND_OPTIONS ?? "").split(/\s+/).filter((s) => s !== "");
 for (const p of PATHS) if (p !== "podGroup" && p !== "workload" && p !== "workloadGated") throw new Error(`BENCH_PATHS: "${p}" is not podGroup, workload or workloadGated`);
@@ -166,6 +174,8 @@ function record(records: readonly LedgerRecord[], kind: string): (LedgerRecord &
 
 interface Figures {
   timing: string;
+  /** `GOGC` of the sim's processes. */
+  goGC: number;
   admission: string;
   watchReopens: number | null;
   watchRelists: number | null;
@@ -201,6 +211,7 @@ interface Figures {
 
 function figures(
   timing: Timing,
+  goGC: number,
   admission: string,
   size: number,
   r: SimRunResult,
@@ -227,6 +238,7 @@ function figures(
   const submissionToAdmission = admitted !== undefined ? Number(admitted.admissionMs) : null;
   return {
     timing: timing.label,
+    goGC,
     admission,
     // The ListWatch's `reopens` counts every watch request it opened, the first included.
     watchReopens: watches !== undefined ? watches.reduce((a, w) => a + Math.max(0, w.reopens - 1), 0) : null,
@@ -265,13 +277,19 @@ function figures(
 
 const seconds = (ms: number | null): string => (ms === null ? "n/a" : `${(ms / 1000).toFixed(ms < 1000 ? 2 : 1)} s`);
 
+/** CPU seconds of every sim process and the runtime during the run, summed. */
+function cpuSum(f: Figures): string {
+  const values = Object.values(f.cpuSeconds).filter((v) => !Number.isNaN(v));
+  return values.reduce((a, v) => a + v, 0).toFixed(1);
+}
+
 /** One markdown table row per run (docs/sim.md "Measured"). */
 function tableRow(f: Figures): string {
   const cpu = (k: string): string => (f.cpuSeconds[k] === undefined || Number.isNaN(f.cpuSeconds[k]) ? "?" : f.cpuSeconds[k]!.toFixed(1));
   return (
-    `| ${f.members.toLocaleString("en-US")} | ${f.admission} | ${seconds(f.submissionToAdmissionMs)} | ${seconds(f.createdToAdmissionMs)} | ${seconds(f.admissionToAllReadyMs)} | ` +
+    `| ${f.members.toLocaleString("en-US")} | ${f.admission} | ${f.goGC} | ${seconds(f.submissionToAdmissionMs)} | ${seconds(f.createdToAdmissionMs)} | ${seconds(f.admissionToAllReadyMs)} | ` +
     `${seconds(f.submissionToAllReadyMs)} | ${f.writesPerMember} | ${f.clusterWritesPerMember} | ${f.watchReopens} | ${f.conflicts} | ` +
-    `${cpu("kube-apiserver")} | ${cpu("kueue")} | ${cpu("agent-sandbox-controller")} | ${cpu("etcd")} | ${cpu("runtime")} | ${f.loadBefore.split(" ")[0]} → ${f.loadAfter.split(" ")[0]} |`
+    `${cpu("kube-apiserver")} | ${cpu("kueue")} | ${cpu("agent-sandbox-controller")} | ${cpu("etcd")} | ${cpu("runtime")} | ${cpuSum(f)} | ${f.rssMiB["kube-apiserver"] ?? "?"} | ${f.loadBefore.split(" ")[0]} → ${f.loadAfter.split(" ")[0]} |`
   );
 }
 
@@ -283,11 +301,11 @@ async function main(): Promise<void> {
     `bench:sim  sizes ${SIZES.join(", ")}  nodes ${NODES} (e2-standard-16)  cpus ${os.cpus().length}  load ${load()}${BACKEND_OPTIONS.length > 0 ? `  backend options ${BACKEND_OPTIONS.join(" ")}` : ""}`,
   );
   const all: Figures[] = [];
-  for (const timing of TIMINGS.filter((t) => DELAYS.includes(t.podReadyDelayMs))) {
+  for (const [goGC, timing] of GOGCS.flatMap((g) => TIMINGS.filter((t) => DELAYS.includes(t.podReadyDelayMs)).map((t) => [g, t] as const))) {
     const bootStarted = performance.now();
-    const sim = await startSim({ nodes: NODES, controllers: true, podReadyDelayMs: timing.podReadyDelayMs, jitterMs: timing.jitterMs });
+    const sim = await startSim({ nodes: NODES, controllers: true, podReadyDelayMs: timing.podReadyDelayMs, jitterMs: timing.jitterMs, goGC });
     const admin = adminClient(sim.kubeconfigPath);
-    console.log(`sim up (${timing.label}) in ${((performance.now() - bootStarted) / 1000).toFixed(1)} s; quota ${JSON.stringify(sim.queue?.nominalQuota)}`);
+    console.log(`sim up (${timing.label}, GOGC ${goGC}) in ${((performance.now() - bootStarted) / 1000).toFixed(1)} s; quota ${JSON.stringify(sim.queue?.nominalQuota)}`);
     try {
       for (const size of SIZES) {
         for (const admission of PATHS) {
@@ -309,10 +327,10 @@ async function main(): Promise<void> {
           const cpuAfter = cpuSnapshot(sim.stateDir);
           const cpu: Record<string, number> = {};
           for (const [k, v] of Object.entries(cpuAfter)) cpu[k] = Number((v - (cpuBefore[k] ?? 0)).toFixed(1));
-          const f = figures(timing, admission, size, r, rss, cpu, writes, loadBefore);
+          const f = figures(timing, goGC, admission, size, r, rss, cpu, writes, loadBefore);
           all.push(f);
           console.log(
-            `${timing.label.padEnd(10)} ${admission.padEnd(13)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
+            `${timing.label.padEnd(10)} GOGC ${String(goGC).padEnd(5)} ${admission.padEnd(13)} ${String(size).padStart(5)} members: ${f.outcome}; submission->admission ${f.submissionToAdmissionMs} ms; ` +
               `last member created->admission ${f.createdToAdmissionMs ?? "n/a (members created after admission)"} ms; ` +
               `admission->all ready ${f.admissionToAllReadyMs} ms; submission->all ready ${f.submissionToAllReadyMs} ms; slowest member start->ready ${f.slowestMemberStartMs} ms; ` +
               `ratio to the slowest simulated start (${f.slowestSimulatedStartMs} ms) ${f.ratio ?? "n/a"}; backend admission ${JSON.stringify(f.backendAdmission)}; ` +
@@ -331,8 +349,8 @@ async function main(): Promise<void> {
   }
   console.log(
     [
-      "| members | path | submission → admitted | last member created → admitted | admission → all Ready | submission → all Ready | runtime writes / member | whole-cluster writes / member | runtime watch re-opens | 409s | kube-apiserver CPU s | Kueue CPU s | Agent Sandbox CPU s | etcd CPU s | runtime CPU s | load average (1 min) before → after |",
-      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+      "| members | path | GOGC | submission → admitted | last member created → admitted | admission → all Ready | submission → all Ready | runtime writes / member | whole-cluster writes / member | runtime watch re-opens | 409s | kube-apiserver CPU s | Kueue CPU s | Agent Sandbox CPU s | etcd CPU s | runtime CPU s | all sim processes + runtime CPU s | kube-apiserver RSS MiB | load average (1 min) before → after |",
+      "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
       ...all.map(tableRow),
     ].join("\n"),
   );

@@ -10,7 +10,9 @@
  * `SimCluster` component through `simctl`. Linux only; Node >= 22.
  */
 import * as fs from "node:fs";
+import * as os from "node:os";
 import * as path from "node:path";
+import { goRuntimeEnv, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import { controlPlaneBinaries, type SimBinaries, type SimBinaryName } from "./binaries";
 import { controllerSpecs, type ControllerName, type ControllerStartOptions } from "./controllers";
 import { readTokens, writeCredentials } from "./pki";
@@ -49,6 +51,8 @@ export interface StartSimOptions {
   readonly podReadyDelayMs?: number;
   /** Simulated pod start-up: width of the uniform random extra, milliseconds. @default 0 */
   readonly podReadyJitterMs?: number;
+  /** `GOGC` of every process ({@link SIM_GO_GC_RANGE}). @default SIM_GO_GC_DEFAULT (400) */
+  readonly goGC?: number;
   /** Deadline for each component's readiness, milliseconds. @default 180000 */
   readonly readyTimeoutMs?: number;
   /** Kube context name in the kubeconfig. @default "cohort-lab-sim" */
@@ -87,7 +91,8 @@ function deadReason(r: Running): string | undefined {
 
 async function spawnComponent(state: SimState, l: SimLayout, component: ComponentName, binary: string, args: string[], env?: Record<string, string>): Promise<Running> {
   const log = path.join(l.logsDir, `${component}.log`);
-  const proc = await spawnDetached({ file: binary, args, logFile: log, env, cwd: l.stateDir });
+  const goEnv = state.goGC !== undefined ? goRuntimeEnv(state.goGC, os.totalmem()) : {};
+  const proc = await spawnDetached({ file: binary, args, logFile: log, env: { ...goEnv, ...env }, cwd: l.stateDir });
   const record: ProcessRecord = {
     component,
     pid: proc.pid,
@@ -174,6 +179,10 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
   const l = simLayout(path.resolve(o.stateDir));
   const timeoutMs = o.readyTimeoutMs ?? 180_000;
   const contextName = o.contextName ?? defaultContextName;
+  const goGC = o.goGC ?? SIM_GO_GC_DEFAULT;
+  if (!Number.isInteger(goGC) || goGC < SIM_GO_GC_RANGE.min || goGC > SIM_GO_GC_RANGE.max) {
+    throw new SimStartError(`goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${goGC})`);
+  }
   for (const name of controlPlaneBinaries) {
     try {
       fs.accessSync(o.binaries[name], fs.constants.X_OK);
@@ -193,6 +202,7 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
       ports,
       podReadyDelayMs: o.podReadyDelayMs ?? 0,
       podReadyJitterMs: o.podReadyJitterMs ?? 0,
+      goGC,
       apiserverUrl: server,
       kubeconfig: l.kubeconfig,
       contextName,

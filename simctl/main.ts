@@ -2,7 +2,9 @@
  * `simctl`: the sim profile's process supervisor (see docs/sim.md).
  *
  *   simctl start --state-dir DIR [--port-base N | --ports name=port,...] [--nodes N]
- *                [--pod-ready-delay-ms MS] [--pod-ready-jitter-ms MS] [--timeout-ms MS] [--keep-on-failure]
+ *                [--pod-ready-delay-ms MS] [--pod-ready-jitter-ms MS] [--go-gc PERCENT] [--timeout-ms MS]
+ *                [--keep-on-failure]
+ *                (--go-gc: GOGC of every process, 25..10000, default 400: components/sim/goRuntime.ts SIM_GO_GC_DEFAULT)
  *   simctl start-controller kueue|agent-sandbox|temporal --state-dir DIR [--configuration FILE] [--timeout-ms MS]
  *                (kueue: FILE is the base Configuration YAML; the process fields are replaced; temporal: the dev
  *                server `start` already started, restarted after a stop-controller with its history file kept)
@@ -33,6 +35,7 @@ import { fakeNodeName } from "../components/sim/fakeNode";
 import { writeRunCredentials, type FlavorPlacements } from "./credentials";
 import { registerFakeNodes, waitNodesReady } from "./nodes";
 import { parsePortOverrides } from "./ports";
+import { SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import type { SimState } from "./state";
 
 const log = (line: string) => process.stderr.write(`simctl: ${line}\n`);
@@ -41,6 +44,13 @@ function intFlag(name: string, value: string | undefined, dflt: number): number 
   if (value === undefined) return dflt;
   if (!/^\d+$/.test(value)) throw new Error(`--${name}: "${value}" is not a non-negative integer`);
   return Number(value);
+}
+
+/** `--go-gc`: an integer in {@link SIM_GO_GC_RANGE}, or the default when absent. */
+function goGcFlag(value: string | undefined): number {
+  const n = intFlag("go-gc", value, SIM_GO_GC_DEFAULT);
+  if (n < SIM_GO_GC_RANGE.min || n > SIM_GO_GC_RANGE.max) throw new Error(`--go-gc: must be from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${n})`);
+  return n;
 }
 
 /**
@@ -101,6 +111,7 @@ async function main(argv: string[]): Promise<number> {
       pool: { type: "string" },
       "pod-ready-delay-ms": { type: "string" },
       "pod-ready-jitter-ms": { type: "string" },
+      "go-gc": { type: "string" },
       "timeout-ms": { type: "string" },
       "grace-ms": { type: "string" },
       "keep-on-failure": { type: "boolean" },
@@ -147,6 +158,7 @@ async function main(argv: string[]): Promise<number> {
         ports: { base, overrides: values.ports !== undefined ? parsePortOverrides(values.ports) : {} },
         podReadyDelayMs: intFlag("pod-ready-delay-ms", values["pod-ready-delay-ms"], 0),
         podReadyJitterMs: intFlag("pod-ready-jitter-ms", values["pod-ready-jitter-ms"], 0),
+        goGC: goGcFlag(values["go-gc"]),
         readyTimeoutMs: intFlag("timeout-ms", values["timeout-ms"], 180_000),
         keepOnFailure: values["keep-on-failure"] === true,
         ...(values.context !== undefined ? { contextName: values.context } : {}),

@@ -36,6 +36,11 @@ export const simStateSchema = z.object({
   }),
   podReadyDelayMs: z.number().int().nonnegative(),
   podReadyJitterMs: z.number().int().nonnegative(),
+  /**
+   * `GOGC` of every process (components/sim/goRuntime.ts goRuntimeEnv); absent in the state of a sim started before it was
+   * set, whose processes (and any restarted controller) keep Go's defaults.
+   */
+  goGC: z.number().int().optional(),
   apiserverUrl: z.string(),
   kubeconfig: z.string(),
   contextName: z.string(),

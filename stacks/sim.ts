@@ -42,6 +42,7 @@ import { RunNamespace } from "../components/run/RunNamespace.js";
 import type { QuotaResult } from "../components/k8s/quota.js";
 import { SimCluster } from "../components/sim/SimCluster.js";
 import { e2Standard16AgentNode, fakeNodeManifest, toNodeCapacity, type FakeNodeShape } from "../components/sim/fakeNode.js";
+import { SIM_GO_GC_RANGE } from "../components/sim/goRuntime.js";
 import { simExcludedNamespaces, simFlavor, simQueueNames } from "../components/sim/queue.js";
 import { parseDurationMs } from "../runtime/index.js";
 import { portsFromBase } from "../components/sim/ports.js";
@@ -107,6 +108,11 @@ export interface SimConfig extends ClusterKnobs {
    * provider, as on `host`).
    */
   readonly runAs: "process" | "workflow";
+  /**
+   * `GOGC` of every sim process (`cohort-lab:sim.goGC`, 25..10000); unset leaves simctl's default
+   * (components/sim/goRuntime.ts SIM_GO_GC_DEFAULT, 400) and keeps the control plane's identity unchanged.
+   */
+  readonly goGC?: number;
 }
 
 const shape = z.unknown().refine((v) => typeof v === "string" && (SIM_SHAPES as readonly string[]).includes(v), {
@@ -122,6 +128,7 @@ const simSchema = z.strictObject({
   podReadyJitter: durationMs.optional(),
   stateDir: z.string().min(1, "must be a directory path").optional(),
   runAs: z.enum(["process", "workflow"], { error: (issue) => `must be process or workflow (got ${JSON.stringify(issue.input) ?? "nothing"})` }).optional(),
+  goGC: integerIn(SIM_GO_GC_RANGE.min, SIM_GO_GC_RANGE.max).optional(),
   ...clusterKnobFields,
 });
 
@@ -154,6 +161,7 @@ export function parseSimConfig(raw: RawConfig, projectDir: string, stack: string
     podReadyJitterMs: c.podReadyJitter ?? parseDurationMs(SIM_DEFAULTS.podReadyJitter),
     stateDir: path.resolve(projectDir, c.stateDir ?? path.join(".sim", stack)),
     runAs: c.runAs ?? SIM_DEFAULTS.runAs,
+    ...(c.goGC !== undefined ? { goGC: c.goGC } : {}),
     ...clusterKnobs(c),
   };
 }
@@ -309,6 +317,7 @@ export function buildSim(ctx: ProfileContext, inject: Pick<SimPlanInput, "manife
     portBase: plan.sim.portBase,
     podReadyDelayMs: plan.sim.podReadyDelayMs,
     podReadyJitterMs: plan.sim.podReadyJitterMs,
+    ...(plan.sim.goGC !== undefined ? { goGC: plan.sim.goGC } : {}),
   });
   const provider = cluster.provider;
   const pools = plan.pools.map((p) => new FakeNodePool(p.component, { provider, pool: p.pool, count: p.count, shape: p.shape, sim: cluster }));

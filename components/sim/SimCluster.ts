@@ -29,6 +29,7 @@ import { jsonDigest } from "../digest.js";
 import { RUNTIME_NAMES } from "../run/manifests.js";
 import type { RunNamespace } from "../run/RunNamespace.js";
 import { SIM_PORT_BLOCK } from "./ports.js";
+import { SIM_GO_GC_RANGE } from "./goRuntime.js";
 
 /** Arguments of {@link SimCluster}. Plain values: all are checked before any resource exists. */
 export interface SimClusterArgs {
@@ -46,6 +47,12 @@ export interface SimClusterArgs {
   readonly podReadyJitterMs?: number;
   /** Kube context name in the kubeconfig. @default "cohort-lab-sim" */
   readonly contextName?: string;
+  /**
+   * `GOGC` of every sim process, an integer from 25 to 10000 (./goRuntime.ts SIM_GO_GC_RANGE); passed to
+   * `simctl start --go-gc` only when set, so a stack that never set it keeps its control plane's identity.
+   * @default SIM_GO_GC_DEFAULT (400), applied by simctl
+   */
+  readonly goGC?: number;
 }
 
 /** What `simctl start --print-kubeconfig` prints (one JSON line). */
@@ -151,6 +158,12 @@ export class SimCluster extends pulumi.ComponentResource {
       if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 3_600_000))
         throw new pulumi.InputPropertyError({ propertyPath: field, reason: `SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})` });
     }
+    if (args.goGC !== undefined && (!Number.isInteger(args.goGC) || args.goGC < SIM_GO_GC_RANGE.min || args.goGC > SIM_GO_GC_RANGE.max)) {
+      throw new pulumi.InputPropertyError({
+        propertyPath: "goGC",
+        reason: `SimCluster ${name}: goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${args.goGC})`,
+      });
+    }
     super("cohortlab:sim:SimCluster", name, {}, opts);
     const nodePath = args.nodePath ?? process.execPath;
     const startArgs = [
@@ -164,6 +177,7 @@ export class SimCluster extends pulumi.ComponentResource {
       "--print-kubeconfig",
       ...(args.portBase !== undefined ? ["--port-base", String(args.portBase)] : []),
       ...(args.contextName !== undefined ? ["--context", args.contextName] : []),
+      ...(args.goGC !== undefined ? ["--go-gc", String(args.goGC)] : []),
     ];
     this.controlPlane = new command.local.Command(
       `${name}-control-plane`,

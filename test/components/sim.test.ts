@@ -72,7 +72,7 @@ beforeAll(async () => {
   pulumi.runtime.setAllConfig({
     "cohort-lab:artifactRoot": artifactRoot,
     "cohort-lab:cohort": JSON.stringify({ name: "society", roles }),
-    "cohort-lab:sim": JSON.stringify({ nodes: 3, portBase: 40100, podReadyDelay: "1s", podReadyJitter: "2s" }),
+    "cohort-lab:sim": JSON.stringify({ nodes: 3, portBase: 40100, podReadyDelay: "1s", podReadyJitter: "2s", goGC: 250 }),
   });
   const { parseStackConfig, readRawConfig } = await import("../../stacks/config.js");
   const { buildSim, simProfile } = await import("../../stacks/sim.js");
@@ -84,7 +84,7 @@ beforeAll(async () => {
 }, 900_000);
 
 describe("sim profile graph", () => {
-  it("starts the control plane with simctl (state dir, ports, simulated delay) and stops it on delete", (ctx) => {
+  it("starts the control plane with simctl (state dir, ports, simulated delay, GOGC) and stops it on delete", (ctx) => {
     if (skipReason !== undefined) return ctx.skip(skipReason);
     const cp = command("sim-control-plane");
     expect(cp.parent).toBe(find(regs, "cohortlab:sim:SimCluster", "sim").urn);
@@ -92,6 +92,7 @@ describe("sim profile graph", () => {
     expect(create).toContain("'scripts/sim/simctl.ts' 'start' '--state-dir' '" + stateDir + "'");
     expect(create).toContain("'--pod-ready-delay-ms' '1000' '--pod-ready-jitter-ms' '2000'");
     expect(create).toContain("'--port-base' '40100'");
+    expect(create).toContain("'--go-gc' '250'");
     expect(cp.inputs.delete).toContain(`'stop' '--state-dir' '${stateDir}'`);
     expect(cp.inputs.dir).toBe(projectDir);
   });

@@ -44,6 +44,8 @@ export interface SimHarnessOptions {
   readonly quotaOverride?: { readonly cpu?: string; readonly memory?: string };
   /** Kueue's `waitForPodsReady.timeout` (Go duration), e.g. "20s" to test eviction. @default "5m" */
   readonly waitForPodsReadyTimeout?: string;
+  /** `GOGC` of the sim's processes (components/sim/goRuntime.ts). @default SIM_GO_GC_DEFAULT */
+  readonly goGC?: number;
   /** Progress lines. @default none */
   readonly log?: (line: string) => void;
 }
@@ -111,6 +113,7 @@ export async function startSim(o: SimHarnessOptions = {}): Promise<SimHarness> {
     binaries,
     podReadyDelayMs: o.podReadyDelayMs ?? 0,
     podReadyJitterMs: o.jitterMs ?? 0,
+    ...(o.goGC !== undefined ? { goGC: o.goGC } : {}),
     log,
   });
   live.add(state);

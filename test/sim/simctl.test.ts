@@ -2,7 +2,8 @@
  * The sim supervisor against the real binaries: `simctl` as a separate process (start, status, stop from
  * another process), the control plane's behaviour (fake nodes shaped by the kwok stage, pods bound by the real
  * scheduler and made Ready after the simulated delay, the failure stage), refusals (busy port naming its
- * holder, a foreign state dir) and that nothing is left behind (no process of the sim, no state dir).
+ * holder, a foreign state dir, a GOGC out of range), every process's Go runtime settings, and that nothing is
+ * left behind (no process of the sim, no state dir).
  *
  * Skipped, with the reason, when the sim binaries are not built (`npm run toolchain -- sim`).
  */
@@ -73,7 +74,7 @@ describe.skipIf(unavailable !== undefined)("simctl", () => {
   let api: k8s.CoreV1Api;
 
   beforeAll(async () => {
-    const r = await simctl(["start", "--state-dir", dir, "--nodes", "2", "--pod-ready-delay-ms", "1500", "--pod-ready-jitter-ms", "0"]);
+    const r = await simctl(["start", "--state-dir", dir, "--nodes", "2", "--pod-ready-delay-ms", "1500", "--pod-ready-jitter-ms", "0", "--go-gc", "250"]);
     if (r.exitCode !== 0) throw new Error(`simctl start failed:\n${r.stderr}`);
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(path.join(dir, "kubeconfig"));
@@ -97,6 +98,16 @@ describe.skipIf(unavailable !== undefined)("simctl", () => {
       ["kwok", true],
       ["temporal", true],
     ]);
+  });
+
+  it("runs every process with --go-gc's GOGC and a GOMEMLIMIT of a quarter of the machine's memory, recorded in the state", () => {
+    const state = readState(path.join(dir, "sim-state.json"))!;
+    expect(state.goGC).toBe(250);
+    const limit = `GOMEMLIMIT=${Math.floor(os.totalmem() / 4 / 1048576)}MiB`;
+    for (const p of state.processes) {
+      const environ = fs.readFileSync(`/proc/${p.pid}/environ`, "utf8").split("\0");
+      expect([p.component, environ.filter((e) => e.startsWith("GOGC=") || e.startsWith("GOMEMLIMIT=")).sort()]).toEqual([p.component, ["GOGC=250", limit]]);
+    }
   });
 
   it("registers fake nodes with the e2-standard-16 allocatable, the pool label and the taint", async () => {
@@ -170,6 +181,14 @@ describe.skipIf(unavailable !== undefined)("simctl refusals", () => {
     } finally {
       server.close();
     }
+  });
+
+  it("a --go-gc out of range is refused before anything starts, naming the flag", async () => {
+    const dir = path.join(tmp, "gogc");
+    const r = await simctl(["start", "--state-dir", dir, "--go-gc", "10"]);
+    expect(r.exitCode).toBe(1);
+    expect(r.stderr).toContain("--go-gc: must be from 25 to 10000 (got 10)");
+    expect(fs.existsSync(dir)).toBe(false);
   });
 
   it("a non-empty directory that holds no sim state is never used or deleted", async () => {

@@ -56,8 +56,15 @@ describe("planSim", () => {
 
   it("refuses bad sim keys, naming each", () => {
     expect(() => plan({ cohort: cohort(10), sim: JSON.stringify({ nodes: 0, colour: "red" }) })).toThrow(
-      "cohort-lab:sim.nodes: must be an integer from 1 to 5000 (got 0)\ncohort-lab:sim.colour: unknown field (known fields: shape, nodes, portBase, podReadyDelay, podReadyJitter, stateDir, runAs, waitForPodsReadyTimeout, queue)",
+      "cohort-lab:sim.nodes: must be an integer from 1 to 5000 (got 0)\ncohort-lab:sim.colour: unknown field (known fields: shape, nodes, portBase, podReadyDelay, podReadyJitter, stateDir, runAs, goGC, waitForPodsReadyTimeout, queue)",
     );
+  });
+
+  it("goGC: unset leaves simctl's default (no --go-gc, the control plane's identity unchanged); set, it is passed on; out of range, refused by key", () => {
+    expect(plan({ cohort: cohort(10) }).sim.goGC).toBeUndefined();
+    expect(plan({ cohort: cohort(10), sim: JSON.stringify({ goGC: 800 }) }).sim.goGC).toBe(800);
+    expect(() => plan({ cohort: cohort(10), sim: JSON.stringify({ goGC: 10 }) })).toThrow("cohort-lab:sim.goGC: must be an integer from 25 to 10000 (got 10)");
+    expect(() => plan({ cohort: cohort(10), sim: JSON.stringify({ goGC: "off" }) })).toThrow("cohort-lab:sim.goGC: must be an integer from 25 to 10000");
   });
 
   it("refuses a waitForPodsReadyTimeout not longer than the cohort's startupTimeout", () => {

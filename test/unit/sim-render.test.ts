@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import { deriveQuota } from "../../components/k8s/quota";
 import { e2Standard16AgentNode, fakeNodeManifest, fakeNodeName, toNodeCapacity } from "../../components/sim/fakeNode";
 import { kueueConfiguration } from "../../components/k8s/manifests/kueue";
+import { goRuntimeEnv } from "../../components/sim/goRuntime";
 import { simExcludedNamespaces, simFlavor } from "../../components/sim/queue";
 import { externalKueueConfig } from "../../simctl/controllers";
 import * as fs from "node:fs";
@@ -20,6 +21,12 @@ const l = simLayout("/s");
 const ports = Object.fromEntries(portNames.map((n, i) => [n, 40000 + i])) as PortMap;
 
 describe("component flags", () => {
+  it("Go runtime: GOGC as given, GOMEMLIMIT a quarter of the machine's memory in MiB, never below 256 MiB", () => {
+    expect(goRuntimeEnv(400, 24 * 1024 ** 3)).toEqual({ GOGC: "400", GOMEMLIMIT: "6144MiB" });
+    expect(goRuntimeEnv(100, 2 * 1024 ** 3 + 5)).toEqual({ GOGC: "100", GOMEMLIMIT: "512MiB" });
+    expect(goRuntimeEnv(100, 512 * 1024 ** 2)).toEqual({ GOGC: "100", GOMEMLIMIT: "256MiB" });
+  });
+
   it("etcd: one loopback member, no fsync, 8 GiB quota", () => {
     expect(etcdArgs(l, ports)).toEqual([
       "--name=sim",
