@@ -10,6 +10,8 @@ export default defineConfig({
     // The sim tier needs the sim binaries and minutes per file: `npm run test:sim` (vitest.sim.config.mts).
     exclude: [...configDefaults.exclude, "test/sim/**", "test/local/**", "test/multipass/**"],
     pool: "forks",
+    // Each file's temp fixtures (and its child processes') under one root removed after the file: test/setup/tmpdir.ts.
+    setupFiles: ["test/setup/tmpdir.ts"],
     // One file at a time: the e2e tier starts real OpenClaw gateways (about 1 GB and 20 s of CPU each)
     // and the runtime tests measure real process start-up; on a 2-core machine a second test file
     // running beside them starves them (OpenClaw exits with code 78 when its 5 s start-up lease misses).
