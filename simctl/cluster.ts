@@ -12,7 +12,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { goRuntimeEnv, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
+import { GO_RUNTIME_DEFAULTS, goRuntimeEnv, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import { controlPlaneBinaries, type SimBinaries, type SimBinaryName } from "./binaries";
 import { controllerSpecs, type ControllerName, type ControllerStartOptions } from "./controllers";
 import { readTokens, writeCredentials } from "./pki";
@@ -91,7 +91,9 @@ function deadReason(r: Running): string | undefined {
 
 async function spawnComponent(state: SimState, l: SimLayout, component: ComponentName, binary: string, args: string[], env?: Record<string, string>): Promise<Running> {
   const log = path.join(l.logsDir, `${component}.log`);
-  const goEnv = state.goGC !== undefined ? goRuntimeEnv(state.goGC, os.totalmem()) : {};
+  // A sim started before goGC was recorded ran its processes with Go's defaults; a controller restarted in it gets
+  // them too, explicitly, whatever simctl's own environment says.
+  const goEnv = state.goGC !== undefined ? goRuntimeEnv(state.goGC, os.totalmem()) : GO_RUNTIME_DEFAULTS;
   const proc = await spawnDetached({ file: binary, args, logFile: log, env: { ...goEnv, ...env }, cwd: l.stateDir });
   const record: ProcessRecord = {
     component,

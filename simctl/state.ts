@@ -8,6 +8,7 @@ import * as path from "node:path";
 import { z } from "zod";
 import { portNames } from "./ports";
 import { componentNames } from "./render";
+import { SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 
 const processRecord = z.object({
   component: z.enum(componentNames),
@@ -38,9 +39,9 @@ export const simStateSchema = z.object({
   podReadyJitterMs: z.number().int().nonnegative(),
   /**
    * `GOGC` of every process (components/sim/goRuntime.ts goRuntimeEnv); absent in the state of a sim started before it was
-   * set, whose processes (and any restarted controller) keep Go's defaults.
+   * recorded, whose processes ran with Go's defaults, as does a controller restarted in it (GO_RUNTIME_DEFAULTS).
    */
-  goGC: z.number().int().optional(),
+  goGC: z.number().int().min(SIM_GO_GC_RANGE.min).max(SIM_GO_GC_RANGE.max).optional(),
   apiserverUrl: z.string(),
   kubeconfig: z.string(),
   contextName: z.string(),

@@ -22,6 +22,9 @@ export const SIM_GO_GC_DEFAULT = 400;
 /** Bounds of `--go-gc` (and `cohort-lab:sim.goGC`): Go accepts any positive percentage; above 10000 it is `off` in all but name. */
 export const SIM_GO_GC_RANGE = { min: 25, max: 10000 } as const;
 
+/** Go's own defaults, spelled out (`GOMEMLIMIT=off`: no limit), for a process that must not inherit another setting. */
+export const GO_RUNTIME_DEFAULTS: Readonly<Record<"GOGC" | "GOMEMLIMIT", string>> = { GOGC: "100", GOMEMLIMIT: "off" };
+
 /**
  * The Go runtime environment of one sim process: `GOGC` = `goGC`, and `GOMEMLIMIT` = a quarter of the machine's
  * memory (a soft limit: the collector runs more often as the heap nears it, so a larger `GOGC` cannot take a

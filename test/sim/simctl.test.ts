@@ -16,7 +16,7 @@ import { execa } from "execa";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { agentPoolTaint } from "../../components/sim/fakeNode";
 import { failLabel, readyDelayEnv } from "../../simctl/render";
-import { readState } from "../../simctl/state";
+import { readState, writeState, type SimState } from "../../simctl/state";
 import { isRunning } from "../../simctl/procs";
 import { PROJECT_DIR } from "../../stacks/config";
 import { controlPlaneBinaries } from "../../simctl/binaries";
@@ -29,9 +29,10 @@ const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-simctl-"));
 // The refusal tests leave their own fixtures (a foreign dir must survive simctl); the file removes them at the end.
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
-async function simctl(args: readonly string[], input?: string) {
+async function simctl(args: readonly string[], input?: string, env?: Record<string, string>) {
   const r = await execa(process.execPath, ["--import", "tsx", "simctl/main.ts", ...args], {
     cwd: PROJECT_DIR,
+    ...(env !== undefined ? { env } : {}),
     reject: false,
     ...(input !== undefined ? { input } : { stdin: "ignore" }),
   });
@@ -107,6 +108,22 @@ describe.skipIf(unavailable !== undefined)("simctl", () => {
     for (const p of state.processes) {
       const environ = fs.readFileSync(`/proc/${p.pid}/environ`, "utf8").split("\0");
       expect([p.component, environ.filter((e) => e.startsWith("GOGC=") || e.startsWith("GOMEMLIMIT=")).sort()]).toEqual([p.component, ["GOGC=250", limit]]);
+    }
+  });
+
+  it("a controller restarted in a sim whose state predates goGC runs with Go's defaults, not simctl's environment", async () => {
+    const file = path.join(dir, "sim-state.json");
+    const { goGC, ...legacy } = readState(file)!;
+    writeState(file, legacy as SimState);
+    try {
+      expect((await simctl(["stop-controller", "temporal", "--state-dir", dir])).exitCode).toBe(0);
+      const r = await simctl(["start-controller", "temporal", "--state-dir", dir], undefined, { GOGC: "off", GOMEMLIMIT: "123MiB" });
+      expect(r.exitCode, r.stderr).toBe(0);
+      const temporal = readState(file)!.processes.find((p) => p.component === "temporal")!;
+      const environ = fs.readFileSync(`/proc/${temporal.pid}/environ`, "utf8").split("\0");
+      expect(environ.filter((e) => e.startsWith("GOGC=") || e.startsWith("GOMEMLIMIT=")).sort()).toEqual(["GOGC=100", "GOMEMLIMIT=off"]);
+    } finally {
+      writeState(file, { ...readState(file)!, goGC });
     }
   });
 
