@@ -89,10 +89,20 @@ function deadReason(r: Running): string | undefined {
   return `exited before it was ready (log ${r.record.log}):\n${tail}`;
 }
 
+function goGcInRange(goGC: number): boolean {
+  return Number.isInteger(goGC) && goGC >= SIM_GO_GC_RANGE.min && goGC <= SIM_GO_GC_RANGE.max;
+}
+
 async function spawnComponent(state: SimState, l: SimLayout, component: ComponentName, binary: string, args: string[], env?: Record<string, string>): Promise<Running> {
   const log = path.join(l.logsDir, `${component}.log`);
   // A sim started before goGC was recorded ran its processes with Go's defaults; a controller restarted in it gets
   // them too, explicitly, whatever simctl's own environment says.
+  if (state.goGC !== undefined && !goGcInRange(state.goGC)) {
+    throw new SimStartError(
+      `${l.stateFile}: goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${state.goGC}); ${component} not started`,
+      component,
+    );
+  }
   const goEnv = state.goGC !== undefined ? goRuntimeEnv(state.goGC, os.totalmem()) : GO_RUNTIME_DEFAULTS;
   const proc = await spawnDetached({ file: binary, args, logFile: log, env: { ...goEnv, ...env }, cwd: l.stateDir });
   const record: ProcessRecord = {
@@ -182,7 +192,7 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
   const timeoutMs = o.readyTimeoutMs ?? 180_000;
   const contextName = o.contextName ?? defaultContextName;
   const goGC = o.goGC ?? SIM_GO_GC_DEFAULT;
-  if (!Number.isInteger(goGC) || goGC < SIM_GO_GC_RANGE.min || goGC > SIM_GO_GC_RANGE.max) {
+  if (!goGcInRange(goGC)) {
     throw new SimStartError(`goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${goGC})`);
   }
   for (const name of controlPlaneBinaries) {

@@ -111,7 +111,7 @@ describe.skipIf(unavailable !== undefined)("simctl", () => {
     }
   });
 
-  it("a controller restarted in a sim whose state predates goGC runs with Go's defaults, not simctl's environment", async () => {
+  it("a controller restarted in a sim whose state predates goGC runs with Go's defaults, not simctl's environment; an out-of-range goGC starts nothing", async () => {
     const file = path.join(dir, "sim-state.json");
     const { goGC, ...legacy } = readState(file)!;
     writeState(file, legacy as SimState);
@@ -122,6 +122,13 @@ describe.skipIf(unavailable !== undefined)("simctl", () => {
       const temporal = readState(file)!.processes.find((p) => p.component === "temporal")!;
       const environ = fs.readFileSync(`/proc/${temporal.pid}/environ`, "utf8").split("\0");
       expect(environ.filter((e) => e.startsWith("GOGC=") || e.startsWith("GOMEMLIMIT=")).sort()).toEqual(["GOGC=100", "GOMEMLIMIT=off"]);
+      // A state whose goGC is out of range still reads (stop must work) but starts nothing.
+      expect((await simctl(["stop-controller", "temporal", "--state-dir", dir])).exitCode).toBe(0);
+      writeState(file, { ...readState(file)!, goGC: 5 });
+      const refused = await simctl(["start-controller", "temporal", "--state-dir", dir]);
+      expect(refused.exitCode).toBe(1);
+      expect(refused.stderr).toContain(`${file}: goGC must be an integer from 25 to 10000 (got 5); temporal not started`);
+      expect(readState(file)!.processes.map((p) => p.component)).not.toContain("temporal");
     } finally {
       writeState(file, { ...readState(file)!, goGC });
     }
