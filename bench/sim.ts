@@ -46,7 +46,7 @@ import * as path from "node:path";
 import type { LedgerRecord } from "../runtime/index";
 import { runCohortOnSim, type SimRunResult } from "../simctl/cohort";
 import { simStatus } from "../simctl/cluster";
-import { SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
+import { isGoGcInRange, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import { PROJECT_DIR } from "../stacks/config";
 import { simUnavailableReason, startSim } from "../test/sim/harness";
 import { adminClient, apiserverMetrics } from "../test/sim/k8s-backend-helpers";
@@ -57,8 +57,7 @@ const PATHS = (process.env.BENCH_PATHS ?? "podGroup,workload").split(",").map((s
 const DELAYS = (process.env.BENCH_DELAYS ?? "0,1000").split(",").map((s) => Number(s.trim()));
 const GOGCS = (process.env.BENCH_GOGC ?? String(SIM_GO_GC_DEFAULT)).split(",").map((s) => Number(s.trim()));
 for (const g of GOGCS) {
-  if (!Number.isInteger(g) || g < SIM_GO_GC_RANGE.min || g > SIM_GO_GC_RANGE.max)
-    throw new Error(`BENCH_GOGC: "${g}" is not an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max}`);
+  if (!isGoGcInRange(g)) throw new Error(`BENCH_GOGC: "${g}" is not an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max}`);
 }
 /** Extra `--backend-option KEY=VALUE` values for every run, space-separated (e.g. `createConcurrency=64`). */
 const BACKEND_OPTIONS = (process.env.BENCH_BACKEND_OPTIONS ?? "").split(/\s+/).filter((s) => s !== "");

@@ -12,7 +12,7 @@
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { GO_RUNTIME_DEFAULTS, goRuntimeEnv, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
+import { GO_RUNTIME_DEFAULTS, goRuntimeEnv, isGoGcInRange, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import { controlPlaneBinaries, type SimBinaries, type SimBinaryName } from "./binaries";
 import { controllerSpecs, type ControllerName, type ControllerStartOptions } from "./controllers";
 import { readTokens, writeCredentials } from "./pki";
@@ -89,15 +89,11 @@ function deadReason(r: Running): string | undefined {
   return `exited before it was ready (log ${r.record.log}):\n${tail}`;
 }
 
-function goGcInRange(goGC: number): boolean {
-  return Number.isInteger(goGC) && goGC >= SIM_GO_GC_RANGE.min && goGC <= SIM_GO_GC_RANGE.max;
-}
-
 async function spawnComponent(state: SimState, l: SimLayout, component: ComponentName, binary: string, args: string[], env?: Record<string, string>): Promise<Running> {
   const log = path.join(l.logsDir, `${component}.log`);
   // A sim started before goGC was recorded ran its processes with Go's defaults; a controller restarted in it gets
   // them too, explicitly, whatever simctl's own environment says.
-  if (state.goGC !== undefined && !goGcInRange(state.goGC)) {
+  if (state.goGC !== undefined && !isGoGcInRange(state.goGC)) {
     throw new SimStartError(
       `${l.stateFile}: goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${state.goGC}); ${component} not started`,
       component,
@@ -192,7 +188,7 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
   const timeoutMs = o.readyTimeoutMs ?? 180_000;
   const contextName = o.contextName ?? defaultContextName;
   const goGC = o.goGC ?? SIM_GO_GC_DEFAULT;
-  if (!goGcInRange(goGC)) {
+  if (!isGoGcInRange(goGC)) {
     throw new SimStartError(`goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${goGC})`);
   }
   for (const name of controlPlaneBinaries) {

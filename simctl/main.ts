@@ -35,7 +35,7 @@ import { fakeNodeName } from "../components/sim/fakeNode";
 import { writeRunCredentials, type FlavorPlacements } from "./credentials";
 import { registerFakeNodes, waitNodesReady } from "./nodes";
 import { parsePortOverrides } from "./ports";
-import { SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
+import { isGoGcInRange, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import type { SimState } from "./state";
 
 const log = (line: string) => process.stderr.write(`simctl: ${line}\n`);
@@ -49,7 +49,7 @@ function intFlag(name: string, value: string | undefined, dflt: number): number 
 /** `--go-gc`: an integer in {@link SIM_GO_GC_RANGE}, or the default when absent. */
 function goGcFlag(value: string | undefined): number {
   const n = intFlag("go-gc", value, SIM_GO_GC_DEFAULT);
-  if (n < SIM_GO_GC_RANGE.min || n > SIM_GO_GC_RANGE.max) throw new Error(`--go-gc: must be from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${n})`);
+  if (!isGoGcInRange(n)) throw new Error(`--go-gc: must be from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${n})`);
   return n;
 }
 

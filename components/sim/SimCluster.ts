@@ -29,7 +29,7 @@ import { jsonDigest } from "../digest.js";
 import { RUNTIME_NAMES } from "../run/manifests.js";
 import type { RunNamespace } from "../run/RunNamespace.js";
 import { SIM_PORT_BLOCK } from "./ports.js";
-import { SIM_GO_GC_RANGE } from "./goRuntime.js";
+import { isGoGcInRange, SIM_GO_GC_RANGE } from "./goRuntime.js";
 
 /** Arguments of {@link SimCluster}. Plain values: all are checked before any resource exists. */
 export interface SimClusterArgs {
@@ -158,7 +158,7 @@ export class SimCluster extends pulumi.ComponentResource {
       if (v !== undefined && (!Number.isInteger(v) || v < 0 || v > 3_600_000))
         throw new pulumi.InputPropertyError({ propertyPath: field, reason: `SimCluster ${name}: ${field} must be an integer from 0 to 3600000 (got ${v})` });
     }
-    if (args.goGC !== undefined && (!Number.isInteger(args.goGC) || args.goGC < SIM_GO_GC_RANGE.min || args.goGC > SIM_GO_GC_RANGE.max)) {
+    if (args.goGC !== undefined && !isGoGcInRange(args.goGC)) {
       throw new pulumi.InputPropertyError({
         propertyPath: "goGC",
         reason: `SimCluster ${name}: goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${args.goGC})`,

@@ -22,6 +22,11 @@ export const SIM_GO_GC_DEFAULT = 400;
 /** Bounds of `--go-gc` (and `cohort-lab:sim.goGC`): Go accepts any positive percentage; above 10000 it is `off` in all but name. */
 export const SIM_GO_GC_RANGE = { min: 25, max: 10000 } as const;
 
+/** Whether `goGC` is an integer within {@link SIM_GO_GC_RANGE}: the one check behind every way of setting it. */
+export function isGoGcInRange(goGC: number): boolean {
+  return Number.isInteger(goGC) && goGC >= SIM_GO_GC_RANGE.min && goGC <= SIM_GO_GC_RANGE.max;
+}
+
 /** Go's own defaults, spelled out (`GOMEMLIMIT=off`: no limit), for a process that must not inherit another setting. */
 export const GO_RUNTIME_DEFAULTS: Readonly<Record<"GOGC" | "GOMEMLIMIT", string>> = { GOGC: "100", GOMEMLIMIT: "off" };
 
