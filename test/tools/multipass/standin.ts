@@ -372,8 +372,9 @@ async function shutdown(rec: InstanceRecord, graceMs = STOP_GRACE_MS): Promise<v
     while (alive(pid) && Date.now() < deadline) await sleep(200);
     if (init !== undefined) endExecSessions(init);
     if (alive(pid)) {
-      const init = initPid(rec.name);
-      for (const p of [init, pid]) {
+      // The same init as before the grace, unless the instance had none yet (still booting).
+      const target = init ?? initPid(rec.name);
+      for (const p of [target, pid]) {
         if (p === undefined) continue;
         try {
           process.kill(p, "SIGKILL");
@@ -383,8 +384,10 @@ async function shutdown(rec: InstanceRecord, graceMs = STOP_GRACE_MS): Promise<v
       }
       const hard = Date.now() + 10_000;
       while (alive(pid) && Date.now() < hard) await sleep(100);
+      // nspawn gone after the grace means its init exited, which waits until every task of its PID namespace is
+      // reaped: no session can be stuck then. Only a killed init can leave one.
+      if (target !== undefined) endExecSessions(target);
     }
-    if (init !== undefined) endExecSessions(init);
   }
   const root = path.join(instDir(rec.name), "root");
   for (let i = 0; i < 50 && isMounted(root); i++) {
