@@ -15,7 +15,7 @@ import * as path from "node:path";
 import { GO_RUNTIME_DEFAULTS, goRuntimeEnv, isGoGcInRange, SIM_GO_GC_DEFAULT, SIM_GO_GC_RANGE } from "../components/sim/goRuntime";
 import { controlPlaneBinaries, type SimBinaries, type SimBinaryName } from "./binaries";
 import { controllerSpecs, type ControllerName, type ControllerStartOptions } from "./controllers";
-import { readTokens, writeCredentials } from "./pki";
+import { readServingCa, readTokens, writeCredentials } from "./pki";
 import { assertFree, resolvePorts, type PortName, type PortRequest } from "./ports";
 import { httpCheck, httpGet, waitUntil } from "./probe";
 import { isRunning, logTail, rssBytes, spawnDetached, stopGroup, type SpawnedProcess } from "./procs";
@@ -243,10 +243,9 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
       apiserver,
       await waitUntil(
         async () => {
-          if (ca === undefined) {
-            if (!fs.existsSync(l.apiserverCaFile)) return "serving certificate not generated yet";
-            ca = fs.readFileSync(l.apiserverCaFile, "utf8");
-          }
+          // Read on every try: the file can be seen empty or cut while kube-apiserver writes it (readServingCa).
+          ca = readServingCa(l.apiserverCaFile);
+          if (ca === undefined) return "serving certificate not written yet";
           return httpCheck(`${server}/readyz`, { ca, token: adminToken, expectBody: (b) => b.trim() === "ok" })();
         },
         { component: "kube-apiserver", timeoutMs, dead: () => deadReason(apiserver) },

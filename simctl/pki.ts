@@ -28,6 +28,32 @@ export function writeCredentials(l: SimLayout): Record<ClientName, string> {
 }
 
 /**
+ * Reads the API server's self-signed serving certificate bundle (`<cert-dir>/apiserver.crt`: the serving cert, then
+ * the CA that signed it), or `undefined` while it is absent or still being written. kube-apiserver creates the file
+ * with `os.WriteFile` (client-go `util/cert` WriteCert), which truncates before it writes, so a reader can see it
+ * empty or cut; caching such a read would fail every later TLS check with "self-signed certificate in certificate
+ * chain".
+ *
+ * @returns the PEM text when it holds at least one complete certificate and every block in it parses.
+ */
+export function readServingCa(file: string): string | undefined {
+  let pem: string;
+  try {
+    pem = fs.readFileSync(file, "utf8");
+  } catch {
+    return undefined;
+  }
+  const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+  if (blocks.length === 0 || blocks.length !== (pem.match(/-----BEGIN CERTIFICATE-----/g) ?? []).length) return undefined;
+  try {
+    for (const b of blocks) new crypto.X509Certificate(b);
+  } catch {
+    return undefined;
+  }
+  return pem;
+}
+
+/**
  * Reads the tokens back from the token file (a later `simctl` process, e.g. `start-controller`).
  *
  * @throws Error when the file is missing or lacks a client.
