@@ -122,18 +122,23 @@ export async function runCohort(specText: string, options: Record<string, unknow
   const spec = loadRunSpec(specText);
   const runId = `${spec.name}-${new Date().toISOString().replace(/[-:]/g, "").replace(/\.\d+/, "")}-${Math.random().toString(16).slice(2, 8)}`;
   const runDir = fs.mkdtempSync(path.join(os.tmpdir(), "k8s-backend-run-"));
-  const ledger = await LedgerWriter.open(runDir, { runId, profile: "sim", backend: "kubernetes", spec: spec.spec, tools: {}, createdAt: new Date().toISOString() });
-  let sink: (e: never) => void = () => undefined;
-  const backend = createKubernetesBackend({ runId, runDir, spec, events: (e) => sink(e as never), options });
-  await backend.available();
-  const scheduler = new Scheduler({ spec, runId, runDir, backend, ledger });
-  sink = scheduler.events as (e: never) => void;
-  const t0 = performance.now();
-  const result = await scheduler.run();
-  const wallMs = performance.now() - t0;
-  await ledger.close();
-  const { records } = await readLedger(runDir);
-  return { result, stats: backend.stats(), records, backend, wallMs };
+  try {
+    const ledger = await LedgerWriter.open(runDir, { runId, profile: "sim", backend: "kubernetes", spec: spec.spec, tools: {}, createdAt: new Date().toISOString() });
+    let sink: (e: never) => void = () => undefined;
+    const backend = createKubernetesBackend({ runId, runDir, spec, events: (e) => sink(e as never), options });
+    await backend.available();
+    const scheduler = new Scheduler({ spec, runId, runDir, backend, ledger });
+    sink = scheduler.events as (e: never) => void;
+    const t0 = performance.now();
+    const result = await scheduler.run();
+    const wallMs = performance.now() - t0;
+    await ledger.close();
+    const { records } = await readLedger(runDir);
+    return { result, stats: backend.stats(), records, backend, wallMs };
+  } finally {
+    // The ledger is read back into `records` above; nothing after the run (or its failure) needs the dir.
+    fs.rmSync(runDir, { recursive: true, force: true });
+  }
 }
 
 /**
