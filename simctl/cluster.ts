@@ -91,14 +91,14 @@ function deadReason(r: Running): string | undefined {
 
 async function spawnComponent(state: SimState, l: SimLayout, component: ComponentName, binary: string, args: string[], env?: Record<string, string>): Promise<Running> {
   const log = path.join(l.logsDir, `${component}.log`);
-  // A sim started before goGC was recorded ran its processes with Go's defaults; a controller restarted in it gets
-  // them too, explicitly, whatever simctl's own environment says.
   if (state.goGC !== undefined && !isGoGcInRange(state.goGC)) {
     throw new SimStartError(
       `${l.stateFile}: goGC must be an integer from ${SIM_GO_GC_RANGE.min} to ${SIM_GO_GC_RANGE.max} (got ${state.goGC}); ${component} not started`,
       component,
     );
   }
+  // A sim started before goGC was recorded ran its processes with Go's defaults; a controller restarted in it gets
+  // them too, explicitly, whatever simctl's own environment says.
   const goEnv = state.goGC !== undefined ? goRuntimeEnv(state.goGC, os.totalmem()) : GO_RUNTIME_DEFAULTS;
   const proc = await spawnDetached({ file: binary, args, logFile: log, env: { ...goEnv, ...env }, cwd: l.stateDir });
   const record: ProcessRecord = {
@@ -135,9 +135,8 @@ async function stopProcesses(records: readonly ProcessRecord[], graceMs: number)
   return lines;
 }
 
-/** Writes the admin kubeconfig and one per component, once the API server's CA exists. */
-function writeKubeconfigs(l: SimLayout, server: string, contextName: string, tokens: Record<ClientName, string>): void {
-  const ca = fs.readFileSync(l.apiserverCaFile, "utf8");
+/** Writes the admin kubeconfig and one per component, with `ca`: the serving bundle the API server's readiness was verified against. */
+function writeKubeconfigs(l: SimLayout, server: string, contextName: string, ca: string, tokens: Record<ClientName, string>): void {
   fs.mkdirSync(l.kubeconfigsDir, { recursive: true, mode: 0o700 });
   for (const c of clientNames) {
     const file = c === "admin" ? l.kubeconfig : path.join(l.kubeconfigsDir, `${c}.kubeconfig`);
@@ -252,14 +251,14 @@ async function startSimLocked(o: StartSimOptions): Promise<SimState> {
       ),
     );
     log(`kube-apiserver ready at ${server} (${Date.now() - t0} ms)`);
-    writeKubeconfigs(l, server, contextName, tokens);
+    const caPem = ca as string;
+    writeKubeconfigs(l, server, contextName, caPem, tokens);
     fs.writeFileSync(path.join(l.configDir, "kube-scheduler.yaml"), schedulerConfig(l), { mode: 0o600 });
     fs.writeFileSync(path.join(l.configDir, "kwok.yaml"), kwokConfig({ podReadyDelayMs: st.podReadyDelayMs, podReadyJitterMs: st.podReadyJitterMs }), { mode: 0o600 });
 
     const kcm = await spawnComponent(st, l, "kube-controller-manager", o.binaries["kube-controller-manager"], controllerManagerArgs(l, ports));
     const sched = await spawnComponent(st, l, "kube-scheduler", o.binaries["kube-scheduler"], schedulerArgs(l, ports));
     const kwok = await spawnComponent(st, l, "kwok", o.binaries.kwok, kwokArgs(l, ports));
-    const caPem = ca as string;
     await Promise.all([
       waitUntil(
         async () => {
