@@ -526,7 +526,8 @@ export function parseRunSpecText(text: string): unknown {
  * `liveness` mapping on a role with `log` readiness, `liveness`/`restart` values out of range, and
  * text that is not valid Unicode (a lone surrogate, the first one found).
  *
- * @throws {SpecError} listing every problem found
+ * @throws {SpecError} listing every problem found in one pass: the roster's own checks (names, `needs`, size) run
+ *   also when another field of the document is invalid, as long as `roles` itself parses
  */
 export function validateRunSpec(doc: unknown): RunSpec {
   // Text that is not valid Unicode (a `\ud83d` escape without its pair) could not be written to the ledger as UTF-8.
@@ -541,22 +542,34 @@ export function validateRunSpec(doc: unknown): RunSpec {
           },
         ];
   const result = runSpecSchema.safeParse(doc, { error: errorMap });
-  if (!result.success) throw new SpecError([...zodIssues(result.error), ...textIssues]);
-  const parsed = result.data;
-  const issues: SpecIssue[] = [...textIssues];
-  parsed.roles.forEach((role, i) => issues.push(...roleIssues(role, i)));
-  let size = 0;
-  for (const role of parsed.roles) size += role.replicas ?? RUNSPEC_DEFAULTS.replicas;
-  if (size > MAX_COHORT_SIZE) {
-    issues.push({ path: "roles", reason: `must have at most ${MAX_COHORT_SIZE} members in all (got ${size})` });
+  if (!result.success) {
+    // The roster's own checks too when `roles` parses by itself, so that a bad timeout does not hide an unknown
+    // `needs` until it is fixed: every problem in one pass.
+    const rolesDoc = typeof doc === "object" && doc !== null ? (doc as Record<string, unknown>).roles : undefined;
+    const roles = runSpecSchema.shape.roles.safeParse(rolesDoc, { error: errorMap });
+    throw new SpecError([...zodIssues(result.error), ...(roles.success ? sortIssues(rosterIssues(roles.data)) : []), ...textIssues]);
   }
-  issues.push(...checkRoleGraph(parsed.roles.map((role) => ({ name: role.name, needs: role.needs ?? [] }))));
-  if (issues.length > 0) throw new SpecError(sortIssues(issues, parsed));
+  const parsed = result.data;
+  const issues: SpecIssue[] = [...textIssues, ...rosterIssues(parsed.roles)];
+  if (issues.length > 0) throw new SpecError(sortIssues(issues));
   return withDefaults(parsed);
 }
 
+/** What is wrong with a roster whose roles each parse: per-role rules, the cohort's size, the `needs` graph. */
+function rosterIssues(roles: ParsedRunSpec["roles"]): SpecIssue[] {
+  const issues: SpecIssue[] = [];
+  roles.forEach((role, i) => issues.push(...roleIssues(role, i)));
+  let size = 0;
+  for (const role of roles) size += role.replicas ?? RUNSPEC_DEFAULTS.replicas;
+  if (size > MAX_COHORT_SIZE) {
+    issues.push({ path: "roles", reason: `must have at most ${MAX_COHORT_SIZE} members in all (got ${size})` });
+  }
+  issues.push(...checkRoleGraph(roles.map((role) => ({ name: role.name, needs: role.needs ?? [] }))));
+  return issues;
+}
+
 /** Orders issues by the role index in their path (then the original order), so messages follow the document. */
-function sortIssues(issues: SpecIssue[], _parsed: ParsedRunSpec): SpecIssue[] {
+function sortIssues(issues: SpecIssue[]): SpecIssue[] {
   const roleIndex = (path: string): number => {
     const match = /^roles\[(\d+)\]/.exec(path);
     return match === null ? -1 : Number(match[1]);

@@ -96,7 +96,10 @@ describe("cohort CLI (bundled)", () => {
       stdin: "apiVersion: cohort-lab/v1\nkind: Cohort\nname: s\nmemberTimeout: 90\nroles:\n  - name: agent\n    needs: [db]\n    app: { command: [x] }\n",
     });
     expect(out.code).toBe(2);
-    expect(out.stderr).toBe('spec error: memberTimeout: must be a duration with a unit (ms, s, m or h), e.g. "90s" (got 90)\n');
+    // Both problems in one pass: the roster's own check runs beside the bad timeout's.
+    expect(out.stderr).toBe(
+      'spec error: memberTimeout: must be a duration with a unit (ms, s, m or h), e.g. "90s" (got 90)\n' + 'spec error: roles[0].needs[0]: unknown role "db" (known: agent)\n',
+    );
     const second = await cohort(["run", "--spec", "-", "--artifacts", tempDir("artifacts")], {
       stdin: "apiVersion: cohort-lab/v1\nkind: Cohort\nname: s\nroles:\n  - name: router\n    app: { command: [x] }\n  - name: agent\n    needs: [db]\n    app: { command: [x] }\n",
     });

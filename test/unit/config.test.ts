@@ -135,6 +135,18 @@ describe("parseStackConfig: refusals name the key and the reason", () => {
     ]);
   });
 
+  it("the README's example: a bad key, an unknown need and a negative timeout in one pass", () => {
+    const roles = [
+      { name: "router", app: { command: ["node", "router.js"] } },
+      { name: "agent", replicas: 8, needs: ["db"], app: { command: ["node", "agent.js"] } },
+    ];
+    expect(configError(() => parse({ keepLedgers: "yes", cohort: JSON.stringify({ roles: JSON.stringify(roles), memberTimeout: "-5s" }) })).split("\n")).toEqual([
+      'cohort-lab:keepLedgers: must be true or false (got "yes")',
+      'cohort-lab:cohort.memberTimeout: must be a duration that is not negative (got "-5s")',
+      'cohort-lab:cohort.roles[1].needs[0]: unknown role "db" (known: router, agent)',
+    ]);
+  });
+
   it("a role missing a required field names the role's shape and where the RunSpec is described", () => {
     expect(configError(() => parse({ cohort: JSON.stringify({ roles: [{ name: "a" }] }) }))).toBe(
       "cohort-lab:cohort.roles[0].app: required; a role needs at least a name and app.command, e.g. " +

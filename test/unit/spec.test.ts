@@ -188,6 +188,25 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     ]);
   });
 
+  it("the roster's checks run beside the other fields' (one pass), and only when the roles parse", () => {
+    expect(issuesOf({ ...base, memberTimeout: "-5s", roles: [role("router"), role("agent", { needs: ["db"] }), role("router")] })).toEqual([
+      'memberTimeout: must be a duration that is not negative (got "-5s")',
+      'roles[1].needs[0]: unknown role "db" (known: router, agent)',
+      'roles[2].name: duplicate role name "router" (first defined at roles[0])',
+    ]);
+    expect(issuesOf({ ...base, name: "Bad_Name", roles: [role("a", { replicas: 6000 }), role("b", { replicas: 6000 })] })).toContain(
+      "roles: must have at most 10000 members in all (got 12000)",
+    );
+    // A role that does not parse: its shape problem alone (no graph check on a half-read roster).
+    expect(issuesOf({ ...base, memberTimeout: "-5s", roles: [role("a", { needs: ["b"] }), { name: "b" }] })).toEqual([
+      'memberTimeout: must be a duration that is not negative (got "-5s")',
+      "roles[1].app: required",
+    ]);
+    // Not an object at all: the shape problem, nothing thrown by the roster check.
+    expect(issuesOf("text").length).toBeGreaterThan(0);
+    expect(issuesOf(null).length).toBeGreaterThan(0);
+  });
+
   it("readiness: exactly one probe, a port to probe, a valid regex", () => {
     expect(issuesOf({ ...base, roles: [role("a", { readiness: { tcp: {}, http: {} } })] })).toEqual([
       "roles[0].readiness: must set exactly one probe: http, tcp, exec or log (got http, tcp)",
