@@ -197,8 +197,8 @@ describe("validateRunSpec: refusals name the field and the reason", () => {
     expect(issuesOf({ ...base, name: "Bad_Name", roles: [role("a", { replicas: 6000 }), role("b", { replicas: 6000 })] })).toContain(
       "roles: must have at most 10000 members in all (got 12000)",
     );
-    // A role that does not parse: its shape problem alone (no graph check on a half-read roster).
-    expect(issuesOf({ ...base, memberTimeout: "-5s", roles: [role("a", { needs: ["b"] }), { name: "b" }] })).toEqual([
+    // A role that does not parse: its shape problem alone (no graph check on a half-read roster: "zz" is not named).
+    expect(issuesOf({ ...base, memberTimeout: "-5s", roles: [role("a", { needs: ["zz"] }), { name: "b" }] })).toEqual([
       'memberTimeout: must be a duration that is not negative (got "-5s")',
       "roles[1].app: required",
     ]);
