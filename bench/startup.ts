@@ -17,6 +17,9 @@
  *    is not comparable). Printed: its p50/p99, the dependant-spawned p50 against 1.3 x the floor's p50
  *    (issue #17; PASS/FAIL), time to ready against 1.05 x (critical path + the floor's last start), and
  *    where a dependant's latency goes (scheduler, per-member set-up, the launcher round trip).
+ *    Where the runtime puts each member into a cgroup of its own (root, cgroup2 or the v1 freezer), each floor
+ *    is measured a second time with its listeners in new cgroups too, and time to ready is also printed against
+ *    that like-for-like floor (beside the target, not instead of it).
  * 3c. The same at 1,000 members in 5 levels (1 -> 99 -> 200 -> 300 -> 400; floor: 400 at once).
  *    BENCH_CASES picks the cases (default `200,1000`); BENCH_REPEAT runs each case that many times
  *    (default 3) and prints each run and the medians.
@@ -36,7 +39,20 @@ import { execFileSync } from "node:child_process";
 import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
-import { Launcher, LedgerWriter, criticalPath, readLedger, type LedgerRecord } from "../runtime/index";
+import {
+  Launcher,
+  LedgerWriter,
+  cgroupEmpty,
+  createMemberCgroupAsync,
+  criticalPath,
+  killCgroup,
+  openRunCgroups,
+  readLedger,
+  removeCgroupTree,
+  removeCohortDirIfEmpty,
+  type CgroupHierarchy,
+  type LedgerRecord,
+} from "../runtime/index";
 import { runCohortCli } from "./cohort-cli";
 
 const WORK = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-bench-startup-"));
@@ -236,15 +252,29 @@ async function ledgerThroughput(): Promise<{ fireAndForget: number; awaited: num
   return { fireAndForget, awaited };
 }
 
+/** A spawn floor's figures: ms from the burst to each start read back. */
+interface Floor {
+  readonly count: number;
+  readonly lastMs: number;
+  readonly p50Ms: number;
+  readonly p99Ms: number;
+}
+
 /**
  * What process creation alone costs on this machine: the compiled launcher (no runtime, no scheduler, no
  * probes) starts `count` copies of the bench's listener at once (each sleeping 60 s), and the time until the
  * last one has exec'd is the floor under the widest level's spread of start times. Printed beside the time to
  * ready, so that the part of the gap that no scheduler can remove is visible in the same run.
  *
+ * With `cgroups` set, each listener is started into a cgroup of its own, made before the clock starts, as the
+ * process backend does for every member (made at admission, entered with clone3 CLONE_INTO_CGROUP on cgroup2,
+ * or by a write to `tasks` on the v1 freezer; runtime/backends/process/cgroup.ts). The cgroups live under
+ * `<mount>/cohort/<bench run id>` and are killed and removed before this returns.
+ *
  * @returns ms from the burst until the last start, the median and p99 start
+ * @throws {Error} when a cgroup cannot be made, or the launcher refuses a spawn
  */
-async function spawnFloor(launcherPath: string, command: readonly string[], count: number): Promise<{ count: number; lastMs: number; p50Ms: number; p99Ms: number }> {
+async function spawnFloor(launcherPath: string, command: readonly string[], count: number, cgroups: CgroupHierarchy | null = null): Promise<Floor> {
   const launcher = await Launcher.start({ kind: "native", path: launcherPath });
   launcher.onOutput = (_member, _fd, socket) => {
     socket.resume();
@@ -252,16 +282,38 @@ async function spawnFloor(launcherPath: string, command: readonly string[], coun
   };
   const dir = fs.mkdtempSync(path.join(WORK, "floor-"));
   const env = { PATH: process.env.PATH ?? "/usr/bin:/bin", DELAYS: Array.from({ length: count }, () => "60000").join(",") };
+  let runDir: string | null = null;
   try {
+    if (cgroups !== null) {
+      const opened = openRunCgroups(cgroups.kind, `bench-floor-${process.pid}-${path.basename(dir).slice("floor-".length)}`);
+      if ("unavailable" in opened) throw new Error(`spawn floor: cannot make its cgroups: ${opened.unavailable}`);
+      runDir = opened.dir;
+    }
+    const inRun = runDir;
+    const memberCgroups = inRun === null ? [] : await Promise.all(Array.from({ length: count }, (_, i) => createMemberCgroupAsync(inRun, `floor-${i}`)));
     const t0 = performance.now();
     const at = await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        launcher.spawn({ id: `floor-${i}`, dir, argv: command, env: { ...env, COHORT_INDEX: String(i), COHORT_PORT: "1" } }).then(() => performance.now() - t0),
+        launcher
+          .spawn({
+            id: `floor-${i}`,
+            dir,
+            argv: command,
+            env: { ...env, COHORT_INDEX: String(i), COHORT_PORT: "1" },
+            ...(cgroups !== null ? { cgroup: { kind: cgroups.kind, dir: memberCgroups[i]! } } : {}),
+          })
+          .then(() => performance.now() - t0),
       ),
     );
     return { count, lastMs: Math.max(...at), p50Ms: percentile(at, 50), p99Ms: percentile(at, 99) };
   } finally {
     await launcher.close(); // SIGKILLs every listener it started
+    if (cgroups !== null && runDir !== null) {
+      killCgroup(cgroups.kind, runDir);
+      for (const deadline = Date.now() + 5_000; !cgroupEmpty(cgroups.kind, runDir) && Date.now() < deadline;) await new Promise((resolve) => setTimeout(resolve, 10));
+      if (!removeCgroupTree(runDir)) process.stderr.write(`bench: cgroup ${runDir} could not be removed (still busy); \`cohort reap\` does not know it: rmdir it by hand\n`);
+      removeCohortDirIfEmpty(cgroups);
+    }
   }
 }
 
@@ -274,23 +326,51 @@ const READY_BOUND_FACTOR = 1.05;
 
 interface CaseRun {
   readonly run: CliRun;
-  readonly floor: Awaited<ReturnType<typeof spawnFloor>>;
+  readonly floor: Floor;
+  /** The same floor with each listener in a new cgroup of its own, as the run's members are; null: no cgroups here. */
+  readonly cgroupFloor: Floor | null;
   readonly criticalPathMs: number;
   readonly load: string;
 }
 
-/** One parallel run of a case, then the spawn floor for its widest level (right after, on the same machine state). */
-async function runCase(bundle: string, launcherFile: string, command: string[], name: string, index: number): Promise<CaseRun> {
+/**
+ * Where the process backend's `cgroup: auto` puts members on this machine (the same choice: cgroup2 with
+ * `cgroup.kill`, else the v1 freezer), found by making and removing a probe run directory; null with the
+ * reason when the runtime would run without cgroups (not root, none mounted).
+ */
+function memberCgroupHierarchy(): { hierarchy: CgroupHierarchy } | { unavailable: string } {
+  const opened = openRunCgroups("auto", `bench-probe-${process.pid}`);
+  if ("unavailable" in opened) return opened;
+  removeCgroupTree(opened.dir);
+  removeCohortDirIfEmpty(opened.hierarchy);
+  return { hierarchy: opened.hierarchy };
+}
+
+/**
+ * One parallel run of a case, then the spawn floor for its widest level twice (right after, on the same
+ * machine state): plain, and with each listener in a new cgroup when `cgroups` is set, the order alternating
+ * with `index`.
+ */
+async function runCase(bundle: string, launcherFile: string, command: string[], name: string, index: number, cgroups: CgroupHierarchy | null): Promise<CaseRun> {
   const { levels } = CASES[name]!;
   const size = levels.reduce((sum, level) => sum + level.replicas, 0);
   const run = await runCli(bundle, startupSpec(`bench-${name}`, command, Math.max(256, size), levels), `case-${name}-${index}`);
   const widest = Math.max(...levels.map((level) => level.replicas));
-  const floor = await spawnFloor(process.env.COHORT_LAUNCHER || launcherFile, command, widest);
+  const launcherPath = process.env.COHORT_LAUNCHER || launcherFile;
+  let floor: Floor;
+  let cgroupFloor: Floor | null = null;
+  if (cgroups !== null && index % 2 === 1) {
+    cgroupFloor = await spawnFloor(launcherPath, command, widest, cgroups);
+    floor = await spawnFloor(launcherPath, command, widest);
+  } else {
+    floor = await spawnFloor(launcherPath, command, widest);
+    if (cgroups !== null) cgroupFloor = await spawnFloor(launcherPath, command, widest, cgroups);
+  }
   const cp = criticalPath(
     levels.map((level) => ({ name: level.name, needs: level.needs })),
     (role) => Math.max(...levels.find((level) => level.name === role)!.delaysMs),
   );
-  return { run, floor, criticalPathMs: cp.totalMs, load: load().split(" ")[0]! };
+  return { run, floor, cgroupFloor, criticalPathMs: cp.totalMs, load: load().split(" ")[0]! };
 }
 
 function median(values: readonly number[]): number {
@@ -306,7 +386,10 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
   const widest = Math.max(...levels.map((level) => level.replicas));
   const f = (ms: number): string => ms.toFixed(0).padStart(5);
   out(`dependant spawn vs spawn floor, ${label} (${levels.map((l) => `${l.name} x${l.replicas}`).join(" -> ")}; floor: ${widest} at once)`);
-  out("  run  floor p50/p99/last  spawned p50/p99  ratio  | sched p50/p99  set-up p50/p99  round trip p50/p99 | ready / (cp + floor last)  load");
+  const withCgroups = runs.every((c) => c.cgroupFloor !== null);
+  out(
+    `  run  floor p50/p99/last  spawned p50/p99  ratio  | sched p50/p99  set-up p50/p99  round trip p50/p99 | ready / (cp + floor last)${withCgroups ? "  | cgroup floor p50/last  ready / (cp + it)" : ""}  load`,
+  );
   const rows = runs.map((c, i) => {
     const p = placement(c.run.records, levels);
     const spawned50 = percentile(p.toSpawned, 50);
@@ -315,9 +398,21 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
     const bound = c.criticalPathMs + c.floor.lastMs;
     const pp = (v: number[]): string => `${f(percentile(v, 50))}/${f(percentile(v, 99))}`;
     out(
-      `  ${String(i + 1).padStart(3)}  ${f(c.floor.p50Ms)}/${f(c.floor.p99Ms)}/${f(c.floor.lastMs)}  ${pp(p.toSpawned)}    ${ratio.toFixed(2)}  |  ${pp(p.toStart)}   ${pp(p.setUp)}     ${pp(p.roundTrip)}     | ${(ttr / 1000).toFixed(3)} / ${(bound / 1000).toFixed(3)} s = ${(ttr / bound).toFixed(3)}  ${c.load}`,
+      `  ${String(i + 1).padStart(3)}  ${f(c.floor.p50Ms)}/${f(c.floor.p99Ms)}/${f(c.floor.lastMs)}  ${pp(p.toSpawned)}    ${ratio.toFixed(2)}  |  ${pp(p.toStart)}   ${pp(p.setUp)}     ${pp(p.roundTrip)}     | ${(ttr / 1000).toFixed(3)} / ${(bound / 1000).toFixed(3)} s = ${(ttr / bound).toFixed(3)}` +
+        (withCgroups ? `  | ${f(c.cgroupFloor!.p50Ms)}/${f(c.cgroupFloor!.lastMs)}          ${(ttr / (c.criticalPathMs + c.cgroupFloor!.lastMs)).toFixed(3)}` : "") +
+        `  ${c.load}`,
     );
-    return { ratio, spawned50, spawned99: percentile(p.toSpawned, 99), floor50: c.floor.p50Ms, floor99: c.floor.p99Ms, ready: ttr / bound };
+    return {
+      ratio,
+      spawned50,
+      spawned99: percentile(p.toSpawned, 99),
+      floor50: c.floor.p50Ms,
+      floor99: c.floor.p99Ms,
+      ready: ttr / bound,
+      cgroupFloorLast: c.cgroupFloor?.lastMs ?? Number.NaN,
+      floorLast: c.floor.lastMs,
+      readyCgroup: c.cgroupFloor === null ? Number.NaN : ttr / (c.criticalPathMs + c.cgroupFloor.lastMs),
+    };
   });
   const m = (key: keyof (typeof rows)[number]): number => median(rows.map((row) => row[key]));
   const ratio = m("ratio");
@@ -327,6 +422,12 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
   );
   out(`  dependant spawned p50 / floor p50 = ${ratio.toFixed(2)} (target <= ${SPAWN_RATIO_TARGET}): ${ratio <= SPAWN_RATIO_TARGET ? "PASS" : "FAIL"}`);
   out(`  time to ready / (critical path + floor last) = ${ready.toFixed(3)} (target <= ${READY_BOUND_FACTOR}): ${ready <= READY_BOUND_FACTOR ? "PASS" : "FAIL"}`);
+  if (withCgroups) {
+    // Not the target: the floor above starts bare processes, while the run's members each enter a new cgroup.
+    out(
+      `  like for like (the floor's listeners each in a new cgroup, as the members are): floor last ${m("cgroupFloorLast").toFixed(0)} ms against ${m("floorLast").toFixed(0)} bare; time to ready / (critical path + it) = ${m("readyCgroup").toFixed(3)}`,
+    );
+  }
   out(
     "  (sched: last dependency ready -> start requested; set-up: start requested -> spawn request written; round trip: request -> pid read back: the launcher's queue, the fork/exec and the runtime's event loop)",
   );
@@ -342,6 +443,13 @@ async function main(): Promise<void> {
   const built = await bundle({ outfile: path.join(WORK, "cohort.cjs") });
   const member = listener();
   out(`runtime: ${path.basename(built.outfile)} (${(built.bytes / 1024).toFixed(0)} KiB bundle, run as a child process); members: ${member.kind} listener`);
+  const cgroupChoice = memberCgroupHierarchy();
+  const cgroups = "hierarchy" in cgroupChoice ? cgroupChoice.hierarchy : null;
+  out(
+    "unavailable" in cgroupChoice
+      ? `member cgroups: none (${cgroupChoice.unavailable}); the floor is measured bare only`
+      : `member cgroups (the backend's cgroup: auto): ${cgroupChoice.hierarchy.kind} at ${cgroupChoice.hierarchy.mount}; each floor is also measured with its listeners in new cgroups there`,
+  );
 
   const cp = criticalPath(
     LEVELS.map((level) => ({ name: level.name, needs: level.needs })),
@@ -368,9 +476,9 @@ async function main(): Promise<void> {
     const runs: CaseRun[] = [];
     const other: CaseRun[] = [];
     for (let i = 0; i < repeat; i++) {
-      if (compare !== undefined && i % 2 === 0) other.push(await runCase(compare, built.launcher.file, member.command, name, i + 1000));
-      runs.push(await runCase(built.outfile, built.launcher.file, member.command, name, i));
-      if (compare !== undefined && i % 2 === 1) other.push(await runCase(compare, built.launcher.file, member.command, name, i + 1000));
+      if (compare !== undefined && i % 2 === 0) other.push(await runCase(compare, built.launcher.file, member.command, name, i + 1000, cgroups));
+      runs.push(await runCase(built.outfile, built.launcher.file, member.command, name, i, cgroups));
+      if (compare !== undefined && i % 2 === 1) other.push(await runCase(compare, built.launcher.file, member.command, name, i + 1000, cgroups));
     }
     caseResults.set(name, runs);
     if (compare !== undefined) compareResults.set(name, other);

@@ -103,5 +103,15 @@ export { Scheduler, realClock, type Clock, type FirstFailure, type LedgerSink, t
 export { backendNames, createBackend } from "./backends/index";
 /** The process backend's member launcher (no execa on import: it is loaded when a launcher starts). */
 export { Launcher, NATIVE_LAUNCHER_NAME, launcherBeside } from "./backends/process/launcher";
+/** The process backend's per-member cgroups (`npm run bench:startup` measures spawning into them). */
+export {
+  cgroupEmpty,
+  createMemberCgroupAsync,
+  killCgroup,
+  openRunCgroups,
+  removeCohortDirIfEmpty,
+  removeTree as removeCgroupTree,
+  type CgroupHierarchy,
+} from "./backends/process/cgroup";
 /** The RBAC rules the Kubernetes backend needs (derived from its API calls; no Kubernetes client loaded). */
 export { RUNTIME_POLICY_RULES, type PolicyRule } from "./backends/kubernetes/rbac";
