@@ -271,6 +271,62 @@ const OUTPUT_BACKLOG = 65_535;
 /** How long a launcher may take to answer `ready`, in ms (it answers in a few ms; a stuck one must not hang the run). */
 const BOOT_TIMEOUT_MS = 10_000;
 
+/** The prefix of a launcher's socket directory under the OS temp dir (`cohort-l-XXXXXX`, made by mkdtemp). */
+export const LAUNCHER_DIR_PREFIX = "cohort-l-";
+/** A socket directory without its socket is left alone this long (ms): a launcher may be between mkdtemp and listen. */
+const SOCKET_DIR_GRACE_MS = 60_000;
+
+/**
+ * Removes the socket directories of launchers that are gone: a runtime killed with SIGKILL cannot remove its
+ * own (its launcher exits when the runtime's end of the pipe closes, but nothing is left to clean up).
+ * A directory in `tmpDir` named `cohort-l-*` is removed when it is a real directory (not a symlink) owned
+ * by this user and either its socket `s` refuses a connection (ECONNREFUSED: no process listens on it any
+ * more, whatever pid namespace the owner was in) or it has no socket and is older than a minute. A live
+ * launcher's socket accepts the connection, which is closed at once (the runtime drops a connection
+ * without a valid first line); anything else (EAGAIN from a full backlog, EACCES) leaves the directory alone.
+ * Best effort, never throws: called without waiting when a launcher starts.
+ *
+ * @param tmpDir - @default os.tmpdir()
+ * @returns the directories removed
+ */
+export async function sweepStaleLauncherDirs(tmpDir: string = os.tmpdir(), now: number = Date.now()): Promise<string[]> {
+  let names: string[];
+  try {
+    names = (await fs.promises.readdir(tmpDir)).filter((name) => name.startsWith(LAUNCHER_DIR_PREFIX));
+  } catch {
+    return [];
+  }
+  const uid = process.getuid?.();
+  const removed: string[] = [];
+  for (const name of names) {
+    const dir = path.join(tmpDir, name);
+    try {
+      const stat = await fs.promises.lstat(dir);
+      if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid)) continue;
+      const socket = path.join(dir, "s");
+      const stale = fs.existsSync(socket) ? (await connectError(socket)) === "ECONNREFUSED" : now - stat.mtimeMs > SOCKET_DIR_GRACE_MS;
+      if (!stale) continue;
+      await fs.promises.rm(dir, { recursive: true, force: true });
+      removed.push(dir);
+    } catch {
+      // gone meanwhile, or not ours to remove
+    }
+  }
+  return removed;
+}
+
+/** The errno code of a connection to unix socket `file`, or null when it was accepted (then closed at once). */
+function connectError(file: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ path: file });
+    socket.once("connect", () => {
+      socket.destroy();
+      resolve(null);
+    });
+    socket.once("error", (error: NodeJS.ErrnoException) => resolve(error.code ?? "EUNKNOWN"));
+  });
+}
+
 /** Whether perl with the modules the launcher needs is on PATH. */
 export async function launcherAvailable(): Promise<boolean> {
   const { execa } = await loadExeca();
@@ -327,7 +383,8 @@ export class Launcher {
    * @throws {Error} when perl cannot be started or does not answer `ready`
    */
   static async start(program: LauncherProgram = { kind: "perl" }): Promise<Launcher> {
-    const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), "cohort-l-"));
+    void sweepStaleLauncherDirs().catch(() => undefined);
+    const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), LAUNCHER_DIR_PREFIX));
     fs.chmodSync(socketDir, 0o700);
     const socketPath = path.join(socketDir, "s");
     const server = net.createServer();
