@@ -1,8 +1,9 @@
 /**
  * Socket directories of launchers that are gone (`cohort-l-*` under the temp dir, left by a runtime killed with
  * SIGKILL) are removed by the next launcher's start (runtime/backends/process/launcher.ts
- * `sweepStaleLauncherDirs`); a live launcher's, a fresh one's and anything that is not such a directory are left
- * alone. Real unix sockets and real processes: a socket whose listener exited refuses connections.
+ * `sweepStaleLauncherDirs`); a live launcher's, a fresh one's, another host's and anything that is not such a
+ * directory are left alone. Real unix sockets and real processes: a socket whose listener exited refuses
+ * connections. Linux only (the sweep is).
  */
 import { spawnSync } from "node:child_process";
 import * as fs from "node:fs";
@@ -10,7 +11,7 @@ import * as net from "node:net";
 import * as os from "node:os";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { LAUNCHER_DIR_PREFIX, Launcher, findNativeLauncher, sweepStaleLauncherDirs } from "../../runtime/backends/process/launcher";
+import { LAUNCHER_DIR_PREFIX, LAUNCHER_OWNER_FILE, Launcher, findNativeLauncher, sweepStaleLauncherDirs } from "../../runtime/backends/process/launcher";
 
 const roots: string[] = [];
 const servers: net.Server[] = [];
@@ -25,64 +26,54 @@ function tempRoot(): string {
   return root;
 }
 
-/** A launcher directory `<root>/cohort-l-<name>` whose socket `s` was bound by a process that has exited. */
-function staleDir(root: string, name: string): string {
+const TWO_MINUTES_AGO = (): Date => new Date(Date.now() - 120_000);
+
+/** Makes `<root>/cohort-l-<name>` as a launcher does: 0700, an owner file naming `host` (default: this one). */
+function launcherDir(root: string, name: string, host: string | null = os.hostname()): string {
   const dir = path.join(root, `${LAUNCHER_DIR_PREFIX}${name}`);
   fs.mkdirSync(dir, { mode: 0o700 });
-  const bound = spawnSync(process.execPath, ["-e", `require("node:net").createServer().listen(process.argv[1], () => process.exit(0))`, path.join(dir, "s")], {
-    timeout: 30_000,
-  });
-  expect(bound.status).toBe(0);
-  expect(fs.statSync(path.join(dir, "s")).isSocket()).toBe(true);
+  if (host !== null) fs.writeFileSync(path.join(dir, LAUNCHER_OWNER_FILE), `${host}\n12345\n`);
   return dir;
 }
 
-/** A launcher directory whose socket this process listens on. */
+/** Binds `file` as a unix socket in a process that then exits: the socket stays and refuses connections. */
+function deadSocket(file: string): void {
+  const bound = spawnSync(process.execPath, ["-e", `require("node:net").createServer().listen(process.argv[1], () => process.exit(0))`, file], { timeout: 30_000 });
+  expect(bound.status).toBe(0);
+  expect(fs.statSync(file).isSocket()).toBe(true);
+}
+
+/** A launcher directory of this host whose socket's listener has exited, last changed two minutes ago. */
+function staleDir(root: string, name: string, host?: string | null): string {
+  const dir = launcherDir(root, name, host);
+  deadSocket(path.join(dir, "s"));
+  fs.utimesSync(dir, TWO_MINUTES_AGO(), TWO_MINUTES_AGO());
+  return dir;
+}
+
+/** A launcher directory whose socket this process listens on, last changed two minutes ago. */
 async function liveDir(root: string, name: string): Promise<string> {
-  const dir = path.join(root, `${LAUNCHER_DIR_PREFIX}${name}`);
-  fs.mkdirSync(dir, { mode: 0o700 });
+  const dir = launcherDir(root, name);
   const server = net.createServer((socket) => socket.destroy());
   servers.push(server);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(path.join(dir, "s"), resolve);
   });
+  fs.utimesSync(dir, TWO_MINUTES_AGO(), TWO_MINUTES_AGO());
   return dir;
 }
 
-describe("sweepStaleLauncherDirs", () => {
-  it("removes a directory whose socket refuses connections and one left without a socket for over a minute; keeps the rest", async () => {
+describe.runIf(process.platform === "linux")("sweepStaleLauncherDirs", () => {
+  it("removes this host's directories whose socket refuses connections or that have none, once unchanged for a minute", async () => {
     const root = tempRoot();
     const stale = staleDir(root, "stale1");
+    const noSocket = launcherDir(root, "nosock");
+    fs.utimesSync(noSocket, TWO_MINUTES_AGO(), TWO_MINUTES_AGO());
     const live = await liveDir(root, "live01");
-    const fresh = path.join(root, `${LAUNCHER_DIR_PREFIX}fresh1`);
-    fs.mkdirSync(fresh);
-    const old = path.join(root, `${LAUNCHER_DIR_PREFIX}old001`);
-    fs.mkdirSync(old);
-    const twoMinutesAgo = new Date(Date.now() - 120_000);
-    fs.utimesSync(old, twoMinutesAgo, twoMinutesAgo);
-    // Not a launcher's directory: another prefix, a symlink to a stale one, a plain file.
-    const otherName = staleDir(root, "x");
-    fs.renameSync(otherName, path.join(root, "other-dir"));
-    const target = staleDir(root, "target");
-    fs.renameSync(target, path.join(root, "elsewhere"));
-    fs.symlinkSync(path.join(root, "elsewhere"), path.join(root, `${LAUNCHER_DIR_PREFIX}link01`));
-    fs.writeFileSync(path.join(root, `${LAUNCHER_DIR_PREFIX}file01`), "");
 
-    const removed = await sweepStaleLauncherDirs(root);
-
-    expect(removed.sort()).toEqual([old, stale].sort());
-    expect(fs.existsSync(stale)).toBe(false);
-    expect(fs.existsSync(old)).toBe(false);
-    for (const kept of [
-      live,
-      fresh,
-      path.join(root, "other-dir"),
-      path.join(root, "elsewhere", "s"),
-      path.join(root, `${LAUNCHER_DIR_PREFIX}link01`),
-      path.join(root, `${LAUNCHER_DIR_PREFIX}file01`),
-    ])
-      expect(fs.existsSync(kept), kept).toBe(true);
+    expect((await sweepStaleLauncherDirs(root)).sort()).toEqual([noSocket, stale].sort());
+    expect(fs.existsSync(live)).toBe(true);
     // The live listener still accepts connections after the sweep's probe.
     await new Promise<void>((resolve, reject) => {
       const socket = net.connect(path.join(live, "s"), () => {
@@ -91,6 +82,40 @@ describe("sweepStaleLauncherDirs", () => {
       });
       socket.once("error", reject);
     });
+  });
+
+  it("leaves alone what it cannot prove dead: fresh, ownerless, another host's, an s that is not a socket, not a directory", async () => {
+    const root = tempRoot();
+    // Bound but not listening yet (a live launcher between bind(2) and listen(2) refuses too): changed just now.
+    const fresh = launcherDir(root, "fresh1");
+    deadSocket(path.join(fresh, "s"));
+    const ownerless = staleDir(root, "noown1", null); // a launcher from before the owner file
+    const otherHost = staleDir(root, "other1", `not-${os.hostname()}`); // a temp dir shared with another machine
+    const notSocket = launcherDir(root, "sdir01");
+    fs.mkdirSync(path.join(notSocket, "s"));
+    fs.writeFileSync(path.join(notSocket, "s", "precious"), "keep");
+    fs.utimesSync(notSocket, TWO_MINUTES_AGO(), TWO_MINUTES_AGO());
+    const otherPrefix = staleDir(root, "x");
+    fs.renameSync(otherPrefix, path.join(root, "other-dir"));
+    const target = staleDir(root, "target");
+    fs.renameSync(target, path.join(root, "elsewhere"));
+    fs.symlinkSync(path.join(root, "elsewhere"), path.join(root, `${LAUNCHER_DIR_PREFIX}link01`));
+    fs.writeFileSync(path.join(root, `${LAUNCHER_DIR_PREFIX}file01`), "");
+
+    expect(await sweepStaleLauncherDirs(root)).toEqual([]);
+    for (const kept of [
+      fresh,
+      ownerless,
+      otherHost,
+      path.join(notSocket, "s", "precious"),
+      path.join(root, "other-dir", "s"),
+      path.join(root, "elsewhere", "s"),
+      path.join(root, `${LAUNCHER_DIR_PREFIX}link01`),
+      path.join(root, `${LAUNCHER_DIR_PREFIX}file01`),
+    ])
+      expect(fs.existsSync(kept), kept).toBe(true);
+    // The same fresh directory is swept once it has been left alone for over a minute.
+    expect(await sweepStaleLauncherDirs(root, Date.now() + 120_000)).toContain(fresh);
   });
 
   it.runIf(process.getuid?.() === 0)("leaves another user's directory alone", async () => {
@@ -106,7 +131,7 @@ describe("sweepStaleLauncherDirs", () => {
   });
 });
 
-describe("a launcher's start", () => {
+describe.runIf(process.platform === "linux")("a launcher's start", () => {
   it("sweeps the temp dir it makes its own socket directory in, and its own directory is not swept", async () => {
     const root = tempRoot();
     const stale = staleDir(root, "killed");
@@ -126,7 +151,9 @@ describe("a launcher's start", () => {
       expect(fs.existsSync(stale)).toBe(false);
       const own = fs.readdirSync(root).filter((name) => name.startsWith(LAUNCHER_DIR_PREFIX));
       expect(own).toHaveLength(1);
-      expect(await sweepStaleLauncherDirs(root)).toEqual([]);
+      expect(fs.readFileSync(path.join(root, own[0]!, LAUNCHER_OWNER_FILE), "utf8")).toBe(`${os.hostname()}\n${process.pid}\n`);
+      // Even once it is old, the live launcher's directory is not swept: its socket accepts.
+      expect(await sweepStaleLauncherDirs(root, Date.now() + 120_000)).toEqual([]);
     } finally {
       await launcher.close();
     }

@@ -273,23 +273,37 @@ const BOOT_TIMEOUT_MS = 10_000;
 
 /** The prefix of a launcher's socket directory under the OS temp dir (`cohort-l-XXXXXX`, made by mkdtemp). */
 export const LAUNCHER_DIR_PREFIX = "cohort-l-";
-/** A socket directory without its socket is left alone this long (ms): a launcher may be between mkdtemp and listen. */
+/**
+ * The file in a launcher's socket directory that names its owner, written before the socket is bound:
+ * `<hostname>\n<runtime pid>\n`. {@link sweepStaleLauncherDirs} removes only directories whose host is this one.
+ */
+export const LAUNCHER_OWNER_FILE = "owner";
+/**
+ * A socket directory changed less than this long ago (ms) is never swept: binding its socket touches it, and
+ * between bind(2) and listen(2) a live launcher's socket refuses connections.
+ */
 const SOCKET_DIR_GRACE_MS = 60_000;
 
 /**
- * Removes the socket directories of launchers that are gone: a runtime killed with SIGKILL cannot remove its
- * own (its launcher exits when the runtime's end of the pipe closes, but nothing is left to clean up).
- * A directory in `tmpDir` named `cohort-l-*` is removed when it is a real directory (not a symlink) owned
- * by this user and either its socket `s` refuses a connection (ECONNREFUSED: no process listens on it any
- * more, whatever pid namespace the owner was in) or it has no socket and is older than a minute. A live
- * launcher's socket accepts the connection, which is closed at once (the runtime drops a connection
- * without a valid first line); anything else (EAGAIN from a full backlog, EACCES) leaves the directory alone.
+ * Removes the socket directories of launchers that are gone: a runtime that exits without closing its
+ * launcher (SIGKILL, a crash, the forced exit after a third signal) leaves its directory behind. Linux only.
+ * A directory in `tmpDir` named `cohort-l-*` is removed only when all of these hold:
+ * - it is a real directory (not a symlink) owned by this user, unchanged for over a minute;
+ * - its `owner` file ({@link LAUNCHER_OWNER_FILE}) names this host (a temp dir shared between machines, e.g.
+ *   over NFS, holds sockets of other kernels, which refuse connections from this one);
+ * - its socket `s` is absent (the launcher never listened), or is a socket that refuses a connection
+ *   (ECONNREFUSED from connect(2) on Linux: nothing listens on it any more, in whatever pid namespace).
+ * Anything else stays: a directory from before the owner file, another host's, a socket that accepts (the
+ * connection is closed at once; the runtime closes its end at EOF without reading a header), EAGAIN from a
+ * full backlog, EACCES, an `s` that is not a socket. A leaked directory costs less than a live run's socket.
  * Best effort, never throws: called without waiting when a launcher starts.
  *
  * @param tmpDir - @default os.tmpdir()
+ * @param now - ms since the epoch, for the age check; @default Date.now()
  * @returns the directories removed
  */
 export async function sweepStaleLauncherDirs(tmpDir: string = os.tmpdir(), now: number = Date.now()): Promise<string[]> {
+  if (process.platform !== "linux") return []; // elsewhere (XNU) a full listen queue also answers ECONNREFUSED
   let names: string[];
   try {
     names = (await fs.promises.readdir(tmpDir)).filter((name) => name.startsWith(LAUNCHER_DIR_PREFIX));
@@ -297,19 +311,25 @@ export async function sweepStaleLauncherDirs(tmpDir: string = os.tmpdir(), now: 
     return [];
   }
   const uid = process.getuid?.();
+  const host = os.hostname();
   const removed: string[] = [];
   for (const name of names) {
     const dir = path.join(tmpDir, name);
     try {
       const stat = await fs.promises.lstat(dir);
-      if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid)) continue;
+      if (!stat.isDirectory() || (uid !== undefined && stat.uid !== uid) || now - stat.mtimeMs <= SOCKET_DIR_GRACE_MS) continue;
+      const owner = path.join(dir, LAUNCHER_OWNER_FILE);
+      if (!(await fs.promises.lstat(owner)).isFile() || (await fs.promises.readFile(owner, "utf8")).split("\n")[0] !== host) continue;
       const socket = path.join(dir, "s");
-      const stale = fs.existsSync(socket) ? (await connectError(socket)) === "ECONNREFUSED" : now - stat.mtimeMs > SOCKET_DIR_GRACE_MS;
-      if (!stale) continue;
+      const socketStat = await fs.promises.lstat(socket).catch((error: NodeJS.ErrnoException) => {
+        if (error.code === "ENOENT") return null;
+        throw error;
+      });
+      if (socketStat !== null && !(socketStat.isSocket() && (await connectError(socket)) === "ECONNREFUSED")) continue;
       await fs.promises.rm(dir, { recursive: true, force: true });
       removed.push(dir);
     } catch {
-      // gone meanwhile, or not ours to remove
+      // gone meanwhile, no owner file, or not ours to remove
     }
   }
   return removed;
@@ -378,7 +398,8 @@ export class Launcher {
 
   /**
    * Starts the launcher and its unix socket (in a private 0700 directory under the OS temp dir, so the
-   * path stays short and no other user can connect).
+   * path stays short and no other user can connect; with an `owner` file naming this host and pid). First
+   * sweeps, without waiting, the directories of launchers that are gone ({@link sweepStaleLauncherDirs}).
    *
    * @throws {Error} when perl cannot be started or does not answer `ready`
    */
@@ -386,6 +407,7 @@ export class Launcher {
     void sweepStaleLauncherDirs().catch(() => undefined);
     const socketDir = fs.mkdtempSync(path.join(os.tmpdir(), LAUNCHER_DIR_PREFIX));
     fs.chmodSync(socketDir, 0o700);
+    fs.writeFileSync(path.join(socketDir, LAUNCHER_OWNER_FILE), `${os.hostname()}\n${process.pid}\n`);
     const socketPath = path.join(socketDir, "s");
     const server = net.createServer();
     await new Promise<void>((resolve, reject) => {
