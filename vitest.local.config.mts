@@ -12,5 +12,8 @@ export default defineConfig({
     testTimeout: 900_000,
     hookTimeout: 900_000,
     reporters: ["default"],
+    // Each file's temp fixtures and its child processes' (the Pulumi Kubernetes provider's kubeconfig<N> files, a
+    // killed Temporal worker's cohort-worker-* output) under one root removed after the file: test/setup/tmpdir.ts.
+    setupFiles: ["test/setup/tmpdir.ts"],
   },
 });

@@ -1,5 +1,7 @@
 /**
- * Vitest setup file of the default tier (vitest.config.mts `setupFiles`): every test file gets its own temp root,
+ * Vitest setup file of the default, sim and local tiers (`setupFiles` in vitest.config.mts, vitest.sim.config.mts,
+ * vitest.local.config.mts; not the multipass tier, whose instances mount overlays under their temp dirs): every
+ * test file gets its own temp root,
  * `<os.tmpdir()>/cohort-test-XXXXXX`, as `TMPDIR` for itself and every process it starts (Node's `os.tmpdir()`,
  * Go's `os.TempDir()` and mktemp(1) all read it), and the root is removed after the file's last hook. Tests keep
  * creating their fixtures with `fs.mkdtempSync(path.join(os.tmpdir(), ...))`; none is left in /tmp.
