@@ -40,9 +40,9 @@ import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import {
+  CgroupWatcher,
   Launcher,
   LedgerWriter,
-  cgroupEmpty,
   createMemberCgroupAsync,
   criticalPath,
   killCgroup,
@@ -310,7 +310,9 @@ async function spawnFloor(launcherPath: string, command: readonly string[], coun
     await launcher.close(); // SIGKILLs every listener it started
     if (cgroups !== null && runDir !== null) {
       killCgroup(cgroups.kind, runDir);
-      for (const deadline = Date.now() + 5_000; !cgroupEmpty(cgroups.kind, runDir) && Date.now() < deadline;) await new Promise((resolve) => setTimeout(resolve, 10));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([new CgroupWatcher().waitEmpty(cgroups.kind, runDir), new Promise((resolve) => (timer = setTimeout(resolve, 5_000)))]);
+      clearTimeout(timer);
       if (!removeCgroupTree(runDir)) process.stderr.write(`bench: cgroup ${runDir} could not be removed (still busy); \`cohort reap\` does not know it: rmdir it by hand\n`);
       removeCohortDirIfEmpty(cgroups);
     }

@@ -105,7 +105,7 @@ export { backendNames, createBackend } from "./backends/index";
 export { Launcher, NATIVE_LAUNCHER_NAME, launcherBeside } from "./backends/process/launcher";
 /** The process backend's per-member cgroups (`npm run bench:startup` measures spawning into them). */
 export {
-  cgroupEmpty,
+  CgroupWatcher,
   createMemberCgroupAsync,
   killCgroup,
   openRunCgroups,

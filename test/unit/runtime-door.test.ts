@@ -48,7 +48,7 @@ describe("runtime/index.ts (the door)", () => {
       "openRunCgroups",
       "createMemberCgroupAsync",
       "killCgroup",
-      "cgroupEmpty",
+      "CgroupWatcher",
       "removeCgroupTree",
       "removeCohortDirIfEmpty",
       "RUNTIME_POLICY_RULES",
