@@ -310,9 +310,7 @@ async function spawnFloor(launcherPath: string, command: readonly string[], coun
     await launcher.close(); // SIGKILLs every listener it started
     if (cgroups !== null && runDir !== null) {
       killCgroup(cgroups.kind, runDir);
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([new CgroupWatcher().waitEmpty(cgroups.kind, runDir), new Promise((resolve) => (timer = setTimeout(resolve, 5_000)))]);
-      clearTimeout(timer);
+      await new CgroupWatcher().waitEmpty(cgroups.kind, runDir, AbortSignal.timeout(5_000));
       if (!removeCgroupTree(runDir)) process.stderr.write(`bench: cgroup ${runDir} could not be removed (still busy); \`cohort reap\` does not know it: rmdir it by hand\n`);
       removeCohortDirIfEmpty(cgroups);
     }

@@ -980,8 +980,10 @@ async function reapCommand(args: readonly string[], io: CliIo): Promise<number> 
   const withArtifacts = args.includes("--artifacts");
   const { positionals, values } = parse(args, { grace: { type: "string" }, artifacts: { type: "string" } }, withArtifacts ? 0 : 1);
   const graceMs = values.grace === undefined ? undefined : Number(values.grace);
-  if (graceMs !== undefined && (!Number.isInteger(graceMs) || graceMs < 0)) throw new UsageError(`reap: --grace expects milliseconds; got "${values.grace}"`);
-  const { reapRun } = await import("./backends/process/reap.js");
+  const { reapRun, MAX_GRACE_MS } = await import("./backends/process/reap.js");
+  if (graceMs !== undefined && (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > MAX_GRACE_MS)) {
+    throw new UsageError(`reap: --grace expects a whole number of milliseconds from 0 to ${MAX_GRACE_MS}; got "${values.grace}"`);
+  }
   let runDir = positionals[0];
   if (values.artifacts !== undefined) {
     // The run the artifact root's lock names (cohort run --lock), live or not: the host profile's destroy.

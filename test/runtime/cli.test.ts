@@ -440,5 +440,9 @@ describe("cohort CLI (bundled)", () => {
       /^cohort: run: unknown backend "nope" \(known: kubernetes, process, systemd\)\n/,
     );
     expect((await cohort(["frobnicate"])).code).toBe(2);
+    // A grace no timer can hold is refused before anything is signalled, naming the range.
+    const reap = await cohort(["reap", "/nonexistent-run-dir", "--grace", "4294967296"]);
+    expect(reap.code).toBe(2);
+    expect(reap.stderr).toMatch(/--grace expects a whole number of milliseconds from 0 to 2147483647; got "4294967296"/);
   });
 });

@@ -30,6 +30,7 @@ import * as fs from "node:fs";
 import * as fsp from "node:fs/promises";
 import * as path from "node:path";
 import { isRunId } from "../../core/run-id";
+import { PollingWaiters } from "./waiters";
 
 /** The kinds of hierarchy the backend can use. */
 export type CgroupKind = "v2" | "freezer";
@@ -412,30 +413,23 @@ export const CGROUP_CHECK_INTERVAL_MS = 10;
  * every {@link CGROUP_CHECK_INTERVAL_MS} (v2: one read of `cgroup.events`; freezer: `cgroup.procs`).
  */
 export class CgroupWatcher {
-  private readonly waiters = new Map<string, { kind: CgroupKind; resolve: Array<() => void> }>();
-  private timer: NodeJS.Timeout | null = null;
+  private readonly waiters = new PollingWaiters<CgroupKind>(CGROUP_CHECK_INTERVAL_MS, (awaited) =>
+    [...awaited].filter(([dir, kind]) => cgroupEmpty(kind, dir)).map(([dir]) => dir),
+  );
 
-  /** Resolves once cgroup `dir` (with descendants) holds no live process. */
-  waitEmpty(kind: CgroupKind, dir: string): Promise<void> {
-    if (cgroupEmpty(kind, dir)) return Promise.resolve();
-    return new Promise((resolve) => {
-      const entry = this.waiters.get(dir) ?? { kind, resolve: [] };
-      entry.resolve.push(resolve);
-      this.waiters.set(dir, entry);
-      this.arm();
-    });
+  /**
+   * Waits until cgroup `dir` (with descendants) holds no live process.
+   *
+   * @param signal gives up the wait when it aborts (e.g. `AbortSignal.timeout(ms)`): no check runs for it after
+   * @returns true once the cgroup is empty (at once when it already is); false when `signal` aborted first
+   */
+  waitEmpty(kind: CgroupKind, dir: string, signal?: AbortSignal): Promise<boolean> {
+    if (cgroupEmpty(kind, dir)) return Promise.resolve(true);
+    return this.waiters.wait(dir, kind, signal);
   }
 
-  private arm(): void {
-    if (this.timer !== null || this.waiters.size === 0) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      for (const [dir, entry] of this.waiters) {
-        if (!cgroupEmpty(entry.kind, dir)) continue;
-        this.waiters.delete(dir);
-        for (const resolve of entry.resolve) resolve();
-      }
-      this.arm();
-    }, CGROUP_CHECK_INTERVAL_MS);
+  /** How many cgroups are awaited now (0: no check is running). */
+  get waiting(): number {
+    return this.waiters.size;
   }
 }

@@ -230,6 +230,8 @@ export class ProcessBackend implements Backend {
   /** close() was called: stopped members' ports are no longer held for a restart. */
   private closed = false;
   private readonly watcher = new GroupWatcher();
+  /** Aborted at the end of close(): ends the waits on groups of a dead launcher's members that never emptied. */
+  private readonly closedWaits = new AbortController();
   /** Spawns run one at a time, one per event-loop turn (see {@link ProcessBackend.spawnTurn}). */
   private spawnTail: Promise<void> = Promise.resolve();
   private launcherPromise: Promise<Launcher | null> | null = null;
@@ -668,11 +670,12 @@ export class ProcessBackend implements Backend {
         output.attach(socket, { initial: rest, expected: true });
       };
       launcher.onDied = () => {
-        // Exit statuses can no longer arrive: report each remaining leader as exited once its group is empty.
+        // Exit statuses can no longer arrive: report each remaining leader as exited once its group is empty
+        // (or the backend is closed).
         this.launcherDead = true;
         for (const [pid, waiter] of this.exitWaiters) {
           this.exitWaiters.delete(pid);
-          void this.watcher.waitEmpty(pid).then(() => waiter({ code: null, signal: null }));
+          void this.watcher.waitEmpty(pid, this.closedWaits.signal).then(() => waiter({ code: null, signal: null }));
         }
       };
       launcher.onFailedPid = (pid) => this.earlyExits.delete(pid);
@@ -696,7 +699,7 @@ export class ProcessBackend implements Backend {
       this.earlyExits.delete(pid);
       return Promise.resolve(early);
     }
-    if (this.launcherDead) return this.watcher.waitEmpty(pid).then(() => ({ code: null, signal: null }));
+    if (this.launcherDead) return this.watcher.waitEmpty(pid, this.closedWaits.signal).then(() => ({ code: null, signal: null }));
     return new Promise((resolve) => this.exitWaiters.set(pid, resolve));
   }
 
@@ -814,6 +817,7 @@ export class ProcessBackend implements Backend {
     if (this.runId !== null) await stopRunProcesses(this.runId, STRAGGLER_GRACE_MS);
     const run = this.runCgroups;
     if (run !== null && !("unavailable" in run)) await this.closeRunCgroup(run);
+    this.closedWaits.abort();
   }
 
   /**
@@ -854,9 +858,7 @@ export class ProcessBackend implements Backend {
       killCgroup(kind, run.dir, exclude);
       for (const [member, processes] of perMember) this.record("member-killed", { member, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup" });
       for (const { rel, processes } of elsewhere) this.record("member-killed", { scope: "run", cgroup: rel, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup" });
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.cgroupWatcher.waitEmpty(kind, run.dir), new Promise((resolve) => (timer = setTimeout(resolve, KILLED_CGROUP_WAIT_MS)))]);
-      clearTimeout(timer);
+      await this.cgroupWatcher.waitEmpty(kind, run.dir, AbortSignal.timeout(KILLED_CGROUP_WAIT_MS));
     }
     for (let tries = 0; !removeTree(run.dir) && tries < 100; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const dir of liveCgroups.keys()) if (dir.startsWith(run.dir + path.sep)) liveCgroups.delete(dir);

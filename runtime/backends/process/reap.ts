@@ -26,6 +26,12 @@ import { isRunId } from "../../core/run-id";
 import { CgroupWatcher, cgroupOwner, cgroupProcs, killCgroup, removeCohortDirIfEmpty, removeTree, runCgroupTree, runCgroups, signalCgroup } from "./cgroup";
 import { HAS_PROC, GroupWatcher, groupMembers, listProcesses, readProcEnviron, readProcStat, signalGroup, type ProcStat } from "./status";
 
+/** The longest grace {@link reapRun} takes, in ms: the largest delay a Node.js timer keeps (2^31 - 1, about 24.8 days). */
+export const MAX_GRACE_MS = 2_147_483_647;
+
+/** How long reap waits for a SIGKILLed group or cgroup to be empty before it goes on, in ms. */
+const KILLED_WAIT_MS = 5_000;
+
 /** What {@link reapRun} did. */
 export interface ReapReport {
   readonly runId: string;
@@ -70,23 +76,23 @@ function readRecords(runDir: string): Array<Record<string, unknown>> {
 
 async function stopGroupNow(pgid: number, graceMs: number, watcher: GroupWatcher): Promise<void> {
   if (!signalGroup(pgid, "SIGTERM")) return;
-  const gone = watcher.waitEmpty(pgid).then(() => true);
-  let timer: NodeJS.Timeout | undefined;
-  const done = await Promise.race([gone, new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)))]);
-  clearTimeout(timer);
-  if (done) return;
+  if (await watcher.waitEmpty(pgid, AbortSignal.timeout(graceMs))) return;
   signalGroup(pgid, "SIGKILL");
-  await Promise.race([gone, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+  await watcher.waitEmpty(pgid, AbortSignal.timeout(KILLED_WAIT_MS));
 }
 
 /**
  * Reaps run `runDir` (see the module doc).
  *
- * @throws {Error} when not on Linux, or when `runDir` has no readable manifest.json
+ * @throws {Error} when not on Linux, when `options.graceMs` is not a whole number from 0 to {@link MAX_GRACE_MS}, or
+ *   when `runDir` has no readable manifest.json
  */
 export async function reapRun(runDir: string, options: ReapOptions = {}): Promise<ReapReport> {
   if (!HAS_PROC) throw new Error("reap needs /proc (Linux); on this platform stop the run's process groups by hand");
   const graceMs = options.graceMs ?? 2_000;
+  if (!Number.isInteger(graceMs) || graceMs < 0 || graceMs > MAX_GRACE_MS) {
+    throw new Error(`reap: options.graceMs must be a whole number of ms from 0 to ${MAX_GRACE_MS}; got ${String(graceMs)}`);
+  }
   const dir = path.resolve(runDir);
   let manifest: { runId?: unknown; runtimePid?: unknown };
   try {
@@ -191,13 +197,9 @@ export async function stopRunCgroups(
       const processes = cgroupProcs(dir).filter((pid) => !exclude.has(pid)).length;
       if (processes > 0) {
         signalCgroup(dir, "SIGTERM", (pid) => exclude.has(pid));
-        let timer: NodeJS.Timeout | undefined;
-        const empty = watcher.waitEmpty(hierarchy.kind, dir).then(() => true);
-        const done = await Promise.race([empty, new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), graceMs)))]);
-        clearTimeout(timer);
-        if (!done) {
+        if (!(await watcher.waitEmpty(hierarchy.kind, dir, AbortSignal.timeout(graceMs)))) {
           killCgroup(hierarchy.kind, dir, exclude);
-          await Promise.race([empty, new Promise((resolve) => setTimeout(resolve, 5_000))]);
+          await watcher.waitEmpty(hierarchy.kind, dir, AbortSignal.timeout(KILLED_WAIT_MS));
         }
       }
       for (let tries = 0; !removeTree(dir) && tries < 50; tries++) await new Promise((resolve) => setTimeout(resolve, 10));

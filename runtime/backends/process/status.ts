@@ -8,6 +8,7 @@
  */
 import * as fs from "node:fs";
 import { readProcStat, type ProcStat } from "../../core/proc-stat";
+import { PollingWaiters } from "./waiters";
 
 /** True on platforms with /proc/<pid>/stat. */
 export const HAS_PROC = process.platform === "linux" && fs.existsSync("/proc/self/stat");
@@ -102,53 +103,48 @@ export function signalGroup(pgid: number, signal: NodeJS.Signals): boolean {
 export const GROUP_CHECK_INTERVAL_MS = 10;
 
 export class GroupWatcher {
-  private readonly waiters = new Map<number, Array<() => void>>();
-  private timer: NodeJS.Timeout | null = null;
+  private readonly waiters = new PollingWaiters<number>(GROUP_CHECK_INTERVAL_MS, (awaited) => emptyGroups([...awaited.values()]).map(String));
 
   /**
-   * Resolves once group `pgid` has no live (non-zombie) process. Call it after the group's leader has
-   * exited: while the leader lives the group is trivially alive, and each check of a group that still
-   * answers `kill(-pgid, 0)` costs a /proc scan (shared by every group awaited at that moment).
+   * Waits until group `pgid` has no live (non-zombie) process. Call it after the group's leader has exited:
+   * while the leader lives the group is trivially alive, and each check of a group that still answers
+   * `kill(-pgid, 0)` costs a /proc scan (shared by every group awaited at that moment).
+   *
+   * @param signal gives up the wait when it aborts (e.g. `AbortSignal.timeout(ms)`): no check runs for it after
+   * @returns true once the group is empty (at once when it already is); false when `signal` aborted first
    */
-  waitEmpty(pgid: number): Promise<void> {
-    if (!groupExists(pgid)) return Promise.resolve();
-    return new Promise((resolve) => {
-      const list = this.waiters.get(pgid) ?? [];
-      list.push(resolve);
-      this.waiters.set(pgid, list);
-      this.arm();
-    });
+  waitEmpty(pgid: number, signal?: AbortSignal): Promise<boolean> {
+    if (!groupExists(pgid)) return Promise.resolve(true);
+    return this.waiters.wait(String(pgid), pgid, signal);
   }
 
-  private arm(): void {
-    if (this.timer !== null || this.waiters.size === 0) return;
-    this.timer = setTimeout(() => {
-      this.timer = null;
-      this.check();
-      this.arm();
-    }, GROUP_CHECK_INTERVAL_MS);
+  /** How many groups are awaited now (0: no check is running). */
+  get waiting(): number {
+    return this.waiters.size;
   }
+}
 
-  private check(): void {
-    const answering: number[] = [];
-    for (const pgid of this.waiters.keys()) {
-      let exists = true;
-      try {
-        process.kill(-pgid, 0);
-      } catch (error) {
-        exists = (error as NodeJS.ErrnoException).code === "EPERM";
-      }
-      if (exists) answering.push(pgid);
-      else this.release(pgid);
+/** Of `pgids`, those with no live process: `kill(-pgid, 0)` each, and at most one /proc scan for those that answer. */
+function emptyGroups(pgids: readonly number[]): number[] {
+  const empty: number[] = [];
+  const answering: number[] = [];
+  for (const pgid of pgids) {
+    let exists = true;
+    try {
+      process.kill(-pgid, 0);
+    } catch (error) {
+      exists = (error as NodeJS.ErrnoException).code === "EPERM";
     }
-    if (answering.length === 0 || !HAS_PROC) return;
-    const processes = listProcesses();
-    for (const pgid of answering) if (groupMembers(pgid, processes).length === 0) this.release(pgid);
+    if (exists) answering.push(pgid);
+    else empty.push(pgid);
   }
-
-  private release(pgid: number): void {
-    const list = this.waiters.get(pgid) ?? [];
-    this.waiters.delete(pgid);
-    for (const resolve of list) resolve();
+  if (answering.length === 0 || !HAS_PROC) return empty;
+  let processes: ProcStat[];
+  try {
+    processes = listProcesses();
+  } catch {
+    return empty; // /proc unreadable this time (EMFILE, ENFILE): the groups that answer are checked again next tick
   }
+  for (const pgid of answering) if (groupMembers(pgid, processes).length === 0) empty.push(pgid);
+  return empty;
 }

@@ -53,14 +53,20 @@ export interface StoppableGroup {
  *   control file cannot be written (naming it)
  */
 export async function stopGroup(group: StoppableGroup, graceMs: number, watcher: GroupWatcher, escalate: Promise<void>): Promise<void> {
+  const stopped = new AbortController();
+  try {
+    await stopGroupUntil(group, graceMs, watcher, escalate, stopped.signal);
+  } finally {
+    stopped.abort(); // a wait still pending (the group outlived KILL_WAIT_MS) is no longer checked
+  }
+}
+
+async function stopGroupUntil(group: StoppableGroup, graceMs: number, watcher: GroupWatcher, escalate: Promise<void>, stopped: AbortSignal): Promise<void> {
   const cg = group.cgroup;
   const exclude = group.exclude ?? new Set<number>();
   const outside = (pid: number): boolean => !exclude.has(pid) && readProcStat(pid)?.pgid !== group.pgid;
   // The leader's exit is an event; only then is the rest of the group checked (see GroupWatcher).
-  const gone = group.leaderExited
-    .then(() => watcher.waitEmpty(group.pgid))
-    .then(() => (cg === undefined ? undefined : cg.watcher.waitEmpty(cg.kind, cg.dir)))
-    .then(() => true);
+  const gone = group.leaderExited.then(() => watcher.waitEmpty(group.pgid, stopped)).then((empty) => empty && (cg === undefined || cg.watcher.waitEmpty(cg.kind, cg.dir, stopped)));
   if (graceMs > 0) {
     signalGroup(group.pgid, "SIGTERM");
     if (cg !== undefined) {
