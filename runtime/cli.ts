@@ -239,10 +239,11 @@ function parseBackendOptions(configFile: string | undefined, pairs: readonly str
 }
 
 /**
- * Keeps V8's young generation from growing (it grows to 64 MiB by default under allocation pressure).
- * The runtime forks every member, and fork(2) copies the page tables of every resident page, so a spawn
- * costs more the larger the runtime's RSS; a small young generation keeps it small, at the price of more
- * (cheap) scavenges (figures: docs/host.md "Measured: the runtime and the process backend").
+ * Keeps V8's young generation from growing (it grows to 64 MiB by default under allocation pressure), so the
+ * runtime's RSS stays small (~95 instead of ~135 MiB after starting 200 members), at the price of more
+ * scavenges. With `launcher: direct` the runtime forks every member itself, and fork(2) copies the page tables
+ * of every resident page, so there a smaller RSS also makes each spawn cheaper (the compiled and perl launchers
+ * fork from their own small processes). Figures: docs/host.md "Measured: the runtime and the process backend".
  * https://v8.dev/blog/orinoco-parallel-scavenger explains the young generation.
  */
 function keepYoungGenerationSmall(): void {
