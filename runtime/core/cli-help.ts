@@ -292,7 +292,7 @@ With --artifacts ROOT it reaps the run that ROOT/.cohort-run.lock names (\`cohor
 not, and removes the lock once that run's runtime is gone.
 
 Flags:
-  --grace MS         SIGTERM to SIGKILL grace in milliseconds (default 2000)
+  --grace MS         SIGTERM to SIGKILL grace in milliseconds, 0 to 2147483647 (default 2000)
   --artifacts ROOT   reap the run the artifact root's run lock names
   -h, --help   this help
 
