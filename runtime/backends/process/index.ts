@@ -811,13 +811,16 @@ export class ProcessBackend implements Backend {
    */
   async close(): Promise<void> {
     this.closed = true;
-    await this.ports.releaseAll();
-    const launcher = await this.launcherPromise?.catch(() => null);
-    await launcher?.close();
-    if (this.runId !== null) await stopRunProcesses(this.runId, STRAGGLER_GRACE_MS);
-    const run = this.runCgroups;
-    if (run !== null && !("unavailable" in run)) await this.closeRunCgroup(run);
-    this.closedWaits.abort();
+    try {
+      await this.ports.releaseAll();
+      const launcher = await this.launcherPromise?.catch(() => null);
+      await launcher?.close();
+      if (this.runId !== null) await stopRunProcesses(this.runId, STRAGGLER_GRACE_MS);
+      const run = this.runCgroups;
+      if (run !== null && !("unavailable" in run)) await this.closeRunCgroup(run);
+    } finally {
+      this.closedWaits.abort();
+    }
   }
 
   /**
