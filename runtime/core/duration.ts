@@ -17,8 +17,10 @@
 const UNIT_MS: Readonly<Record<string, bigint>> = { h: 3_600_000n, m: 60_000n, s: 1_000n, ms: 1n };
 /** Rank of each unit in the required order (0: `h`). */
 const UNIT_RANK: Readonly<Record<string, number>> = Object.fromEntries(Object.keys(UNIT_MS).map((unit, rank) => [unit, rank]));
-/** Largest duration, in ms: the largest delay `setTimeout` takes (2^31-1). */
-const MAX_DURATION_MS = 2_147_483_647n;
+/** The largest delay, in ms, a Node.js timer keeps (`setTimeout`, `AbortSignal.timeout`): 2^31-1, about 24.8 days. */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** Largest duration, in ms: {@link MAX_TIMER_MS}. */
+const MAX_DURATION_MS = BigInt(MAX_TIMER_MS);
 
 const SEGMENT = /(\d+)(?:\.(\d+))?(ms|s|m|h)/y;
 

@@ -22,15 +22,14 @@
  */
 import * as fs from "node:fs";
 import * as path from "node:path";
+import { MAX_TIMER_MS } from "../../core/duration";
 import { isRunId } from "../../core/run-id";
 import { CgroupWatcher, cgroupOwner, cgroupProcs, killCgroup, removeCohortDirIfEmpty, removeTree, runCgroupTree, runCgroups, signalCgroup } from "./cgroup";
+import { KILL_WAIT_MS } from "./stop";
 import { HAS_PROC, GroupWatcher, groupMembers, listProcesses, readProcEnviron, readProcStat, signalGroup, type ProcStat } from "./status";
 
-/** The longest grace {@link reapRun} takes, in ms: the largest delay a Node.js timer keeps (2^31 - 1, about 24.8 days). */
-export const MAX_GRACE_MS = 2_147_483_647;
-
-/** How long reap waits for a SIGKILLed group or cgroup to be empty before it goes on, in ms. */
-const KILLED_WAIT_MS = 5_000;
+/** The longest grace {@link reapRun} takes, in ms: the grace is a timer's delay ({@link MAX_TIMER_MS}). */
+export const MAX_GRACE_MS = MAX_TIMER_MS;
 
 /** What {@link reapRun} did. */
 export interface ReapReport {
@@ -78,7 +77,7 @@ async function stopGroupNow(pgid: number, graceMs: number, watcher: GroupWatcher
   if (!signalGroup(pgid, "SIGTERM")) return;
   if (await watcher.waitEmpty(pgid, AbortSignal.timeout(graceMs))) return;
   signalGroup(pgid, "SIGKILL");
-  await watcher.waitEmpty(pgid, AbortSignal.timeout(KILLED_WAIT_MS));
+  await watcher.waitEmpty(pgid, AbortSignal.timeout(KILL_WAIT_MS));
 }
 
 /**
@@ -199,7 +198,7 @@ export async function stopRunCgroups(
         signalCgroup(dir, "SIGTERM", (pid) => exclude.has(pid));
         if (!(await watcher.waitEmpty(hierarchy.kind, dir, AbortSignal.timeout(graceMs)))) {
           killCgroup(hierarchy.kind, dir, exclude);
-          await watcher.waitEmpty(hierarchy.kind, dir, AbortSignal.timeout(KILLED_WAIT_MS));
+          await watcher.waitEmpty(hierarchy.kind, dir, AbortSignal.timeout(KILL_WAIT_MS));
         }
       }
       for (let tries = 0; !removeTree(dir) && tries < 50; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
