@@ -63,7 +63,7 @@ import {
 import { ListenerTable, holdsSocket, listeningInodes, socketHolder } from "./sockets";
 import { GroupWatcher, groupExists, listProcesses } from "./status";
 import { stopRunProcesses } from "./reap";
-import { stopGroup } from "./stop";
+import { KILL_WAIT_MS, stopGroup } from "./stop";
 
 /** Options of {@link createProcessBackend}. */
 export interface ProcessBackendOptions {
@@ -139,9 +139,6 @@ const EXIT_REPORT_WAIT_MS = 2_000;
 
 /** How long the exit handler waits for killed member cgroups to empty before removing them, in ms. */
 const EXIT_CGROUP_WAIT_MS = 500;
-
-/** How long close() waits for a killed cgroup to empty, in ms. */
-const KILLED_CGROUP_WAIT_MS = 5_000;
 
 /** SIGTERM -> SIGKILL grace for processes of the run found alive after teardown, in ms. */
 const STRAGGLER_GRACE_MS = 2_000;
@@ -827,7 +824,7 @@ export class ProcessBackend implements Backend {
    * Kills whatever is left in the run's WHOLE cgroup tree `<hierarchy>/cohort/<runId>` (./cgroup.ts
    * killCgroup on the run's directory: cgroup2 `cgroup.kill` kills every descendant; the v1 freezer freezes
    * the run's directory, which freezes its descendants, then SIGKILLs every pid below it), waits until it is
-   * empty (at most KILLED_CGROUP_WAIT_MS), and removes the directories deepest first. Left over are members
+   * empty (at most KILL_WAIT_MS, the wait after SIGKILL of ./stop.ts), and removes the directories deepest first. Left over are members
    * whose stop failed, starts that failed while their child was exiting, and processes a member (as root)
    * moved into the run's own directory or into a sibling cgroup it created (`cohort/<runId>/zz`).
    *
@@ -861,7 +858,7 @@ export class ProcessBackend implements Backend {
       killCgroup(kind, run.dir, exclude);
       for (const [member, processes] of perMember) this.record("member-killed", { member, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup" });
       for (const { rel, processes } of elsewhere) this.record("member-killed", { scope: "run", cgroup: rel, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup" });
-      await this.cgroupWatcher.waitEmpty(kind, run.dir, AbortSignal.timeout(KILLED_CGROUP_WAIT_MS));
+      await this.cgroupWatcher.waitEmpty(kind, run.dir, AbortSignal.timeout(KILL_WAIT_MS));
     }
     for (let tries = 0; !removeTree(run.dir) && tries < 100; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
     for (const dir of liveCgroups.keys()) if (dir.startsWith(run.dir + path.sep)) liveCgroups.delete(dir);
