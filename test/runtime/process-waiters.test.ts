@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import * as fs from "node:fs";
 import * as path from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { CgroupWatcher, createMemberCgroupAsync, killCgroup, openRunCgroups, removeCohortDirIfEmpty, removeTree } from "../../runtime/backends/process/cgroup";
+import { CgroupWatcher, createMemberCgroupAsync, killCgroup, openRunCgroups, removeCohortDirIfEmpty, removeTreeRetrying } from "../../runtime/backends/process/cgroup";
 import { GroupWatcher } from "../../runtime/backends/process/status";
 import { PollingWaiters } from "../../runtime/backends/process/waiters";
 import { usableCgroupHierarchy } from "./process-helpers";
@@ -141,7 +141,7 @@ describe.each(["v2", "freezer"] as const)("CgroupWatcher (%s)", (kind) => {
       expect(watcher.waiting).toBe(0);
     } finally {
       killCgroup(kind, opened.dir);
-      for (let tries = 0; !removeTree(opened.dir) && tries < 100; tries++) await sleep(10);
+      await removeTreeRetrying(opened.dir, 100);
       removeCohortDirIfEmpty(opened.hierarchy);
     }
   });

@@ -365,6 +365,20 @@ export function removeTree(dir: string): boolean {
   return true;
 }
 
+/**
+ * {@link removeTree}, tried again every 10 ms, at most `retries` more times, while it fails: a cgroup whose
+ * processes were just killed stays busy (EBUSY) for a moment after it reads empty.
+ *
+ * @returns true when `dir` is gone
+ */
+export async function removeTreeRetrying(dir: string, retries: number): Promise<boolean> {
+  for (let tries = 0; ; tries++) {
+    if (removeTree(dir)) return true;
+    if (tries >= retries) return false;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** Removes `<mount>/cohort` when no run uses it any more (ENOTEMPTY/EBUSY otherwise: left alone). */
 export function removeCohortDirIfEmpty(hierarchy: CgroupHierarchy): void {
   try {

@@ -56,6 +56,7 @@ import {
   openRunCgroups,
   removeCohortDirIfEmpty,
   removeTree,
+  removeTreeRetrying,
   type CgroupHierarchy,
   type CgroupKind,
   type CgroupMode,
@@ -860,7 +861,7 @@ export class ProcessBackend implements Backend {
       for (const { rel, processes } of elsewhere) this.record("member-killed", { scope: "run", cgroup: rel, signal: "SIGKILL", processes, outsideGroup: null, via: "cgroup" });
       await this.cgroupWatcher.waitEmpty(kind, run.dir, AbortSignal.timeout(KILL_WAIT_MS));
     }
-    for (let tries = 0; !removeTree(run.dir) && tries < 100; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
+    await removeTreeRetrying(run.dir, 100);
     for (const dir of liveCgroups.keys()) if (dir.startsWith(run.dir + path.sep)) liveCgroups.delete(dir);
     liveRunCgroups.delete(run.dir);
     removeCohortDirIfEmpty(run.hierarchy);

@@ -24,7 +24,7 @@ import * as fs from "node:fs";
 import * as path from "node:path";
 import { MAX_TIMER_MS } from "../../core/duration";
 import { isRunId } from "../../core/run-id";
-import { CgroupWatcher, cgroupOwner, cgroupProcs, killCgroup, removeCohortDirIfEmpty, removeTree, runCgroupTree, runCgroups, signalCgroup } from "./cgroup";
+import { CgroupWatcher, cgroupOwner, cgroupProcs, killCgroup, removeCohortDirIfEmpty, removeTreeRetrying, runCgroupTree, runCgroups, signalCgroup } from "./cgroup";
 import { KILL_WAIT_MS } from "./stop";
 import { HAS_PROC, GroupWatcher, groupMembers, listProcesses, readProcEnviron, readProcStat, signalGroup, type ProcStat } from "./status";
 
@@ -201,7 +201,7 @@ export async function stopRunCgroups(
           await watcher.waitEmpty(hierarchy.kind, dir, AbortSignal.timeout(KILL_WAIT_MS));
         }
       }
-      for (let tries = 0; !removeTree(dir) && tries < 50; tries++) await new Promise((resolve) => setTimeout(resolve, 10));
+      await removeTreeRetrying(dir, 50);
       removeCohortDirIfEmpty(hierarchy);
       out.push(...entries.values());
     }),
