@@ -20,6 +20,9 @@
  *    Where the runtime puts each member into a cgroup of its own (root, cgroup2 or the v1 freezer), each floor
  *    is measured a second time with its listeners in new cgroups too, and time to ready is also printed against
  *    that like-for-like floor (beside the target, not instead of it).
+ *    Also printed beside the target, not instead of it: the launcher-alone schedule (`floorSchedule`), time to
+ *    ready if only the launcher stood between one level being ready and the next one's members starting, from a
+ *    floor measured at every level's width, and time to ready against it (what the runtime adds).
  * 3c. The same at 1,000 members in 5 levels (1 -> 99 -> 200 -> 300 -> 400; floor: 400 at once).
  *    BENCH_CASES picks the cases (default `200,1000`); BENCH_REPEAT runs each case that many times
  *    (default 3) and prints each run and the medians.
@@ -258,6 +261,8 @@ interface Floor {
   readonly lastMs: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** When each listener's pid was read back, in ms from the first request, by index (the order they were asked for). */
+  readonly startsMs: readonly number[];
 }
 
 /**
@@ -305,7 +310,7 @@ async function spawnFloor(launcherPath: string, command: readonly string[], coun
           .then(() => performance.now() - t0),
       ),
     );
-    return { count, lastMs: Math.max(...at), p50Ms: percentile(at, 50), p99Ms: percentile(at, 99) };
+    return { count, lastMs: Math.max(...at), p50Ms: percentile(at, 50), p99Ms: percentile(at, 99), startsMs: at };
   } finally {
     await launcher.close(); // SIGKILLs every listener it started
     if (cgroups !== null && runDir !== null) {
@@ -330,7 +335,40 @@ interface CaseRun {
   /** The same floor with each listener in a new cgroup of its own, as the run's members are; null: no cgroups here. */
   readonly cgroupFloor: Floor | null;
   readonly criticalPathMs: number;
+  /** {@link floorSchedule} of the case, with floors like the run's members (in cgroups where they are). */
+  readonly schedule: FloorSchedule;
   readonly load: string;
+}
+
+/** See {@link floorSchedule}. */
+interface FloorSchedule {
+  /** Time to ready with nothing but the launcher between the levels, in ms. */
+  readonly totalMs: number;
+  /** Each level's share, in ms, in chain order. */
+  readonly levelsMs: readonly number[];
+}
+
+/**
+ * The launcher-alone schedule of a chain of levels: the time to ready if nothing but the compiled launcher
+ * stood between a level being all ready and the next level's members being started. Level k starts when
+ * level k-1 is all ready; its member i is started `floors.get(width).startsMs[i]` ms later (the launcher
+ * alone starting that many listeners at once, asked for in index order, as the runtime asks for a level's
+ * members), is ready `delaysMs[i]` after that, and the level is ready at its last member. The sum over the
+ * levels is a lower bound on time to ready that counts the spread of start times of every level the
+ * critical path crosses (four bursts at 1,000 members in 5 levels), where "critical path + floor last"
+ * counts one: printed beside the target, it separates what the runtime adds from what spawning N
+ * processes on this machine costs. The bench's cases are chains, so the levels are summed in order.
+ *
+ * @param floors - a floor for every level width, keyed by width
+ * @throws {Error} when a width has no floor
+ */
+function floorSchedule(levels: readonly Level[], floors: ReadonlyMap<number, Floor>): FloorSchedule {
+  const levelsMs = levels.map((level) => {
+    const floor = floors.get(level.replicas);
+    if (floor === undefined) throw new Error(`floor schedule: no floor measured for a level of ${level.replicas}`);
+    return Math.max(...level.delaysMs.map((delay, i) => floor.startsMs[i]! + delay));
+  });
+  return { totalMs: levelsMs.reduce((sum, ms) => sum + ms, 0), levelsMs };
 }
 
 /**
@@ -366,11 +404,16 @@ async function runCase(bundle: string, launcherFile: string, command: string[], 
     floor = await spawnFloor(launcherPath, command, widest);
     if (cgroups !== null) cgroupFloor = await spawnFloor(launcherPath, command, widest, cgroups);
   }
+  // The other levels' floors, like the members (each in a cgroup where they are), for the launcher-alone schedule.
+  const floors = new Map<number, Floor>([[widest, cgroupFloor ?? floor]]);
+  for (const level of levels) {
+    if (!floors.has(level.replicas)) floors.set(level.replicas, await spawnFloor(launcherPath, command, level.replicas, cgroups));
+  }
   const cp = criticalPath(
     levels.map((level) => ({ name: level.name, needs: level.needs })),
     (role) => Math.max(...levels.find((level) => level.name === role)!.delaysMs),
   );
-  return { run, floor, cgroupFloor, criticalPathMs: cp.totalMs, load: load().split(" ")[0]! };
+  return { run, floor, cgroupFloor, criticalPathMs: cp.totalMs, schedule: floorSchedule(levels, floors), load: load().split(" ")[0]! };
 }
 
 function median(values: readonly number[]): number {
@@ -388,7 +431,7 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
   out(`dependant spawn vs spawn floor, ${label} (${levels.map((l) => `${l.name} x${l.replicas}`).join(" -> ")}; floor: ${widest} at once)`);
   const withCgroups = runs.every((c) => c.cgroupFloor !== null);
   out(
-    `  run  floor p50/p99/last  spawned p50/p99  ratio  | sched p50/p99  set-up p50/p99  round trip p50/p99 | ready / (cp + floor last)${withCgroups ? "  | cgroup floor p50/last  ready / (cp + it)" : ""}  load`,
+    `  run  floor p50/p99/last  spawned p50/p99  ratio  | sched p50/p99  set-up p50/p99  round trip p50/p99 | ready / (cp + floor last)${withCgroups ? "  | cgroup floor p50/last  ready / (cp + it)" : ""}  | floor schedule  ready / it  load`,
   );
   const rows = runs.map((c, i) => {
     const p = placement(c.run.records, levels);
@@ -400,6 +443,7 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
     out(
       `  ${String(i + 1).padStart(3)}  ${f(c.floor.p50Ms)}/${f(c.floor.p99Ms)}/${f(c.floor.lastMs)}  ${pp(p.toSpawned)}    ${ratio.toFixed(2)}  |  ${pp(p.toStart)}   ${pp(p.setUp)}     ${pp(p.roundTrip)}     | ${(ttr / 1000).toFixed(3)} / ${(bound / 1000).toFixed(3)} s = ${(ttr / bound).toFixed(3)}` +
         (withCgroups ? `  | ${f(c.cgroupFloor!.p50Ms)}/${f(c.cgroupFloor!.lastMs)}          ${(ttr / (c.criticalPathMs + c.cgroupFloor!.lastMs)).toFixed(3)}` : "") +
+        `  | ${(c.schedule.totalMs / 1000).toFixed(3)} s        ${(ttr / c.schedule.totalMs).toFixed(3)}` +
         `  ${c.load}`,
     );
     return {
@@ -412,6 +456,8 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
       cgroupFloorLast: c.cgroupFloor?.lastMs ?? Number.NaN,
       floorLast: c.floor.lastMs,
       readyCgroup: c.cgroupFloor === null ? Number.NaN : ttr / (c.criticalPathMs + c.cgroupFloor.lastMs),
+      readySchedule: ttr / c.schedule.totalMs,
+      scheduleOverCp: c.schedule.totalMs / (c.criticalPathMs + c.floor.lastMs),
     };
   });
   const m = (key: keyof (typeof rows)[number]): number => median(rows.map((row) => row[key]));
@@ -428,6 +474,10 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
       `  like for like (the floor's listeners each in a new cgroup, as the members are): floor last ${m("cgroupFloorLast").toFixed(0)} ms against ${m("floorLast").toFixed(0)} bare; time to ready / (critical path + it) = ${m("readyCgroup").toFixed(3)}`,
     );
   }
+  // Not the target either: a lower bound that counts every level's spread of start times (floorSchedule).
+  out(
+    `  launcher-alone schedule (each level started by the launcher alone${withCgroups ? ", in cgroups" : ""}, at once, when the level above is ready): ${m("scheduleOverCp").toFixed(3)} x (critical path + floor last); time to ready / it = ${m("readySchedule").toFixed(3)}`,
+  );
   out(
     "  (sched: last dependency ready -> start requested; set-up: start requested -> spawn request written; round trip: request -> pid read back: the launcher's queue, the fork/exec and the runtime's event loop)",
   );
