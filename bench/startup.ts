@@ -20,9 +20,10 @@
  *    Where the runtime puts each member into a cgroup of its own (root, cgroup2 or the v1 freezer), each floor
  *    is measured a second time with its listeners in new cgroups too, and time to ready is also printed against
  *    that like-for-like floor (beside the target, not instead of it).
- *    Also printed beside the target, not instead of it: the launcher-alone schedule (`floorSchedule`), time to
- *    ready if only the launcher stood between one level being ready and the next one's members starting, from a
- *    floor measured at every level's width, and time to ready against it (what the runtime adds).
+ *    Also printed beside the target, not instead of it: the launcher-alone schedule (`floorSchedule`), an estimate
+ *    of time to ready if only the launcher stood between one level being ready and the next one's members
+ *    starting, from a floor measured at every level's width, each level's spread in it, and time to ready against
+ *    it (what the runtime adds).
  * 3c. The same at 1,000 members in 5 levels (1 -> 99 -> 200 -> 300 -> 400; floor: 400 at once).
  *    BENCH_CASES picks the cases (default `200,1000`); BENCH_REPEAT runs each case that many times
  *    (default 3) and prints each run and the medians.
@@ -344,7 +345,7 @@ interface CaseRun {
 interface FloorSchedule {
   /** Time to ready with nothing but the launcher between the levels, in ms. */
   readonly totalMs: number;
-  /** Each level's share, in ms, in chain order. */
+  /** Each level's share (its last member ready, from the level's start), in ms, in chain order. */
   readonly levelsMs: readonly number[];
 }
 
@@ -354,10 +355,13 @@ interface FloorSchedule {
  * level k-1 is all ready; its member i is started `floors.get(width).startsMs[i]` ms later (the launcher
  * alone starting that many listeners at once, asked for in index order, as the runtime asks for a level's
  * members), is ready `delaysMs[i]` after that, and the level is ready at its last member. The sum over the
- * levels is a lower bound on time to ready that counts the spread of start times of every level the
- * critical path crosses (four bursts at 1,000 members in 5 levels), where "critical path + floor last"
- * counts one: printed beside the target, it separates what the runtime adds from what spawning N
- * processes on this machine costs. The bench's cases are chains, so the levels are summed in order.
+ * levels estimates the time to ready of a runtime that adds nothing to the launcher: it counts the spread of
+ * start times of every level the critical path crosses (four bursts at 1,000 members in 5 levels), where
+ * "critical path + floor last" counts one. An estimate, not a strict bound: each width's floor is one sample
+ * (taken after the run, with its spread from run to run), and a floor's start is when the pid was read back,
+ * a little after the exec (the member's delay starts at the exec). Printed beside the target, it separates
+ * what the runtime adds from what spawning N processes on this machine costs. The bench's cases are chains,
+ * so the levels are summed in order.
  *
  * @param floors - a floor for every level width, keyed by width
  * @throws {Error} when a width has no floor
@@ -405,6 +409,8 @@ async function runCase(bundle: string, launcherFile: string, command: string[], 
     if (cgroups !== null) cgroupFloor = await spawnFloor(launcherPath, command, widest, cgroups);
   }
   // The other levels' floors, like the members (each in a cgroup where they are), for the launcher-alone schedule.
+  // Measured after the widest level's floors, so that those stay right after the run as before (the target's
+  // bound); one sample each, so the schedule carries a floor's run-to-run spread.
   const floors = new Map<number, Floor>([[widest, cgroupFloor ?? floor]]);
   for (const level of levels) {
     if (!floors.has(level.replicas)) floors.set(level.replicas, await spawnFloor(launcherPath, command, level.replicas, cgroups));
@@ -458,9 +464,11 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
       readyCgroup: c.cgroupFloor === null ? Number.NaN : ttr / (c.criticalPathMs + c.cgroupFloor.lastMs),
       readySchedule: ttr / c.schedule.totalMs,
       scheduleOverCp: c.schedule.totalMs / (c.criticalPathMs + c.floor.lastMs),
+      // each level's spread in the schedule: its share minus its longest delay (when its last member was ready beyond that)
+      spreads: c.schedule.levelsMs.map((ms, k) => ms - Math.max(...levels[k]!.delaysMs)),
     };
   });
-  const m = (key: keyof (typeof rows)[number]): number => median(rows.map((row) => row[key]));
+  const m = (key: Exclude<keyof (typeof rows)[number], "spreads">): number => median(rows.map((row) => row[key]));
   const ratio = m("ratio");
   const ready = m("ready");
   out(
@@ -474,9 +482,10 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
       `  like for like (the floor's listeners each in a new cgroup, as the members are): floor last ${m("cgroupFloorLast").toFixed(0)} ms against ${m("floorLast").toFixed(0)} bare; time to ready / (critical path + it) = ${m("readyCgroup").toFixed(3)}`,
     );
   }
-  // Not the target either: a lower bound that counts every level's spread of start times (floorSchedule).
+  // Not the target either: an estimate that counts every level's spread of start times (floorSchedule).
+  const spreads = levels.map((level, k) => `${level.name} ${median(rows.map((row) => row.spreads[k]!)).toFixed(0)}`).join(", ");
   out(
-    `  launcher-alone schedule (each level started by the launcher alone${withCgroups ? ", in cgroups" : ""}, at once, when the level above is ready): ${m("scheduleOverCp").toFixed(3)} x (critical path + floor last); time to ready / it = ${m("readySchedule").toFixed(3)}`,
+    `  launcher-alone schedule (each level started by the launcher alone${withCgroups ? ", in cgroups" : ""}, at once, when the level above is ready): ${m("scheduleOverCp").toFixed(3)} x (critical path + floor last, the target's bound); time to ready / it = ${m("readySchedule").toFixed(3)}; each level's spread in it (ms past its longest delay): ${spreads}`,
   );
   out(
     "  (sched: last dependency ready -> start requested; set-up: start requested -> spawn request written; round trip: request -> pid read back: the launcher's queue, the fork/exec and the runtime's event loop)",
