@@ -345,8 +345,8 @@ interface CaseRun {
 interface FloorSchedule {
   /** Time to ready with nothing but the launcher between the levels, in ms. */
   readonly totalMs: number;
-  /** Each level's share (its last member ready, from the level's start), in ms, in chain order. */
-  readonly levelsMs: readonly number[];
+  /** Each level's spread: how long after its longest delay its last member was ready, in ms, in chain order. */
+  readonly spreadsMs: readonly number[];
 }
 
 /**
@@ -367,12 +367,15 @@ interface FloorSchedule {
  * @throws {Error} when a width has no floor
  */
 function floorSchedule(levels: readonly Level[], floors: ReadonlyMap<number, Floor>): FloorSchedule {
-  const levelsMs = levels.map((level) => {
+  let totalMs = 0;
+  const spreadsMs = levels.map((level) => {
     const floor = floors.get(level.replicas);
     if (floor === undefined) throw new Error(`floor schedule: no floor measured for a level of ${level.replicas}`);
-    return Math.max(...level.delaysMs.map((delay, i) => floor.startsMs[i]! + delay));
+    const levelMs = Math.max(...level.delaysMs.map((delay, i) => floor.startsMs[i]! + delay));
+    totalMs += levelMs;
+    return levelMs - Math.max(...level.delaysMs);
   });
-  return { totalMs: levelsMs.reduce((sum, ms) => sum + ms, 0), levelsMs };
+  return { totalMs, spreadsMs };
 }
 
 /**
@@ -463,12 +466,10 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
       floorLast: c.floor.lastMs,
       readyCgroup: c.cgroupFloor === null ? Number.NaN : ttr / (c.criticalPathMs + c.cgroupFloor.lastMs),
       readySchedule: ttr / c.schedule.totalMs,
-      scheduleOverCp: c.schedule.totalMs / (c.criticalPathMs + c.floor.lastMs),
-      // each level's spread in the schedule: its share minus its longest delay (when its last member was ready beyond that)
-      spreads: c.schedule.levelsMs.map((ms, k) => ms - Math.max(...levels[k]!.delaysMs)),
+      scheduleOverCp: c.schedule.totalMs / bound,
     };
   });
-  const m = (key: Exclude<keyof (typeof rows)[number], "spreads">): number => median(rows.map((row) => row[key]));
+  const m = (key: keyof (typeof rows)[number]): number => median(rows.map((row) => row[key]));
   const ratio = m("ratio");
   const ready = m("ready");
   out(
@@ -483,7 +484,7 @@ function printCase(out: (line?: string) => void, name: string, runs: readonly Ca
     );
   }
   // Not the target either: an estimate that counts every level's spread of start times (floorSchedule).
-  const spreads = levels.map((level, k) => `${level.name} ${median(rows.map((row) => row.spreads[k]!)).toFixed(0)}`).join(", ");
+  const spreads = levels.map((level, k) => `${level.name} ${median(runs.map((c) => c.schedule.spreadsMs[k]!)).toFixed(0)}`).join(", ");
   out(
     `  launcher-alone schedule (each level started by the launcher alone${withCgroups ? ", in cgroups" : ""}, at once, when the level above is ready): ${m("scheduleOverCp").toFixed(3)} x (critical path + floor last, the target's bound); time to ready / it = ${m("readySchedule").toFixed(3)}; each level's spread in it (ms past its longest delay): ${spreads}`,
   );
